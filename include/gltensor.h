@@ -1,0 +1,218 @@
+/*
+ * gltensor.h: hand what OpenGL rendered to CUDA (or host memory) without a
+ * trip through the CPU, as linear buffers that tensor libraries can wrap.
+ *
+ * Usable from C and C++; needs no OpenGL, EGL or CUDA headers. GL and EGL are
+ * loaded at run time, and the calls below work with whatever GL context is
+ * current in the calling thread (EGL or GLX).
+ *
+ * Conventions:
+ *   - every object is opaque and has a create/destroy pair; destroy(NULL) is a no-op;
+ *   - every fallible call returns a glt_status; glt_last_error() then gives a
+ *     sentence for the calling thread that names the failed call, the object and
+ *     what to do;
+ *   - CUDA streams and pointers travel as void* so that this header needs no CUDA.
+ */
+#ifndef GLTENSOR_H
+#define GLTENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GLT_VERSION_MAJOR 0
+#define GLT_VERSION_MINOR 1
+#define GLT_VERSION_PATCH 0
+#define GLT_VERSION_NUMBER (GLT_VERSION_MAJOR * 10000 + GLT_VERSION_MINOR * 100 + GLT_VERSION_PATCH)
+#define GLT_STRINGIFY_(x) #x
+#define GLT_STRINGIFY(x) GLT_STRINGIFY_(x)
+#define GLT_VERSION_STRING \
+    GLT_STRINGIFY(GLT_VERSION_MAJOR) "." GLT_STRINGIFY(GLT_VERSION_MINOR) "." GLT_STRINGIFY(GLT_VERSION_PATCH)
+
+#if defined(__GNUC__) && (__GNUC__ >= 4)
+#define GLT_API __attribute__((visibility("default")))
+#else
+#define GLT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes: one list, expanded into the enum and into glt_status_name ---- */
+#define GLT_STATUS_MAP(X)                                                                   \
+    X(OK, "success")                                                                        \
+    X(NO_CONTEXT, "no OpenGL context is current in the calling thread")                     \
+    X(WRONG_CONTEXT, "the object belongs to another OpenGL context than the current one")   \
+    X(INVALID_OBJECT, "the GL name is not a live texture or renderbuffer of that target")  \
+    X(UNSUPPORTED_FORMAT, "the image's format cannot be captured")                          \
+    X(WRONG_DEVICE, "the GL context runs on another GPU than the CUDA device")              \
+    X(CUDA_UNAVAILABLE, "CUDA is not usable here (not compiled in, no driver or no GPU)")   \
+    X(CLOSED, "the object was closed")                                                      \
+    X(INVALID_ARGUMENT, "an argument is out of range or does not match")                    \
+    X(CUDA_ERROR, "a CUDA call failed")                                                     \
+    X(GL_ERROR, "an OpenGL call failed")                                                    \
+    X(EGL_ERROR, "an EGL call failed")                                                      \
+    X(OUT_OF_MEMORY, "out of memory")
+
+typedef enum glt_status {
+#define GLT_STATUS_ENUM_(name, text) GLT_##name,
+    GLT_STATUS_MAP(GLT_STATUS_ENUM_)
+#undef GLT_STATUS_ENUM_
+    GLT_STATUS_COUNT_
+} glt_status;
+
+/* "GLT_NO_CONTEXT" etc.; "GLT_UNKNOWN_STATUS" for values outside the enum. */
+GLT_API const char *glt_status_name(glt_status status);
+/* One-line description of the status code itself. */
+GLT_API const char *glt_status_description(glt_status status);
+/* The detailed message of the last failure in the calling thread ("" if none). */
+GLT_API const char *glt_last_error(void);
+
+GLT_API unsigned glt_version_number(void);
+GLT_API const char *glt_version_string(void);
+
+/* 1 when this build contains the CUDA backend. */
+GLT_API int glt_cuda_compiled(void);
+/* GLT_OK and the number of CUDA devices when CUDA can be used in this process. */
+GLT_API glt_status glt_cuda_probe(int *device_count);
+
+/* GL enums the API takes, as numbers, so that callers need no GL headers. */
+#define GLT_TEXTURE_2D 0x0DE1u
+#define GLT_TEXTURE_RECTANGLE 0x84F5u
+#define GLT_RENDERBUFFER 0x8D41u
+
+typedef enum glt_dtype {
+    GLT_DTYPE_UINT8,
+    GLT_DTYPE_UINT16,
+    GLT_DTYPE_UINT32,
+    GLT_DTYPE_FLOAT16,
+    GLT_DTYPE_FLOAT32
+} glt_dtype;
+
+/* "uint8", "float16", ... */
+GLT_API const char *glt_dtype_name(glt_dtype dtype);
+GLT_API size_t glt_dtype_size(glt_dtype dtype);
+
+typedef enum glt_backend {
+    GLT_BACKEND_AUTO, /* CUDA when the GL context runs on a CUDA device, else CPU */
+    GLT_BACKEND_CUDA,
+    GLT_BACKEND_CPU
+} glt_backend;
+
+GLT_API const char *glt_backend_name(glt_backend backend);
+
+/* Where a buffer lives. */
+typedef enum glt_memory { GLT_MEMORY_HOST, GLT_MEMORY_CUDA } glt_memory;
+
+/* ---- headless OpenGL context (EGL, no window) ---- */
+typedef struct glt_context glt_context;
+
+typedef struct glt_context_desc {
+    int cuda_device;    /* CUDA ordinal (honours CUDA_VISIBLE_DEVICES); -1: the first CUDA device */
+    int allow_software; /* 1: fall back to Mesa's software device when no EGL device matches */
+    int force_software; /* 1: use the software device even when an NVIDIA one exists */
+    int gl_major, gl_minor; /* 0, 0: 4.5 core, then 3.3 core */
+} glt_context_desc;
+
+typedef struct glt_context_info {
+    const char *vendor, *renderer, *version; /* GL strings, owned by the context */
+    int cuda_device;                        /* -1 when the context runs on no CUDA device */
+    int is_software;                        /* 1 for Mesa llvmpipe / softpipe */
+    int gl_major, gl_minor;
+} glt_context_info;
+
+/* Fills desc with the defaults (cuda_device 0, software fallback allowed, GL 4.5). */
+GLT_API void glt_context_desc_init(glt_context_desc *desc);
+/* Creates the context and makes it current in the calling thread. */
+GLT_API glt_status glt_context_create_headless(const glt_context_desc *desc, glt_context **out);
+GLT_API glt_status glt_context_make_current(glt_context *ctx);
+/* Leaves the calling thread with no current context (only if ctx is current). */
+GLT_API glt_status glt_context_release_current(glt_context *ctx);
+GLT_API glt_status glt_context_get_info(const glt_context *ctx, glt_context_info *info);
+GLT_API void glt_context_destroy(glt_context *ctx);
+
+/* ---- capture of one GL image ---- */
+typedef struct glt_capture glt_capture;
+
+typedef struct glt_capture_desc {
+    unsigned gl_name;   /* texture or renderbuffer name in the current context */
+    unsigned gl_target; /* GLT_TEXTURE_2D, GLT_TEXTURE_RECTANGLE or GLT_RENDERBUFFER */
+    glt_backend backend;
+    int cuda_device; /* -1: the device the current GL context runs on */
+} glt_capture_desc;
+
+typedef struct glt_capture_info {
+    int width, height, channels; /* output shape is (height, width, channels) */
+    glt_dtype dtype;
+    unsigned gl_internal_format;
+    const char *format_name; /* "GL_RGBA8" */
+    const char *target_name; /* "GL_TEXTURE_2D" */
+    glt_backend backend;     /* never AUTO: the backend in use */
+    const char *backend_reason;
+    int cuda_device; /* -1 on the CPU backend */
+} glt_capture_info;
+
+GLT_API void glt_capture_desc_init(glt_capture_desc *desc);
+/* Needs the GL context that owns the name to be current. */
+GLT_API glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out);
+/* Releases the CUDA registration; frames already read stay valid. Call with the
+ * capture's GL context current where possible. */
+GLT_API void glt_capture_destroy(glt_capture *cap);
+/* Info as of the last read (or creation); glt_capture_refresh brings it up to date. */
+GLT_API glt_status glt_capture_get_info(const glt_capture *cap, glt_capture_info *info);
+/* Re-reads size and format from GL; re-registers if they changed (*changed = 1). */
+GLT_API glt_status glt_capture_refresh(glt_capture *cap, int *changed);
+
+typedef struct glt_read_options {
+    int flip;          /* 1: top row first, as seen on screen; 0: GL's bottom-up rows */
+    void *cuda_stream; /* stream the copy is issued on; NULL: the capture's own stream */
+} glt_read_options;
+
+GLT_API void glt_read_options_init(glt_read_options *opts); /* flip = 1, own stream */
+
+/* A destination the caller owns: (height, width, channels) with byte strides. */
+typedef struct glt_buffer_view {
+    void *data;
+    glt_memory memory;
+    int cuda_device; /* for GLT_MEMORY_CUDA; -1: found from the pointer */
+    glt_dtype dtype;
+    int64_t shape[3];         /* height, width, channels */
+    int64_t strides_bytes[3]; /* row, pixel, channel */
+    int read_only;
+} glt_buffer_view;
+
+/* Copies the current image into dst, after validating shape, dtype, device and strides. */
+GLT_API glt_status glt_capture_read_into(glt_capture *cap, const glt_read_options *opts, const glt_buffer_view *dst);
+
+/* ---- frames: buffers from the capture's pool, never overwritten by a later read ---- */
+typedef struct glt_frame glt_frame;
+
+typedef struct glt_frame_info {
+    void *data;
+    glt_memory memory;
+    int cuda_device;
+    glt_dtype dtype;
+    int height, width, channels;
+    size_t row_pitch_bytes; /* == width * channels * dtype size: frames are contiguous */
+    size_t nbytes;
+    int flipped;
+    void *stream; /* stream the copy was issued on (NULL on the CPU backend) */
+} glt_frame_info;
+
+GLT_API glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts, glt_frame **out);
+GLT_API void glt_frame_get_info(const glt_frame *frame, glt_frame_info *info);
+/* Makes consumer_stream wait for the frame's copy (no wait when it is the copy's stream) and
+ * remembers it, so that the frame's buffer is reused only after work queued there is done. */
+GLT_API glt_status glt_frame_sync_stream(glt_frame *frame, void *consumer_stream);
+/* A new frame from the same pool holding a copy of frame's pixels (copied on the frame's stream). */
+GLT_API glt_status glt_frame_clone(const glt_frame *frame, glt_frame **out);
+/* Blocks the calling thread until the frame's copy is complete. */
+GLT_API glt_status glt_frame_synchronize(glt_frame *frame);
+/* Returns the buffer to the pool; it is handed out again only once every remembered stream
+ * has finished the work queued on it so far. Safe after the capture was destroyed. */
+GLT_API void glt_frame_destroy(glt_frame *frame);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GLTENSOR_H */

@@ -1,0 +1,44 @@
+"""gltensor: what OpenGL rendered, as a GPU tensor, with no trip through host memory.
+
+    import gltensor, torch
+    cap = gltensor.Capture(texture_name)          # in the GL context current in this thread
+    frame = cap.read()                            # top row first; CUDA when the context runs on the GPU
+    x = torch.from_dlpack(frame)                  # (H, W, C), no copy
+
+See docs/python-api.md for the whole API.
+"""
+
+from ._gltensor import (  # noqa: F401  (re-exported API)
+    GL_RENDERBUFFER,
+    GL_TEXTURE_2D,
+    GL_TEXTURE_RECTANGLE,
+    Capture,
+    ClosedError,
+    Context,
+    CudaError,
+    CudaUnavailableError,
+    EGLError,
+    Frame,
+    GLError,
+    GLTensorError,
+    InvalidArgumentError,
+    InvalidObjectError,
+    NoContextError,
+    OutOfMemoryError,
+    UnsupportedFormatError,
+    WrongContextError,
+    WrongDeviceError,
+    __version__,
+    cuda_available,
+    cuda_compiled,
+    cuda_unavailable_reason,
+)
+
+__all__ = [
+    "Capture", "Context", "Frame",
+    "GL_TEXTURE_2D", "GL_TEXTURE_RECTANGLE", "GL_RENDERBUFFER",
+    "cuda_available", "cuda_compiled", "cuda_unavailable_reason",
+    "GLTensorError", "NoContextError", "WrongContextError", "InvalidObjectError", "UnsupportedFormatError",
+    "WrongDeviceError", "CudaUnavailableError", "ClosedError", "InvalidArgumentError", "CudaError", "GLError",
+    "EGLError", "OutOfMemoryError",
+]

@@ -1,0 +1,153 @@
+"""Demo: render a scene headlessly, capture every frame into a tensor, consume it, report the rate.
+
+    python -m gltensor [--size 512x512] [--frames 300] [--backend auto|cuda|cpu] [--out frame.png]
+
+The first frame is checked byte for byte against glReadPixels before anything is timed: a fast
+capture of the wrong pixels is worth nothing.
+"""
+import argparse
+import os
+import struct
+import sys
+import time
+import zlib
+
+os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
+
+import numpy as np  # noqa: E402
+
+import gltensor  # noqa: E402
+
+
+def _parse_size(text):
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected WIDTHxHEIGHT, e.g. 512x512, got %r" % text)
+    if w <= 0 or h <= 0:
+        raise argparse.ArgumentTypeError("width and height must be positive")
+    return w, h
+
+
+def _consumer_lib():
+    """torch when importable (the framework most users hand frames to), else numpy."""
+    try:
+        import torch
+        return "torch", torch
+    except ImportError:
+        return "numpy", None
+
+
+def _wrap(frame, torch):
+    """The zero-copy hand-off a training loop does: DLPack into the framework."""
+    if torch is not None:
+        return torch.from_dlpack(frame)
+    if frame.device != "cpu":
+        raise SystemExit("error: a CUDA frame needs torch (or another CUDA framework) to consume it")
+    try:
+        return np.from_dlpack(frame)
+    except (AttributeError, TypeError, BufferError):
+        return np.asarray(frame)  # older numpy: __array_interface__
+
+
+def _consume(x, torch):
+    """The consumer op: a reduction that touches every byte, on the frame's device."""
+    return x.float().mean() if torch is not None else x.astype(np.float32).mean()
+
+
+def _to_host(x):
+    """A numpy copy of a wrapped frame, wherever it lives."""
+    if hasattr(x, "cpu"):  # torch tensor, CPU or CUDA
+        return x.cpu().numpy().copy()
+    return np.array(x, copy=True)
+
+
+def _write_png(path, rgba):
+    """Minimal RGBA8 PNG writer (filter 0 on every row), for when pillow is missing."""
+    h, w, _ = rgba.shape
+    raw = b"".join(b"\x00" + rgba[y].tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0)  # 8 bits per channel, colour type 6 = RGBA
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+def _save_png(path, rgba):
+    try:
+        from PIL import Image
+    except ImportError:
+        _write_png(path, rgba)
+        return "zlib writer"
+    Image.fromarray(rgba, "RGBA").save(path)
+    return "pillow"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m gltensor", description=__doc__.split("\n")[0])
+    parser.add_argument("--size", type=_parse_size, default=(512, 512), help="WIDTHxHEIGHT (default 512x512)")
+    parser.add_argument("--frames", type=int, default=300, help="frames to time (default 300)")
+    parser.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    parser.add_argument("--camera", type=int, default=0, help="camera index of the scene")
+    parser.add_argument("--out", default="frame.png", help="where to save one captured frame (PNG)")
+    args = parser.parse_args(argv)
+    width, height = args.size
+
+    from tqdm import tqdm
+
+    from gltensor.scene import Scene  # imports OpenGL, after the platform was chosen above
+
+    lib, torch = _consumer_lib()
+    ctx = gltensor.Context.headless()
+    scene = Scene(width, height, camera=args.camera)
+    cap = gltensor.Capture(scene.texture, gltensor.GL_TEXTURE_2D, backend=args.backend)
+    try:
+        print("gltensor %s | GL: %s (%s) | consumer: %s" % (gltensor.__version__, ctx.renderer, ctx.version, lib))
+        print("backend: %s (%s)" % (cap.backend, cap.backend_reason))
+        cuda = cap.backend == "cuda"
+
+        # Correctness first: the captured frame must be exactly what glReadPixels returns.
+        t_check = 0.25
+        scene.render(t_check)
+        captured = _to_host(_wrap(cap.read(), torch))
+        reference = scene.read_pixels()
+        if captured.shape != reference.shape or not np.array_equal(captured, reference):
+            bad = np.argwhere(captured != reference) if captured.shape == reference.shape else []
+            where = "first difference at (y, x, c) = %s" % (tuple(bad[0]),) if len(bad) else "shape differs"
+            print("FAIL: captured frame %s != glReadPixels %s: %d bytes differ, %s"
+                  % (captured.shape, reference.shape, len(bad), where), file=sys.stderr)
+            return 1
+        print("check: captured frame equals glReadPixels exactly (%dx%d RGBA8, top row first)" % (width, height))
+        how = _save_png(args.out, captured)
+        print("saved %s (%s)" % (args.out, how))
+
+        # The loop a training step runs: render, hand over, consume. Sync once, at the end.
+        warmup = min(10, args.frames)
+        for i in range(warmup):
+            scene.render(i / 60.0)
+            _consume(_wrap(cap.read(), torch), torch)
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for i in tqdm(range(args.frames), desc="frames", unit="f", leave=False, disable=None):
+            scene.render(i / 60.0)
+            y = _consume(_wrap(cap.read(), torch), torch)
+        if cuda:
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter() - start
+        n = max(args.frames, 1)
+        print("%d frames of %dx%d: %.1f frames/s, %.1f us/frame (render + read + %s consumer op)"
+              % (args.frames, width, height, n / elapsed, elapsed / n * 1e6, lib))
+        if args.frames:
+            print("last frame mean: %.3f" % float(y))
+    finally:
+        cap.close()
+        scene.close()
+        ctx.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

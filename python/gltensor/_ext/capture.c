@@ -1,0 +1,294 @@
+/* gltensor.Capture: one GL texture or renderbuffer, read into frames or into out=. */
+#include "ext.h"
+
+#include <structmember.h>
+
+typedef struct {
+    PyObject_HEAD
+    gltensor_state *st;
+    glt_capture *cap;
+    unsigned name;
+    unsigned target;
+    PyObject *weakreflist;
+} CaptureObject;
+
+static int parse_backend(PyObject *obj, glt_backend *out) {
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "backend must be 'auto', 'cuda' or 'cpu', not %.80s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const char *s = PyUnicode_AsUTF8(obj);
+    if (!s) return -1;
+    if (!strcmp(s, "auto")) *out = GLT_BACKEND_AUTO;
+    else if (!strcmp(s, "cuda")) *out = GLT_BACKEND_CUDA;
+    else if (!strcmp(s, "cpu")) *out = GLT_BACKEND_CPU;
+    else {
+        PyErr_Format(PyExc_ValueError, "backend must be 'auto', 'cuda' or 'cpu', not '%s'", s);
+        return -1;
+    }
+    return 0;
+}
+
+static int as_gl_uint(PyObject *obj, const char *what, unsigned long *out) {
+    PyObject *i = PyNumber_Index(obj);
+    if (!i) {
+        PyErr_Format(PyExc_TypeError, "%s must be an integer GL name/enum, not %.80s", what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *out = PyLong_AsUnsignedLong(i);
+    Py_DECREF(i);
+    if (*out == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    if (*out > 0xFFFFFFFFul) {
+        PyErr_Format(PyExc_ValueError, "%s %lu does not fit a GLuint", what, *out);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"name", "target", "backend", "cuda_device", NULL};
+    unsigned long name = 0, target = GLT_TEXTURE_2D;
+    PyObject *name_obj, *target_obj = NULL, *backend_obj = NULL, *device_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Capture", kwlist, &name_obj, &target_obj, &backend_obj,
+                                     &device_obj))
+        return NULL;
+    /* Any integer-like name: PyOpenGL gives numpy.uint32, Panda3D and moderngl give int. */
+    if (as_gl_uint(name_obj, "name", &name) < 0) return NULL;
+    if (target_obj && as_gl_uint(target_obj, "target", &target) < 0) return NULL;
+    gltensor_state *st = glt_py_state_of_type(type);
+    if (!st) return NULL;
+    glt_capture_desc desc;
+    glt_capture_desc_init(&desc);
+    desc.gl_name = (unsigned)name;
+    desc.gl_target = (unsigned)target;
+    if (backend_obj && parse_backend(backend_obj, &desc.backend) < 0) return NULL;
+    if (device_obj != Py_None) {
+        desc.cuda_device = PyLong_AsLong(device_obj);
+        if (desc.cuda_device == -1 && PyErr_Occurred()) return NULL;
+        if (desc.cuda_device < 0) {
+            PyErr_SetString(PyExc_ValueError, "cuda_device must be None or a non-negative CUDA ordinal");
+            return NULL;
+        }
+    }
+    CaptureObject *self = (CaptureObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->st = st;
+    self->name = desc.gl_name;
+    self->target = desc.gl_target;
+    glt_status s = glt_capture_create(&desc, &self->cap);
+    if (s != GLT_OK) {
+        Py_DECREF(self);
+        return glt_py_raise(st, s);
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *closed_error(CaptureObject *self) {
+    PyErr_Format(self->st->errors[GLT_CLOSED],
+                 "the capture of %s %u was closed; create a new gltensor.Capture to read it again",
+                 self->target == GLT_RENDERBUFFER ? "renderbuffer" : "texture", self->name);
+    return NULL;
+}
+
+/* read(flip=True, stream=None, out=None), parsed by hand: this is the per-step call. */
+static PyObject *capture_read(CaptureObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    gltensor_state *st = self->st;
+    PyObject *flip_obj = NULL, *stream_obj = Py_None, *out_obj = Py_None;
+    if (nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "read() takes at most 3 arguments (flip, stream, out)");
+        return NULL;
+    }
+    if (nargs > 0) flip_obj = args[0];
+    if (nargs > 1) stream_obj = args[1];
+    if (nargs > 2) out_obj = args[2];
+    if (kwnames) {
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < nk; ++i) {
+            PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+            if (k == st->str_flip || PyUnicode_Compare(k, st->str_flip) == 0) flip_obj = v;
+            else if (k == st->str_stream || PyUnicode_Compare(k, st->str_stream) == 0) stream_obj = v;
+            else if (k == st->str_out || PyUnicode_Compare(k, st->str_out) == 0) out_obj = v;
+            else {
+                PyErr_Format(PyExc_TypeError, "read() got an unexpected keyword argument '%U'", k);
+                return NULL;
+            }
+        }
+    }
+    if (!self->cap) return closed_error(self);
+    glt_read_options opts;
+    glt_read_options_init(&opts);
+    if (flip_obj) {
+        int f = PyObject_IsTrue(flip_obj);
+        if (f < 0) return NULL;
+        opts.flip = f;
+    }
+    int stream_given = stream_obj != Py_None;
+    if (stream_given && glt_py_parse_stream(st, stream_obj, &opts.cuda_stream) < 0) return NULL;
+
+    if (out_obj == Py_None) {
+        glt_frame *frame = NULL;
+        glt_status s = glt_capture_read(self->cap, &opts, &frame);
+        if (s != GLT_OK) return glt_py_raise(st, s);
+        return glt_py_frame_new(st, frame);
+    }
+
+    glt_capture_info info;
+    glt_capture_get_info(self->cap, &info);
+    int want_cuda = info.backend == GLT_BACKEND_CUDA;
+    /* Without stream=, write on the stream the tensor's owner named (CAI v3), else on CUDA's legacy
+     * default stream, which orders with the default stream that frameworks use unless told otherwise. */
+    void *hint = (void *)(uintptr_t)(want_cuda ? 1 : 0);
+    void *write_stream = stream_given ? opts.cuda_stream : hint;
+    glt_buffer_view view;
+    PyObject *keep = NULL;
+    if (glt_py_buffer_view(st, out_obj, want_cuda, write_stream, &view, &keep, stream_given ? NULL : &hint) < 0)
+        return NULL;
+    if (!stream_given) opts.cuda_stream = hint;
+    glt_status s = glt_capture_read_into(self->cap, &opts, &view);
+    Py_XDECREF(keep);
+    if (s != GLT_OK) return glt_py_raise(st, s);
+    return Py_NewRef(out_obj);
+}
+
+static PyObject *capture_close(CaptureObject *self, PyObject *unused) {
+    (void)unused;
+    glt_capture_destroy(self->cap);
+    self->cap = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *capture_enter(CaptureObject *self, PyObject *unused) {
+    (void)unused;
+    if (!self->cap) return closed_error(self);
+    return Py_NewRef(self);
+}
+
+static PyObject *capture_exit(CaptureObject *self, PyObject *args) {
+    (void)args;
+    return capture_close(self, NULL);
+}
+
+static PyObject *capture_refresh(CaptureObject *self, PyObject *unused) {
+    (void)unused;
+    if (!self->cap) return closed_error(self);
+    int changed = 0;
+    glt_status s = glt_capture_refresh(self->cap, &changed);
+    if (s != GLT_OK) return glt_py_raise(self->st, s);
+    return PyBool_FromLong(changed);
+}
+
+static void capture_dealloc(CaptureObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    if (self->weakreflist) PyObject_ClearWeakRefs((PyObject *)self);
+    glt_capture_destroy(self->cap);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int info_of(CaptureObject *self, glt_capture_info *info) {
+    if (!self->cap) {
+        closed_error(self);
+        return -1;
+    }
+    glt_capture_get_info(self->cap, info);
+    return 0;
+}
+
+#define INFO_GETTER(fn, expr)                          \
+    static PyObject *fn(CaptureObject *self, void *c) { \
+        (void)c;                                       \
+        glt_capture_info i;                            \
+        if (info_of(self, &i) < 0) return NULL;        \
+        return expr;                                   \
+    }
+INFO_GETTER(get_width, PyLong_FromLong(i.width))
+INFO_GETTER(get_height, PyLong_FromLong(i.height))
+INFO_GETTER(get_channels, PyLong_FromLong(i.channels))
+INFO_GETTER(get_shape, Py_BuildValue("(iii)", i.height, i.width, i.channels))
+INFO_GETTER(get_dtype, PyUnicode_FromString(glt_dtype_name(i.dtype)))
+INFO_GETTER(get_format, PyUnicode_FromString(i.format_name))
+INFO_GETTER(get_target, PyUnicode_FromString(i.target_name))
+INFO_GETTER(get_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
+INFO_GETTER(get_backend_reason, PyUnicode_FromString(i.backend_reason))
+INFO_GETTER(get_gl_format, PyLong_FromUnsignedLong(i.gl_internal_format))
+#undef INFO_GETTER
+
+static PyObject *get_cuda_device(CaptureObject *self, void *c) {
+    (void)c;
+    glt_capture_info i;
+    if (info_of(self, &i) < 0) return NULL;
+    if (i.cuda_device < 0) Py_RETURN_NONE;
+    return PyLong_FromLong(i.cuda_device);
+}
+static PyObject *get_name(CaptureObject *self, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLong(self->name);
+}
+static PyObject *get_closed(CaptureObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->cap == NULL);
+}
+
+static PyObject *capture_repr(CaptureObject *self) {
+    const char *kind = self->target == GLT_RENDERBUFFER ? "renderbuffer" : "texture";
+    if (!self->cap) return PyUnicode_FromFormat("<gltensor.Capture %s %u closed>", kind, self->name);
+    glt_capture_info i;
+    glt_capture_get_info(self->cap, &i);
+    return PyUnicode_FromFormat("<gltensor.Capture %s %u %s %dx%d backend=%s>", kind, self->name, i.format_name,
+                                i.width, i.height, glt_backend_name(i.backend));
+}
+
+static PyMethodDef capture_methods[] = {
+    {"read", (PyCFunction)(void (*)(void))capture_read, METH_FASTCALL | METH_KEYWORDS,
+     "read(flip=True, stream=None, out=None) -> Frame | out\n\nCopies the image as it is now. flip=True gives the "
+     "top row first (as on screen). stream: CUDA stream (int handle, torch or cupy stream) to issue the copy on. "
+     "out: a tensor of shape (H, W, C) and the capture's dtype on its device to write into; it is returned."},
+    {"refresh", (PyCFunction)capture_refresh, METH_NOARGS,
+     "Re-read size and format from GL now; True when the image was reallocated. read() does this itself."},
+    {"close", (PyCFunction)capture_close, METH_NOARGS,
+     "Release the CUDA registration (idempotent). Frames already read stay valid."},
+    {"__enter__", (PyCFunction)capture_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)capture_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef capture_getset[] = {
+    {"name", (getter)get_name, NULL, "GL name of the texture or renderbuffer", NULL},
+    {"target", (getter)get_target, NULL, "GL target, e.g. 'GL_TEXTURE_2D'", NULL},
+    {"format", (getter)get_format, NULL, "GL internal format, e.g. 'GL_RGBA8'", NULL},
+    {"gl_format", (getter)get_gl_format, NULL, "GL internal format enum as GL reports it", NULL},
+    {"width", (getter)get_width, NULL, NULL, NULL},
+    {"height", (getter)get_height, NULL, NULL, NULL},
+    {"channels", (getter)get_channels, NULL, NULL, NULL},
+    {"shape", (getter)get_shape, NULL, "(height, width, channels) of each frame", NULL},
+    {"dtype", (getter)get_dtype, NULL, "'uint8', 'uint16', 'uint32', 'float16' or 'float32'", NULL},
+    {"backend", (getter)get_backend, NULL, "'cuda' or 'cpu'", NULL},
+    {"backend_reason", (getter)get_backend_reason, NULL, "why this backend runs", NULL},
+    {"cuda_device", (getter)get_cuda_device, NULL, "CUDA ordinal, or None on the CPU backend", NULL},
+    {"closed", (getter)get_closed, NULL, "True after close()", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef capture_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(CaptureObject, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot capture_slots[] = {
+    {Py_tp_new, capture_new},
+    {Py_tp_dealloc, capture_dealloc},
+    {Py_tp_methods, capture_methods},
+    {Py_tp_getset, capture_getset},
+    {Py_tp_members, capture_members},
+    {Py_tp_repr, capture_repr},
+    {Py_tp_doc, "Capture(name, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None)\n\nA GL texture or "
+                "renderbuffer of the GL context current in this thread, registered once and read per step."},
+    {0, NULL},
+};
+
+PyType_Spec glt_capture_spec = {
+    .name = "gltensor.Capture",
+    .basicsize = sizeof(CaptureObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = capture_slots,
+};

@@ -1,0 +1,46 @@
+/* Shared declarations of the _gltensor extension: a thin CPython layer over gltensor.h. */
+#ifndef GLT_EXT_H
+#define GLT_EXT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "gltensor.h"
+
+/* Per-module state: heap types and exceptions (multi-phase init, no static objects). */
+typedef struct gltensor_state {
+    PyTypeObject *context_type;
+    PyTypeObject *capture_type;
+    PyTypeObject *frame_type;
+    PyObject *error;         /* GLTensorError(RuntimeError) */
+    PyObject *errors[GLT_STATUS_COUNT_]; /* subclass per status */
+    PyObject *str_flip, *str_stream, *str_out;                 /* interned keyword names */
+    PyObject *str_cuda_stream, *str_ptr, *str_handle, *str_value; /* stream attributes */
+} gltensor_state;
+
+extern PyModuleDef gltensor_module_def;
+
+/* Raises the exception for status with glt_last_error()'s message; returns NULL. The one place
+ * where C statuses become Python exceptions. */
+PyObject *glt_py_raise(gltensor_state *st, glt_status status);
+gltensor_state *glt_py_state_of_type(PyTypeObject *type);
+
+/* Type specs, created in module exec. */
+extern PyType_Spec glt_context_spec;
+extern PyType_Spec glt_capture_spec;
+extern PyType_Spec glt_frame_spec;
+
+/* frame.c: wraps a glt_frame (taking ownership) in a Frame object. */
+PyObject *glt_py_frame_new(gltensor_state *st, glt_frame *frame);
+
+/* interop.c */
+/* None -> NULL, int handle, or an object with .cuda_stream / .ptr / .handle; -1 on error (exception set). */
+int glt_py_parse_stream(gltensor_state *st, PyObject *obj, void **stream);
+/* Describes a caller-owned tensor (CAI, DLPack or __array_interface__) as a glt_buffer_view. `keep` receives
+ * an object that must stay alive while the view is used (a DLPack capsule, or NULL). `stream_hint` receives
+ * the stream the producer asked writers to use (CAI v3), or is left unchanged. */
+int glt_py_buffer_view(gltensor_state *st, PyObject *obj, int want_cuda, void *write_stream, glt_buffer_view *view,
+                       PyObject **keep, void **stream_hint);
+const char *glt_py_typestr(glt_dtype dtype);
+
+#endif

@@ -1,0 +1,410 @@
+/*
+ * gltensor.Frame: one read's buffer, exported without copies through DLPack
+ * (versioned and legacy capsules), __cuda_array_interface__ v3 and, on the CPU
+ * backend, __array_interface__. The buffer goes back to the capture's pool when
+ * the frame and every tensor made from it are gone.
+ *
+ * The capsule follows NumPy's pattern: one allocation holds the managed tensor,
+ * shape and strides; the frame reference is taken only once the capsule exists;
+ * the deleter may run without the GIL or after interpreter shutdown.
+ */
+#include "ext.h"
+
+#include <stdlib.h>
+#include <structmember.h>
+
+#include "dlpack.h"
+
+typedef struct {
+    PyObject_HEAD
+    gltensor_state *st;
+    glt_frame *frame;
+    glt_frame_info info;
+    PyObject *weakreflist;
+} FrameObject;
+
+PyObject *glt_py_frame_new(gltensor_state *st, glt_frame *frame) {
+    FrameObject *self = PyObject_New(FrameObject, st->frame_type);
+    if (!self) {
+        glt_frame_destroy(frame);
+        return NULL;
+    }
+    self->st = st;
+    self->frame = frame;
+    self->weakreflist = NULL;
+    glt_frame_get_info(frame, &self->info);
+    return (PyObject *)self;
+}
+
+static void frame_dealloc(FrameObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    if (self->weakreflist) PyObject_ClearWeakRefs((PyObject *)self);
+    glt_frame_destroy(self->frame);
+    PyObject_Free(self);
+    Py_DECREF(tp);
+}
+
+const char *glt_py_typestr(glt_dtype dtype) {
+    switch (dtype) {
+    case GLT_DTYPE_UINT8: return "|u1";
+    case GLT_DTYPE_UINT16: return "<u2";
+    case GLT_DTYPE_UINT32: return "<u4";
+    case GLT_DTYPE_FLOAT16: return "<f2";
+    case GLT_DTYPE_FLOAT32: return "<f4";
+    }
+    return "|V1";
+}
+
+static DLDataType dl_dtype(glt_dtype dtype) {
+    DLDataType t;
+    t.lanes = 1;
+    t.bits = (uint8_t)(glt_dtype_size(dtype) * 8);
+    t.code = (dtype == GLT_DTYPE_FLOAT16 || dtype == GLT_DTYPE_FLOAT32) ? kDLFloat : kDLUInt;
+    return t;
+}
+
+static int is_cuda(const FrameObject *self) { return self->info.memory == GLT_MEMORY_CUDA; }
+
+/* ---- DLPack ---- */
+
+static const char VERSIONED_NAME[] = "dltensor_versioned";
+static const char LEGACY_NAME[] = "dltensor";
+
+/* One allocation: the managed struct, then shape[3] and strides[3]. */
+typedef struct {
+    DLManagedTensorVersioned managed;
+    int64_t shape[3], strides[3];
+} versioned_block;
+typedef struct {
+    DLManagedTensor managed;
+    int64_t shape[3], strides[3];
+} legacy_block;
+
+static void release_owner(void *owner) {
+    /* Consumers may call the deleter from any thread, with or without the GIL, even at exit. */
+    if (!Py_IsInitialized()) return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_XDECREF((PyObject *)owner);
+    PyGILState_Release(g);
+}
+
+static void versioned_deleter(DLManagedTensorVersioned *m) {
+    void *owner = m->manager_ctx;
+    free(m);
+    release_owner(owner);
+}
+
+static void legacy_deleter(DLManagedTensor *m) {
+    void *owner = m->manager_ctx;
+    free(m);
+    release_owner(owner);
+}
+
+/* Capsule destructors: only an unconsumed capsule still owns its tensor. */
+static void versioned_capsule_destructor(PyObject *capsule) {
+    if (!PyCapsule_IsValid(capsule, VERSIONED_NAME)) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, VERSIONED_NAME);
+    if (m && m->deleter) m->deleter(m);
+    PyErr_Restore(type, value, tb);
+}
+
+static void legacy_capsule_destructor(PyObject *capsule) {
+    if (!PyCapsule_IsValid(capsule, LEGACY_NAME)) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    DLManagedTensor *m = PyCapsule_GetPointer(capsule, LEGACY_NAME);
+    if (m && m->deleter) m->deleter(m);
+    PyErr_Restore(type, value, tb);
+}
+
+static void fill_tensor(DLTensor *t, const glt_frame_info *info, int64_t *shape, int64_t *strides) {
+    shape[0] = info->height;
+    shape[1] = info->width;
+    shape[2] = info->channels;
+    strides[2] = 1;
+    strides[1] = info->channels;
+    strides[0] = (int64_t)info->width * info->channels;
+    t->data = info->data;
+    t->device.device_type = info->memory == GLT_MEMORY_CUDA ? kDLCUDA : kDLCPU;
+    t->device.device_id = info->memory == GLT_MEMORY_CUDA ? info->cuda_device : 0;
+    t->ndim = 3;
+    t->dtype = dl_dtype(info->dtype);
+    t->shape = shape;
+    t->strides = strides;
+    t->byte_offset = 0;
+}
+
+/* A capsule owning a reference to `owner` (this frame, or a copy of it). */
+static PyObject *make_capsule(PyObject *owner, const glt_frame_info *info, int versioned, int copied) {
+    PyObject *capsule;
+    if (versioned) {
+        versioned_block *b = calloc(1, sizeof *b);
+        if (!b) return PyErr_NoMemory();
+        b->managed.version.major = DLPACK_MAJOR_VERSION;
+        b->managed.version.minor = DLPACK_MINOR_VERSION;
+        b->managed.flags = copied ? DLPACK_FLAG_BITMASK_IS_COPIED : 0; /* consumers may write: the frame is theirs */
+        b->managed.deleter = versioned_deleter;
+        fill_tensor(&b->managed.dl_tensor, info, b->shape, b->strides);
+        capsule = PyCapsule_New(&b->managed, VERSIONED_NAME, versioned_capsule_destructor);
+        if (!capsule) {
+            free(b);
+            return NULL;
+        }
+        b->managed.manager_ctx = Py_NewRef(owner);
+    } else {
+        legacy_block *b = calloc(1, sizeof *b);
+        if (!b) return PyErr_NoMemory();
+        b->managed.deleter = legacy_deleter;
+        fill_tensor(&b->managed.dl_tensor, info, b->shape, b->strides);
+        capsule = PyCapsule_New(&b->managed, LEGACY_NAME, legacy_capsule_destructor);
+        if (!capsule) {
+            free(b);
+            return NULL;
+        }
+        b->managed.manager_ctx = Py_NewRef(owner);
+    }
+    return capsule;
+}
+
+static int parse_version(PyObject *obj, int *major) {
+    *major = 0;
+    if (obj == Py_None) return 0;
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) < 1) {
+        PyErr_SetString(PyExc_TypeError, "max_version must be None or a (major, minor) tuple");
+        return -1;
+    }
+    long m = PyLong_AsLong(PyTuple_GET_ITEM(obj, 0));
+    if (m == -1 && PyErr_Occurred()) return -1;
+    *major = (int)m;
+    return 0;
+}
+
+static PyObject *frame_dlpack(FrameObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
+    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OOO:__dlpack__", kwlist, &stream, &max_version, &dl_device,
+                                     &copy))
+        return NULL;
+    int major;
+    if (parse_version(max_version, &major) < 0) return NULL;
+    int versioned = major >= 1;
+    int my_type = is_cuda(self) ? kDLCUDA : kDLCPU;
+    int my_id = is_cuda(self) ? self->info.cuda_device : 0;
+    if (dl_device != Py_None) {
+        int t, id;
+        if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &t, &id)) return NULL;
+        if (t != my_type || id != my_id) {
+            PyErr_Format(PyExc_BufferError,
+                         "frame lives on DLPack device (%d, %d) and gltensor does not copy across devices; read it "
+                         "with the backend of the device you want, or copy it in your framework",
+                         my_type, my_id);
+            return NULL;
+        }
+    }
+    int want_copy = 0;
+    if (copy != Py_None) {
+        want_copy = PyObject_IsTrue(copy);
+        if (want_copy < 0) return NULL;
+    }
+    /* Streams, as the DLPack Python spec defines them for CUDA: None = legacy default stream,
+     * -1 = do not synchronise, 1 = legacy default, 2 = per-thread default, else a handle. */
+    void *consumer = NULL;
+    int sync = 1;
+    if (!is_cuda(self)) {
+        if (stream != Py_None) {
+            long v = PyLong_Check(stream) ? PyLong_AsLong(stream) : 0;
+            if (!PyLong_Check(stream) || v != -1) {
+                PyErr_SetString(PyExc_BufferError,
+                                "stream must be None for a CPU frame (it lives in host memory; no stream applies)");
+                return NULL;
+            }
+        }
+        sync = 0;
+    } else if (stream == Py_None) {
+        consumer = (void *)(uintptr_t)1;
+    } else {
+        if (!PyLong_Check(stream)) {
+            PyErr_SetString(PyExc_TypeError, "stream must be None or an int CUDA stream handle");
+            return NULL;
+        }
+        long long v = PyLong_AsLongLong(stream);
+        if (v == -1 && PyErr_Occurred()) return NULL;
+        if (v == 0) {
+            PyErr_SetString(PyExc_ValueError, "stream=0 is ambiguous under the DLPack spec; pass 1 for the legacy "
+                                              "default stream, 2 for the per-thread one, or a stream handle");
+            return NULL;
+        }
+        if (v == -1) sync = 0;
+        else if (v < -1) {
+            PyErr_Format(PyExc_ValueError, "stream=%lld is not a CUDA stream handle", v);
+            return NULL;
+        } else consumer = (void *)(uintptr_t)v;
+    }
+    PyObject *owner = (PyObject *)self;
+    glt_frame *exported = self->frame;
+    if (want_copy) {
+        /* copy=True: an independent frame from the same pool, copied on the frame's stream. */
+        glt_frame *clone = NULL;
+        glt_status s = glt_frame_clone(self->frame, &clone);
+        if (s != GLT_OK) return glt_py_raise(self->st, s);
+        owner = glt_py_frame_new(self->st, clone);
+        if (!owner) return NULL;
+        exported = clone;
+    } else {
+        Py_INCREF(owner);
+    }
+    if (sync) {
+        glt_status s = glt_frame_sync_stream(exported, consumer);
+        if (s != GLT_OK) {
+            Py_DECREF(owner);
+            return glt_py_raise(self->st, s);
+        }
+    }
+    PyObject *capsule = make_capsule(owner, &((FrameObject *)owner)->info, versioned, want_copy);
+    Py_DECREF(owner);
+    return capsule;
+}
+
+static PyObject *frame_dlpack_device(FrameObject *self, PyObject *unused) {
+    (void)unused;
+    if (is_cuda(self)) return Py_BuildValue("(ii)", kDLCUDA, self->info.cuda_device);
+    return Py_BuildValue("(ii)", kDLCPU, 0);
+}
+
+static PyObject *interface_dict(FrameObject *self, int cuda) {
+    const glt_frame_info *i = &self->info;
+    PyObject *d = Py_BuildValue("{s:(iii),s:s,s:(NO),s:i,s:O}", "shape", i->height, i->width, i->channels, "typestr",
+                                glt_py_typestr(i->dtype), "data", PyLong_FromVoidPtr(i->data), Py_False, "version", 3,
+                                "strides", Py_None);
+    if (!d || !cuda) return d;
+    /* CAI v3: consumers synchronise with this stream before using the data. Handle 0 (the
+     * default stream) is written as 1, since 0 is disallowed there. */
+    uintptr_t s = (uintptr_t)i->stream;
+    PyObject *stream = PyLong_FromUnsignedLongLong(s ? s : 1);
+    if (!stream || PyDict_SetItemString(d, "stream", stream) < 0) {
+        Py_XDECREF(stream);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(stream);
+    return d;
+}
+
+static PyObject *get_cai(FrameObject *self, void *c) {
+    (void)c;
+    if (!is_cuda(self)) {
+        PyErr_SetString(PyExc_AttributeError, "__cuda_array_interface__: this frame is in host memory (CPU "
+                                              "backend); use __array_interface__ or DLPack");
+        return NULL;
+    }
+    return interface_dict(self, 1);
+}
+
+static PyObject *get_array_interface(FrameObject *self, void *c) {
+    (void)c;
+    if (is_cuda(self)) {
+        PyErr_SetString(PyExc_AttributeError, "__array_interface__: this frame is in CUDA device memory; use DLPack "
+                                              "or __cuda_array_interface__");
+        return NULL;
+    }
+    return interface_dict(self, 0);
+}
+
+static PyObject *frame_synchronize(FrameObject *self, PyObject *unused) {
+    (void)unused;
+    glt_status s;
+    Py_BEGIN_ALLOW_THREADS s = glt_frame_synchronize(self->frame);
+    Py_END_ALLOW_THREADS if (s != GLT_OK) return glt_py_raise(self->st, s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *get_shape(FrameObject *self, void *c) {
+    (void)c;
+    return Py_BuildValue("(iii)", self->info.height, self->info.width, self->info.channels);
+}
+static PyObject *get_strides(FrameObject *self, void *c) {
+    (void)c;
+    size_t es = glt_dtype_size(self->info.dtype);
+    return Py_BuildValue("(nnn)", (Py_ssize_t)self->info.row_pitch_bytes, (Py_ssize_t)(self->info.channels * es),
+                         (Py_ssize_t)es);
+}
+static PyObject *get_dtype(FrameObject *self, void *c) {
+    (void)c;
+    return PyUnicode_FromString(glt_dtype_name(self->info.dtype));
+}
+static PyObject *get_device(FrameObject *self, void *c) {
+    (void)c;
+    if (is_cuda(self)) return PyUnicode_FromFormat("cuda:%d", self->info.cuda_device);
+    return PyUnicode_FromString("cpu");
+}
+static PyObject *get_data_ptr(FrameObject *self, void *c) {
+    (void)c;
+    return PyLong_FromVoidPtr(self->info.data);
+}
+static PyObject *get_nbytes(FrameObject *self, void *c) {
+    (void)c;
+    return PyLong_FromSize_t(self->info.nbytes);
+}
+static PyObject *get_flipped(FrameObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->info.flipped);
+}
+static PyObject *get_stream(FrameObject *self, void *c) {
+    (void)c;
+    if (!is_cuda(self)) Py_RETURN_NONE;
+    return PyLong_FromVoidPtr(self->info.stream);
+}
+
+static PyObject *frame_repr(FrameObject *self) {
+    return PyUnicode_FromFormat("<gltensor.Frame shape=(%d, %d, %d) dtype=%s device=%s%s>", self->info.height,
+                                self->info.width, self->info.channels, glt_dtype_name(self->info.dtype),
+                                is_cuda(self) ? "cuda" : "cpu", self->info.flipped ? "" : " bottom-up");
+}
+
+static PyMethodDef frame_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))frame_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "__dlpack__(stream=None, *, max_version=None, dl_device=None, copy=None): a DLPack capsule (versioned when "
+     "max_version >= (1, 0)) sharing the frame's memory; the data is made ready on `stream`."},
+    {"__dlpack_device__", (PyCFunction)frame_dlpack_device, METH_NOARGS, "(device_type, device_id) for DLPack"},
+    {"synchronize", (PyCFunction)frame_synchronize, METH_NOARGS, "Block until the frame's copy has completed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef frame_getset[] = {
+    {"__cuda_array_interface__", (getter)get_cai, NULL, "CUDA array interface v3 (CUDA frames)", NULL},
+    {"__array_interface__", (getter)get_array_interface, NULL, "NumPy array interface (CPU frames)", NULL},
+    {"shape", (getter)get_shape, NULL, "(height, width, channels)", NULL},
+    {"strides", (getter)get_strides, NULL, "byte strides", NULL},
+    {"dtype", (getter)get_dtype, NULL, NULL, NULL},
+    {"device", (getter)get_device, NULL, "'cuda:N' or 'cpu'", NULL},
+    {"data_ptr", (getter)get_data_ptr, NULL, NULL, NULL},
+    {"nbytes", (getter)get_nbytes, NULL, NULL, NULL},
+    {"flipped", (getter)get_flipped, NULL, "True when rows are top-first", NULL},
+    {"stream", (getter)get_stream, NULL, "handle of the stream the copy was issued on (None on CPU)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef frame_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(FrameObject, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot frame_slots[] = {
+    {Py_tp_dealloc, frame_dealloc},
+    {Py_tp_methods, frame_methods},
+    {Py_tp_getset, frame_getset},
+    {Py_tp_members, frame_members},
+    {Py_tp_repr, frame_repr},
+    {Py_tp_doc, "One captured image; hand it to torch.from_dlpack, cupy.from_dlpack, jax.dlpack.from_dlpack, "
+                "numba.cuda.as_cuda_array or numpy.from_dlpack."},
+    {0, NULL},
+};
+
+PyType_Spec glt_frame_spec = {
+    .name = "gltensor.Frame",
+    .basicsize = sizeof(FrameObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = frame_slots,
+};

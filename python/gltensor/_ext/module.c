@@ -1,0 +1,161 @@
+/*
+ * The _gltensor module: state, exceptions, module functions, and the one
+ * function that turns a glt_status into a Python exception.
+ */
+#include "ext.h"
+
+static gltensor_state *get_state(PyObject *module) { return (gltensor_state *)PyModule_GetState(module); }
+
+gltensor_state *glt_py_state_of_type(PyTypeObject *type) {
+    PyObject *m = PyType_GetModuleByDef(type, &gltensor_module_def);
+    return m ? get_state(m) : NULL;
+}
+
+PyObject *glt_py_raise(gltensor_state *st, glt_status status) {
+    const char *msg = glt_last_error();
+    if (!msg || !*msg) msg = glt_status_description(status);
+    PyObject *exc = (status > GLT_OK && status < GLT_STATUS_COUNT_) ? st->errors[status] : st->error;
+    PyErr_SetString(exc ? exc : st->error, msg);
+    return NULL;
+}
+
+/* Exception classes by status: (name, whether it is also a ValueError / MemoryError, docstring). */
+static const struct {
+    glt_status status;
+    const char *name;
+    int also; /* 0 none, 1 ValueError, 2 MemoryError */
+    const char *doc;
+} error_classes[] = {
+    {GLT_NO_CONTEXT, "NoContextError", 0, "No OpenGL context is current in the calling thread."},
+    {GLT_WRONG_CONTEXT, "WrongContextError", 0, "The object belongs to another GL context than the current one."},
+    {GLT_INVALID_OBJECT, "InvalidObjectError", 1, "The GL name is not a live texture/renderbuffer of that target."},
+    {GLT_UNSUPPORTED_FORMAT, "UnsupportedFormatError", 1, "The image's format (depth, multisampled, ...) cannot be captured."},
+    {GLT_WRONG_DEVICE, "WrongDeviceError", 0, "The GL context runs on another GPU than the CUDA device."},
+    {GLT_CUDA_UNAVAILABLE, "CudaUnavailableError", 0, "CUDA is not compiled in, or no driver/GPU is usable."},
+    {GLT_CLOSED, "ClosedError", 1, "The object was closed."},
+    {GLT_INVALID_ARGUMENT, "InvalidArgumentError", 1, "An argument (out=, stream=, target, ...) is invalid."},
+    {GLT_CUDA_ERROR, "CudaError", 0, "A CUDA call failed."},
+    {GLT_GL_ERROR, "GLError", 0, "An OpenGL call failed."},
+    {GLT_EGL_ERROR, "EGLError", 0, "An EGL call failed."},
+    {GLT_OUT_OF_MEMORY, "OutOfMemoryError", 2, "Host or device memory ran out."},
+};
+
+static int add_exceptions(PyObject *m, gltensor_state *st) {
+    st->error = PyErr_NewExceptionWithDoc("gltensor.GLTensorError",
+                                          "Root of every gltensor error (a RuntimeError).", PyExc_RuntimeError, NULL);
+    if (!st->error || PyModule_AddObjectRef(m, "GLTensorError", st->error) < 0) return -1;
+    for (size_t i = 0; i < sizeof error_classes / sizeof *error_classes; ++i) {
+        char qualname[96];
+        PyOS_snprintf(qualname, sizeof qualname, "gltensor.%s", error_classes[i].name);
+        PyObject *bases = error_classes[i].also == 0   ? PyTuple_Pack(1, st->error)
+                          : error_classes[i].also == 1 ? PyTuple_Pack(2, st->error, PyExc_ValueError)
+                                                       : PyTuple_Pack(2, st->error, PyExc_MemoryError);
+        if (!bases) return -1;
+        PyObject *cls = PyErr_NewExceptionWithDoc(qualname, error_classes[i].doc, bases, NULL);
+        Py_DECREF(bases);
+        if (!cls) return -1;
+        st->errors[error_classes[i].status] = cls;
+        if (PyModule_AddObjectRef(m, error_classes[i].name, cls) < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_cuda_compiled(PyObject *m, PyObject *unused) {
+    (void)m, (void)unused;
+    return PyBool_FromLong(glt_cuda_compiled());
+}
+
+static PyObject *py_cuda_available(PyObject *m, PyObject *unused) {
+    (void)m, (void)unused;
+    int n = 0;
+    return PyBool_FromLong(glt_cuda_probe(&n) == GLT_OK && n > 0);
+}
+
+static PyObject *py_cuda_unavailable_reason(PyObject *m, PyObject *unused) {
+    (void)m, (void)unused;
+    int n = 0;
+    if (glt_cuda_probe(&n) == GLT_OK) Py_RETURN_NONE;
+    return PyUnicode_FromString(glt_last_error());
+}
+
+static PyMethodDef module_methods[] = {
+    {"cuda_compiled", py_cuda_compiled, METH_NOARGS, "True when this build contains the CUDA backend."},
+    {"cuda_available", py_cuda_available, METH_NOARGS,
+     "True when the CUDA backend is compiled in and a driver and GPU are usable now."},
+    {"cuda_unavailable_reason", py_cuda_unavailable_reason, METH_NOARGS,
+     "Why CUDA cannot be used (str), or None when it can."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *intern(const char *s) { return PyUnicode_InternFromString(s); }
+
+static int module_exec(PyObject *m) {
+    gltensor_state *st = get_state(m);
+    if (add_exceptions(m, st) < 0) return -1;
+    st->context_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_context_spec, NULL);
+    st->capture_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_capture_spec, NULL);
+    st->frame_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_frame_spec, NULL);
+    if (!st->context_type || !st->capture_type || !st->frame_type) return -1;
+    if (PyModule_AddType(m, st->context_type) < 0 || PyModule_AddType(m, st->capture_type) < 0 ||
+        PyModule_AddType(m, st->frame_type) < 0)
+        return -1;
+    if (!(st->str_flip = intern("flip")) || !(st->str_stream = intern("stream")) || !(st->str_out = intern("out")) ||
+        !(st->str_cuda_stream = intern("cuda_stream")) || !(st->str_ptr = intern("ptr")) ||
+        !(st->str_handle = intern("handle")) || !(st->str_value = intern("value")))
+        return -1;
+    if (PyModule_AddIntConstant(m, "GL_TEXTURE_2D", GLT_TEXTURE_2D) < 0 ||
+        PyModule_AddIntConstant(m, "GL_TEXTURE_RECTANGLE", GLT_TEXTURE_RECTANGLE) < 0 ||
+        PyModule_AddIntConstant(m, "GL_RENDERBUFFER", GLT_RENDERBUFFER) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", glt_version_string()) < 0 ||
+        PyModule_AddIntConstant(m, "VERSION_NUMBER", (long)glt_version_number()) < 0)
+        return -1;
+    return 0;
+}
+
+static int module_traverse(PyObject *m, visitproc visit, void *arg) {
+    gltensor_state *st = get_state(m);
+    Py_VISIT(st->context_type);
+    Py_VISIT(st->capture_type);
+    Py_VISIT(st->frame_type);
+    Py_VISIT(st->error);
+    for (int i = 0; i < GLT_STATUS_COUNT_; ++i) Py_VISIT(st->errors[i]);
+    return 0;
+}
+
+static int module_clear(PyObject *m) {
+    gltensor_state *st = get_state(m);
+    Py_CLEAR(st->context_type);
+    Py_CLEAR(st->capture_type);
+    Py_CLEAR(st->frame_type);
+    Py_CLEAR(st->error);
+    for (int i = 0; i < GLT_STATUS_COUNT_; ++i) Py_CLEAR(st->errors[i]);
+    Py_CLEAR(st->str_flip);
+    Py_CLEAR(st->str_stream);
+    Py_CLEAR(st->str_out);
+    Py_CLEAR(st->str_cuda_stream);
+    Py_CLEAR(st->str_ptr);
+    Py_CLEAR(st->str_handle);
+    Py_CLEAR(st->str_value);
+    return 0;
+}
+
+static void module_free(void *m) { module_clear((PyObject *)m); }
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+PyModuleDef gltensor_module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "gltensor._gltensor",
+    .m_doc = "C extension of gltensor: OpenGL images to DLPack / CUDA array interface tensors.",
+    .m_size = sizeof(gltensor_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__gltensor(void) { return PyModuleDef_Init(&gltensor_module_def); }

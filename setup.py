@@ -1,0 +1,90 @@
+"""Build of the _gltensor extension: the C core (src/), the CPython layer (python/gltensor/_ext/)
+and, when a CUDA toolkit is found, the CUDA backend with its kernels compiled by nvcc and cudart
+linked statically. Without a toolkit the CPU backend is built alone, and the build says so."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).parent.resolve()
+
+# Real architectures for the GPUs people run simulators on (Turing..Hopper, Blackwell),
+# plus PTX of the newest so that later GPUs JIT-compile it.
+CUDA_ARCHS = os.environ.get("GLTENSOR_CUDA_ARCHS", "75;80;86;89;90;100;120").split(";")
+
+
+def find_cuda():
+    """The CUDA toolkit root, or None. GLTENSOR_NO_CUDA=1 forces a CPU-only build."""
+    if os.environ.get("GLTENSOR_NO_CUDA") == "1":
+        return None
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    candidates.append("/usr/local/cuda")
+    for c in candidates:
+        if c and (Path(c) / "bin" / "nvcc").exists() and (Path(c) / "include" / "cuda_runtime_api.h").exists():
+            return Path(c)
+    return None
+
+
+def supported_archs(nvcc):
+    """Drop architectures this nvcc does not know (older toolkits lack sm_100/sm_120)."""
+    try:
+        out = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return CUDA_ARCHS
+    known = {line.strip().replace("compute_", "") for line in out.split()}
+    return [a for a in CUDA_ARCHS if a in known] or CUDA_ARCHS[:1]
+
+
+class BuildExt(build_ext):
+    def build_extension(self, ext):
+        cuda = find_cuda()
+        if cuda:
+            lib = cuda / "lib64" if (cuda / "lib64" / "libcudart_static.a").exists() else cuda / "lib"
+            obj = Path(self.build_temp) / "cuda_kernels.o"
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            nvcc = str(cuda / "bin" / "nvcc")
+            archs = supported_archs(nvcc)
+            gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+            gencode.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
+            cmd = [nvcc, "-c", "-O3", "-std=c++17", "-Xcompiler", "-fPIC,-fvisibility=hidden", *gencode,
+                   str(ROOT / "src" / "cuda_kernels.cu"), "-o", str(obj)]
+            print("gltensor: compiling CUDA kernels for sm_" + ", sm_".join(archs), flush=True)
+            subprocess.run(cmd, check=True)
+            ext.extra_objects.append(str(obj))
+            ext.define_macros.append(("GLT_WITH_CUDA", "1"))
+            ext.include_dirs.append(str(cuda / "include"))
+            ext.library_dirs.append(str(lib))
+            # Static cudart: no libcudart.so needed at run time, and its symbols stay private
+            # so they never clash with the one PyTorch or CuPy loads.
+            ext.libraries += ["cudart_static", "rt", "stdc++"]
+            ext.extra_link_args += ["-Wl,--exclude-libs,ALL"]
+            print(f"gltensor: building with the CUDA backend (toolkit {cuda})", flush=True)
+        else:
+            print("gltensor: no CUDA toolkit found (set CUDA_HOME or put nvcc on PATH); building the CPU "
+                  "backend only", flush=True)
+        super().build_extension(ext)
+
+
+core_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "src").glob("*.c"))
+ext_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "python" / "gltensor" / "_ext").glob("*.c"))
+
+extension = Extension(
+    "gltensor._gltensor",
+    sources=core_sources + ext_sources,
+    include_dirs=["include", "src"],
+    define_macros=[("_GNU_SOURCE", "1")],
+    extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                        "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
+    libraries=["dl", "pthread"],
+    extra_link_args=["-Wl,-Bsymbolic"],
+)
+
+setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt})

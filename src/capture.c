@@ -1,0 +1,459 @@
+/*
+ * Captures: one GL image (texture or renderbuffer) bound to the GL context that
+ * was current when it was created, read on demand through the CUDA or CPU
+ * backend into frames from a pool, or into a buffer the caller owns.
+ *
+ * Each read re-queries the image's size and format from GL (a few state
+ * queries) so that an image reallocated since the last read is re-registered
+ * instead of yielding a stale or garbage frame.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct glt_capture {
+    glt_gl_context_id gl_context;
+    GLuint name;
+    GLenum target;
+    glt_backend backend;
+    char backend_reason[320];
+    int cuda_device;
+    GLenum internal_format;
+    const glt_format *fmt;
+    int width, height;
+    glt_cuda_image *cuda;
+    glt_cpu_reader *cpu;
+    glt_pool *pool;
+};
+
+struct glt_frame {
+    glt_block *block;
+    glt_memory memory;
+    int cuda_device;
+    glt_dtype dtype;
+    int height, width, channels;
+    int flipped;
+    void *stream;
+};
+
+typedef struct image_desc {
+    GLint width, height, internal_format, samples;
+} image_desc;
+
+static const char *kind_of(GLenum target) { return target == GL_RENDERBUFFER ? "renderbuffer" : "texture"; }
+
+/* Reads size, format and sample count of the image from GL, restoring the binding it touches. */
+static glt_status query_image(const glt_gl *gl, GLuint name, GLenum target, image_desc *d) {
+    memset(d, 0, sizeof *d);
+    glt_gl_drain_errors(gl);
+    if (target == GL_RENDERBUFFER) {
+        if (name == 0 || !gl->IsRenderbuffer(name))
+            return glt_fail(GLT_INVALID_OBJECT,
+                            "renderbuffer %u does not exist in the current GL context (never created, deleted, or "
+                            "created in a context that does not share objects with this one); pass a live "
+                            "renderbuffer name, or the right target if it is a texture",
+                            name);
+        GLint prev = 0;
+        gl->GetIntegerv(GL_RENDERBUFFER_BINDING, &prev);
+        gl->BindRenderbuffer(GL_RENDERBUFFER, name);
+        gl->GetRenderbufferParameteriv(GL_RENDERBUFFER, GL_RENDERBUFFER_WIDTH, &d->width);
+        gl->GetRenderbufferParameteriv(GL_RENDERBUFFER, GL_RENDERBUFFER_HEIGHT, &d->height);
+        gl->GetRenderbufferParameteriv(GL_RENDERBUFFER, GL_RENDERBUFFER_INTERNAL_FORMAT, &d->internal_format);
+        gl->GetRenderbufferParameteriv(GL_RENDERBUFFER, GL_RENDERBUFFER_SAMPLES, &d->samples);
+        gl->BindRenderbuffer(GL_RENDERBUFFER, (GLuint)prev);
+    } else {
+        if (name == 0 || !gl->IsTexture(name))
+            return glt_fail(GLT_INVALID_OBJECT,
+                            "texture %u does not exist in the current GL context (never created, deleted, or "
+                            "created in a context that does not share objects with this one); pass a live texture "
+                            "name (Panda3D: texture.getNativeId() after the texture was prepared and rendered)",
+                            name);
+        GLint prev = 0;
+        gl->GetIntegerv(target == GL_TEXTURE_RECTANGLE ? GL_TEXTURE_BINDING_RECTANGLE : GL_TEXTURE_BINDING_2D, &prev);
+        gl->BindTexture(target, name);
+        GLenum err = gl->GetError();
+        if (err != GL_NO_ERROR) {
+            gl->BindTexture(target, (GLuint)prev);
+            glt_gl_drain_errors(gl);
+            return glt_fail(GLT_INVALID_OBJECT,
+                            "texture %u cannot be bound as %s (%s): it was created with another target; pass the "
+                            "target it was created with (GL_TEXTURE_2D or GL_TEXTURE_RECTANGLE; multisampled and "
+                            "array textures are not capturable)",
+                            name, glt_target_name(target), glt_gl_error_name(err));
+        }
+        gl->GetTexLevelParameteriv(target, 0, GL_TEXTURE_WIDTH, &d->width);
+        gl->GetTexLevelParameteriv(target, 0, GL_TEXTURE_HEIGHT, &d->height);
+        gl->GetTexLevelParameteriv(target, 0, GL_TEXTURE_INTERNAL_FORMAT, &d->internal_format);
+        gl->GetTexLevelParameteriv(target, 0, GL_TEXTURE_SAMPLES, &d->samples);
+        gl->BindTexture(target, (GLuint)prev);
+    }
+    GLenum err = gl->GetError();
+    if (err != GL_NO_ERROR)
+        return glt_fail(GLT_GL_ERROR, "querying %s %u's size and format failed with %s", kind_of(target), name,
+                        glt_gl_error_name(err));
+    if (d->width <= 0 || d->height <= 0)
+        return glt_fail(GLT_INVALID_OBJECT,
+                        "%s %u has no storage yet (%dx%d); allocate it (glTexImage2D, glTexStorage2D or "
+                        "glRenderbufferStorage) and render into it before capturing",
+                        kind_of(target), name, d->width, d->height);
+    return GLT_OK;
+}
+
+/* The format to use for this image, or the refusal that says why not and what to do. */
+static glt_status check_format(GLuint name, GLenum target, const image_desc *d, const glt_format **out) {
+    if (d->samples > 0)
+        return glt_fail(GLT_UNSUPPORTED_FORMAT,
+                        "%s %u (%s) is multisampled (%d samples); CUDA cannot map multisampled images. Resolve it "
+                        "with glBlitFramebuffer into a single-sample texture and capture that (a later release "
+                        "does this for you, issue #4)",
+                        kind_of(target), name, glt_format_name((GLenum)d->internal_format), d->samples);
+    const glt_format *f = glt_format_find((GLenum)d->internal_format);
+    if (!f)
+        return glt_fail(GLT_UNSUPPORTED_FORMAT, "%s %u is %s, which cannot be captured: %s", kind_of(target), name,
+                        glt_format_name((GLenum)d->internal_format),
+                        glt_format_refusal_hint((GLenum)d->internal_format));
+    *out = f;
+    return GLT_OK;
+}
+
+static glt_status choose_backend(glt_capture *cap, const glt_capture_desc *desc) {
+    if (desc->backend == GLT_BACKEND_CPU) {
+        cap->backend = GLT_BACKEND_CPU;
+        cap->cuda_device = -1;
+        snprintf(cap->backend_reason, sizeof cap->backend_reason, "backend='cpu' was requested");
+        return GLT_OK;
+    }
+    int dev = -1;
+    glt_status st = glt_cuda_device_of_current_context(&dev);
+    if (st == GLT_OK && desc->cuda_device >= 0 && desc->cuda_device != dev)
+        return glt_fail(GLT_WRONG_DEVICE,
+                        "%s %u lives in a GL context on CUDA device %d, but CUDA device %d was requested; CUDA "
+                        "interop needs both on one GPU: create the GL context on device %d "
+                        "(gltensor.Context.headless(cuda_device=%d)) or pass cuda_device=%d",
+                        kind_of(cap->target), cap->name, dev, desc->cuda_device, desc->cuda_device, desc->cuda_device,
+                        dev);
+    if (st == GLT_OK) {
+        cap->backend = GLT_BACKEND_CUDA;
+        cap->cuda_device = dev;
+        snprintf(cap->backend_reason, sizeof cap->backend_reason,
+                 "the GL context runs on CUDA device %d: frames stay on the GPU", dev);
+        return GLT_OK;
+    }
+    if (desc->backend == GLT_BACKEND_CUDA) {
+        /* Keep the specific reason but make it an error about the request. */
+        char why[768];
+        snprintf(why, sizeof why, "%s", glt_last_error());
+        return glt_fail(st == GLT_WRONG_DEVICE ? GLT_WRONG_DEVICE : GLT_CUDA_UNAVAILABLE,
+                        "backend='cuda' was requested for %s %u, but %s", kind_of(cap->target), cap->name, why);
+    }
+    cap->backend = GLT_BACKEND_CPU;
+    cap->cuda_device = -1;
+    snprintf(cap->backend_reason, sizeof cap->backend_reason, "CUDA cannot serve this context, so frames are read "
+                                                              "back to host memory: %s",
+             glt_last_error());
+    return GLT_OK;
+}
+
+/* (Re)creates the backend's hold on the image for its current size and format. */
+static glt_status attach_backend(glt_capture *cap) {
+    if (cap->backend == GLT_BACKEND_CUDA)
+        return glt_cuda_image_register(cap->name, cap->target, cap->cuda_device, cap->fmt, cap->width, cap->height,
+                                       &cap->cuda);
+    if (!cap->cpu) return glt_cpu_reader_create(cap->name, cap->target, &cap->cpu);
+    return GLT_OK;
+}
+
+glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
+    if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_create: desc and out must not be NULL");
+    *out = NULL;
+    if (desc->gl_target != GL_TEXTURE_2D && desc->gl_target != GL_TEXTURE_RECTANGLE &&
+        desc->gl_target != GL_RENDERBUFFER) {
+        if (desc->gl_target == GL_TEXTURE_2D_MULTISAMPLE)
+            return glt_fail(GLT_UNSUPPORTED_FORMAT,
+                            "texture %u is GL_TEXTURE_2D_MULTISAMPLE; CUDA cannot map multisampled images. Resolve "
+                            "it with glBlitFramebuffer into a GL_TEXTURE_2D and capture that (a later release does "
+                            "this for you, issue #4)",
+                            desc->gl_name);
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "target 0x%04X is not capturable; use GL_TEXTURE_2D (0x0DE1), GL_TEXTURE_RECTANGLE (0x84F5) "
+                        "or GL_RENDERBUFFER (0x8D41)",
+                        desc->gl_target);
+    }
+    if (desc->backend != GLT_BACKEND_AUTO && desc->backend != GLT_BACKEND_CUDA && desc->backend != GLT_BACKEND_CPU)
+        return glt_fail(GLT_INVALID_ARGUMENT, "unknown backend %d; use auto, cuda or cpu", (int)desc->backend);
+    char what[64];
+    snprintf(what, sizeof what, "capture of %s %u", kind_of(desc->gl_target), desc->gl_name);
+    glt_gl_context_id now = glt_current_gl_context();
+    if (now.api == GLT_API_NONE)
+        return glt_check_gl_context(now, what);
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return GLT_GL_ERROR;
+    image_desc d;
+    glt_status st = query_image(gl, desc->gl_name, desc->gl_target, &d);
+    if (st != GLT_OK) return st;
+    const glt_format *fmt = NULL;
+    st = check_format(desc->gl_name, desc->gl_target, &d, &fmt);
+    if (st != GLT_OK) return st;
+
+    glt_capture *cap = calloc(1, sizeof *cap);
+    if (!cap) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    cap->gl_context = now;
+    cap->name = desc->gl_name;
+    cap->target = desc->gl_target;
+    cap->internal_format = (GLenum)d.internal_format;
+    cap->fmt = fmt;
+    cap->width = d.width;
+    cap->height = d.height;
+    st = choose_backend(cap, desc);
+    if (st == GLT_OK) st = attach_backend(cap);
+    if (st == GLT_OK) {
+        cap->pool = glt_pool_create(cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
+                                    cap->cuda_device);
+        if (!cap->pool) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    }
+    if (st != GLT_OK) {
+        glt_capture_destroy(cap);
+        return st;
+    }
+    glt_clear_error();
+    *out = cap;
+    return GLT_OK;
+}
+
+void glt_capture_destroy(glt_capture *cap) {
+    if (!cap) return;
+    glt_cuda_image_unregister(cap->cuda);
+    if (cap->cpu) {
+        /* GL objects can only be deleted in their own context; elsewhere they are left to it. */
+        if (glt_same_gl_context(glt_current_gl_context(), cap->gl_context))
+            glt_cpu_reader_destroy(cap->cpu);
+        else
+            free(cap->cpu);
+    }
+    glt_pool_release(cap->pool); /* frames still alive keep the pool until they go */
+    free(cap);
+}
+
+glt_status glt_capture_get_info(const glt_capture *cap, glt_capture_info *info) {
+    if (!cap || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_get_info: NULL argument");
+    info->width = cap->width;
+    info->height = cap->height;
+    info->channels = cap->fmt->channels;
+    info->dtype = cap->fmt->dtype;
+    info->gl_internal_format = cap->internal_format;
+    info->format_name = cap->fmt->name;
+    info->target_name = glt_target_name(cap->target);
+    info->backend = cap->backend;
+    info->backend_reason = cap->backend_reason;
+    info->cuda_device = cap->cuda_device;
+    return GLT_OK;
+}
+
+glt_status glt_capture_refresh(glt_capture *cap, int *changed) {
+    if (changed) *changed = 0;
+    if (!cap) return glt_fail(GLT_CLOSED, "the capture was closed (NULL handle)");
+    char what[64];
+    snprintf(what, sizeof what, "capture of %s %u", kind_of(cap->target), cap->name);
+    glt_status st = glt_check_gl_context(cap->gl_context, what);
+    if (st != GLT_OK) return st;
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return GLT_GL_ERROR;
+    image_desc d;
+    st = query_image(gl, cap->name, cap->target, &d);
+    if (st != GLT_OK) return st;
+    if (d.width == cap->width && d.height == cap->height && (GLenum)d.internal_format == cap->internal_format &&
+        d.samples == 0)
+        return GLT_OK;
+    const glt_format *fmt = NULL;
+    st = check_format(cap->name, cap->target, &d, &fmt);
+    if (st != GLT_OK) return st;
+    /* The image was reallocated: the old registration points at storage GL no longer uses. */
+    glt_cuda_image_unregister(cap->cuda);
+    cap->cuda = NULL;
+    cap->fmt = fmt;
+    cap->internal_format = (GLenum)d.internal_format;
+    cap->width = d.width;
+    cap->height = d.height;
+    glt_pool_trim(cap->pool);
+    if (changed) *changed = 1;
+    return attach_backend(cap);
+}
+
+static size_t frame_row_bytes(const glt_capture *cap) {
+    return (size_t)cap->width * cap->fmt->channels * glt_dtype_size(cap->fmt->dtype);
+}
+
+static glt_status copy_image(glt_capture *cap, int flip, void *dst, size_t pitch, void *stream) {
+    if (cap->backend == GLT_BACKEND_CUDA) return glt_cuda_image_copy(cap->cuda, dst, pitch, flip, stream);
+    return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, dst, pitch, flip);
+}
+
+static glt_status check_stream(const glt_capture *cap, void *stream) {
+    if (stream && cap->backend != GLT_BACKEND_CUDA)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "a CUDA stream was given to a capture on the CPU backend (%s); drop stream=, or use the CUDA "
+                        "backend",
+                        cap->backend_reason);
+    if (stream) return glt_cuda_check_stream(stream, cap->cuda_device);
+    return GLT_OK;
+}
+
+glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, glt_frame **out) {
+    glt_read_options opts;
+    if (opts_in)
+        opts = *opts_in;
+    else
+        glt_read_options_init(&opts);
+    if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_read: out is NULL");
+    *out = NULL;
+    glt_status st = glt_capture_refresh(cap, NULL);
+    if (st == GLT_OK) st = check_stream(cap, opts.cuda_stream);
+    if (st != GLT_OK) return st;
+    void *stream = NULL;
+    if (cap->backend == GLT_BACKEND_CUDA)
+        stream = opts.cuda_stream ? opts.cuda_stream : glt_cuda_image_default_stream(cap->cuda);
+    size_t pitch = frame_row_bytes(cap);
+    glt_frame *f = malloc(sizeof *f);
+    if (!f) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    st = glt_pool_acquire(cap->pool, pitch * (size_t)cap->height, stream, &f->block);
+    if (st != GLT_OK) {
+        free(f);
+        return st;
+    }
+    glt_block_add_stream(f->block, stream);
+    st = copy_image(cap, opts.flip, glt_block_data(f->block), pitch, stream);
+    if (st != GLT_OK) {
+        glt_pool_give_back(f->block);
+        free(f);
+        return st;
+    }
+    f->memory = cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST;
+    f->cuda_device = cap->cuda_device;
+    f->dtype = cap->fmt->dtype;
+    f->height = cap->height;
+    f->width = cap->width;
+    f->channels = cap->fmt->channels;
+    f->flipped = opts.flip != 0;
+    f->stream = stream;
+    *out = f;
+    return GLT_OK;
+}
+
+static glt_status check_view(const glt_capture *cap, const glt_buffer_view *v) {
+    const char *kind = kind_of(cap->target);
+    size_t es = glt_dtype_size(cap->fmt->dtype);
+    if (!v || !v->data) return glt_fail(GLT_INVALID_ARGUMENT, "out= has no data pointer");
+    if (v->read_only)
+        return glt_fail(GLT_INVALID_ARGUMENT, "out= is read-only; pass a writable tensor or array");
+    int want_cuda = cap->backend == GLT_BACKEND_CUDA;
+    int device = v->cuda_device;
+    if (want_cuda && v->memory == GLT_MEMORY_CUDA && device < 0) {
+        glt_status st = glt_cuda_pointer_device(v->data, &device);
+        if (st != GLT_OK) return st;
+    }
+    if ((v->memory == GLT_MEMORY_CUDA) != want_cuda || (want_cuda && device != cap->cuda_device)) {
+        char have[32], want[32];
+        snprintf(have, sizeof have, v->memory == GLT_MEMORY_CUDA ? "cuda:%d" : "cpu", device);
+        snprintf(want, sizeof want, want_cuda ? "cuda:%d" : "cpu", cap->cuda_device);
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "out= is on device %s, but %s %u is captured to %s (%s backend); allocate out on %s", have,
+                        kind, cap->name, want, glt_backend_name(cap->backend), want);
+    }
+    if (v->dtype != cap->fmt->dtype)
+        return glt_fail(GLT_INVALID_ARGUMENT, "out= has dtype %s, but %s %u (%s) gives %s; allocate out as %s",
+                        glt_dtype_name(v->dtype), kind, cap->name, cap->fmt->name, glt_dtype_name(cap->fmt->dtype),
+                        glt_dtype_name(cap->fmt->dtype));
+    if (v->shape[0] != cap->height || v->shape[1] != cap->width || v->shape[2] != cap->fmt->channels)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "out= has shape (%lld, %lld, %lld), but %s %u (%s) is (%d, %d, %d) as (height, width, "
+                        "channels); allocate out with that shape",
+                        (long long)v->shape[0], (long long)v->shape[1], (long long)v->shape[2], kind, cap->name,
+                        cap->fmt->name, cap->height, cap->width, cap->fmt->channels);
+    int64_t row = (int64_t)cap->width * cap->fmt->channels * (int64_t)es;
+    int contiguous_pixels = (v->strides_bytes[2] == (int64_t)es || cap->fmt->channels == 1) &&
+                            (v->strides_bytes[1] == (int64_t)(cap->fmt->channels * es) || cap->width == 1);
+    if (!contiguous_pixels || (v->strides_bytes[0] < row && cap->height > 1))
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "out= has byte strides (%lld, %lld, %lld); gltensor writes whole rows, so it needs pixel "
+                        "and channel strides (%lld, %lld) and a row stride of at least %lld bytes (rows may be "
+                        "padded); pass a contiguous tensor or a row slice of one",
+                        (long long)v->strides_bytes[0], (long long)v->strides_bytes[1],
+                        (long long)v->strides_bytes[2], (long long)(cap->fmt->channels * es), (long long)es,
+                        (long long)row);
+    return GLT_OK;
+}
+
+glt_status glt_capture_read_into(glt_capture *cap, const glt_read_options *opts_in, const glt_buffer_view *dst) {
+    glt_read_options opts;
+    if (opts_in)
+        opts = *opts_in;
+    else
+        glt_read_options_init(&opts);
+    glt_status st = glt_capture_refresh(cap, NULL);
+    if (st == GLT_OK) st = check_stream(cap, opts.cuda_stream);
+    if (st == GLT_OK) st = check_view(cap, dst);
+    if (st != GLT_OK) return st;
+    size_t pitch = cap->height > 1 ? (size_t)dst->strides_bytes[0] : frame_row_bytes(cap);
+    return copy_image(cap, opts.flip, dst->data, pitch, opts.cuda_stream);
+}
+
+void glt_frame_get_info(const glt_frame *f, glt_frame_info *info) {
+    info->data = glt_block_data(f->block);
+    info->memory = f->memory;
+    info->cuda_device = f->cuda_device;
+    info->dtype = f->dtype;
+    info->height = f->height;
+    info->width = f->width;
+    info->channels = f->channels;
+    info->row_pitch_bytes = (size_t)f->width * f->channels * glt_dtype_size(f->dtype);
+    info->nbytes = info->row_pitch_bytes * (size_t)f->height;
+    info->flipped = f->flipped;
+    info->stream = f->stream;
+}
+
+glt_status glt_frame_sync_stream(glt_frame *f, void *consumer) {
+    if (!f) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_sync_stream: frame is NULL");
+    if (f->memory != GLT_MEMORY_CUDA) return GLT_OK;
+    glt_status st = glt_cuda_stream_wait(consumer, f->stream, f->cuda_device);
+    if (st == GLT_OK) glt_block_add_stream(f->block, consumer);
+    return st;
+}
+
+glt_status glt_frame_clone(const glt_frame *f, glt_frame **out) {
+    if (!f || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_clone: NULL argument");
+    glt_frame *c = malloc(sizeof *c);
+    if (!c) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    *c = *f;
+    size_t bytes = glt_block_size(f->block);
+    glt_status st = glt_pool_acquire(glt_block_pool(f->block), bytes, f->stream, &c->block);
+    if (st != GLT_OK) {
+        free(c);
+        return st;
+    }
+    glt_block_add_stream(c->block, f->stream);
+    if (f->memory == GLT_MEMORY_HOST)
+        memcpy(glt_block_data(c->block), glt_block_data(f->block), bytes);
+    else
+        st = glt_cuda_copy_linear(glt_block_data(c->block), glt_block_data(f->block), bytes, f->stream,
+                                  f->cuda_device);
+    if (st != GLT_OK) {
+        glt_frame_destroy(c);
+        return st;
+    }
+    *out = c;
+    return GLT_OK;
+}
+
+glt_status glt_frame_synchronize(glt_frame *f) {
+    if (!f) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_synchronize: frame is NULL");
+    if (f->memory != GLT_MEMORY_CUDA) return GLT_OK;
+    return glt_cuda_stream_sync(f->stream, f->cuda_device);
+}
+
+void glt_frame_destroy(glt_frame *f) {
+    if (!f) return;
+    glt_pool_give_back(f->block);
+    free(f);
+}

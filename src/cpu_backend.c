@@ -1,0 +1,144 @@
+/*
+ * The CPU backend: read the image back through a pixel-pack buffer into host
+ * memory. Used when CUDA is missing or the GL context does not run on a CUDA
+ * device (Mesa, another vendor). Textures are read with glGetTexImage; a
+ * renderbuffer is attached to a framebuffer of our own and read with
+ * glReadPixels. Every binding and pack parameter touched is restored.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct glt_cpu_reader {
+    GLuint name;
+    GLenum target;
+    GLuint pbo;
+    size_t pbo_size;
+    GLuint fbo; /* renderbuffers only */
+};
+
+glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out) {
+    glt_cpu_reader *r = calloc(1, sizeof *r);
+    if (!r) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    r->name = name;
+    r->target = target;
+    *out = r;
+    return GLT_OK;
+}
+
+void glt_cpu_reader_destroy(glt_cpu_reader *r) {
+    if (!r) return;
+    const glt_gl *gl = glt_gl_load();
+    if (gl) {
+        if (r->pbo) gl->DeleteBuffers(1, &r->pbo);
+        if (r->fbo) gl->DeleteFramebuffers(1, &r->fbo);
+    }
+    free(r);
+}
+
+typedef struct pack_state {
+    GLint pbo, alignment, row_length, skip_rows, skip_pixels, swap_bytes;
+} pack_state;
+
+static void pack_save_and_reset(const glt_gl *gl, pack_state *s) {
+    gl->GetIntegerv(GL_PIXEL_PACK_BUFFER_BINDING, &s->pbo);
+    gl->GetIntegerv(GL_PACK_ALIGNMENT, &s->alignment);
+    gl->GetIntegerv(GL_PACK_ROW_LENGTH, &s->row_length);
+    gl->GetIntegerv(GL_PACK_SKIP_ROWS, &s->skip_rows);
+    gl->GetIntegerv(GL_PACK_SKIP_PIXELS, &s->skip_pixels);
+    gl->GetIntegerv(GL_PACK_SWAP_BYTES, &s->swap_bytes);
+    gl->PixelStorei(GL_PACK_ALIGNMENT, 1); /* tight rows: odd widths of RGB8/R8 have no padding */
+    gl->PixelStorei(GL_PACK_ROW_LENGTH, 0);
+    gl->PixelStorei(GL_PACK_SKIP_ROWS, 0);
+    gl->PixelStorei(GL_PACK_SKIP_PIXELS, 0);
+    gl->PixelStorei(GL_PACK_SWAP_BYTES, 0);
+}
+
+static void pack_restore(const glt_gl *gl, const pack_state *s) {
+    gl->PixelStorei(GL_PACK_ALIGNMENT, s->alignment);
+    gl->PixelStorei(GL_PACK_ROW_LENGTH, s->row_length);
+    gl->PixelStorei(GL_PACK_SKIP_ROWS, s->skip_rows);
+    gl->PixelStorei(GL_PACK_SKIP_PIXELS, s->skip_pixels);
+    gl->PixelStorei(GL_PACK_SWAP_BYTES, s->swap_bytes);
+    gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)s->pbo);
+}
+
+/* Issues the readback of the whole image into the bound pixel-pack buffer. */
+static glt_status issue_readback(const glt_gl *gl, glt_cpu_reader *r, const glt_format *fmt, int width, int height) {
+    if (r->target != GL_RENDERBUFFER) {
+        GLint prev = 0;
+        gl->GetIntegerv(r->target == GL_TEXTURE_RECTANGLE ? GL_TEXTURE_BINDING_RECTANGLE : GL_TEXTURE_BINDING_2D, &prev);
+        gl->BindTexture(r->target, r->name);
+        gl->GetTexImage(r->target, 0, fmt->read_format, fmt->read_type, NULL);
+        gl->BindTexture(r->target, (GLuint)prev);
+        return GLT_OK;
+    }
+    GLint prev_fbo = 0;
+    gl->GetIntegerv(GL_READ_FRAMEBUFFER_BINDING, &prev_fbo);
+    if (!r->fbo) {
+        gl->GenFramebuffers(1, &r->fbo);
+        gl->BindFramebuffer(GL_READ_FRAMEBUFFER, r->fbo);
+        gl->FramebufferRenderbuffer(GL_READ_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, r->name);
+        gl->ReadBuffer(GL_COLOR_ATTACHMENT0); /* framebuffer state: set once */
+    } else {
+        gl->BindFramebuffer(GL_READ_FRAMEBUFFER, r->fbo);
+    }
+    glt_status st = GLT_OK;
+    GLenum status = gl->CheckFramebufferStatus(GL_READ_FRAMEBUFFER);
+    if (status != GL_FRAMEBUFFER_COMPLETE)
+        st = glt_fail(GLT_GL_ERROR,
+                      "renderbuffer %u (%s) cannot be read: its framebuffer is incomplete (status 0x%04X)", r->name,
+                      fmt->name, status);
+    else
+        gl->ReadPixels(0, 0, width, height, fmt->read_format, fmt->read_type, NULL);
+    gl->BindFramebuffer(GL_READ_FRAMEBUFFER, (GLuint)prev_fbo);
+    return st;
+}
+
+glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int width, int height, void *dst,
+                               size_t dst_pitch, int flip) {
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return GLT_GL_ERROR;
+    size_t row_bytes = (size_t)width * fmt->channels * glt_dtype_size(fmt->dtype);
+    size_t total = row_bytes * (size_t)height;
+    const char *kind = r->target == GL_RENDERBUFFER ? "renderbuffer" : "texture";
+    glt_gl_drain_errors(gl);
+    pack_state saved;
+    pack_save_and_reset(gl, &saved);
+    if (!r->pbo) gl->GenBuffers(1, &r->pbo);
+    gl->BindBuffer(GL_PIXEL_PACK_BUFFER, r->pbo);
+    if (r->pbo_size != total) {
+        gl->BufferData(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)total, NULL, GL_STREAM_READ);
+        r->pbo_size = total;
+    }
+    glt_status st = issue_readback(gl, r, fmt, width, height);
+    GLenum err = gl->GetError();
+    if (st == GLT_OK && err != GL_NO_ERROR) {
+        r->pbo_size = 0; /* the buffer may not have been (re)allocated */
+        st = glt_fail(GLT_GL_ERROR, "reading back %s %u (%s, %dx%d) failed with %s; check that the image has storage "
+                                    "and is not bound for rendering in a way that forbids reading",
+                      kind, r->name, fmt->name, width, height, glt_gl_error_name(err));
+    }
+    if (st == GLT_OK) {
+        /* Mapping waits for the readback; then rows go out in the requested order. */
+        const unsigned char *src = gl->MapBufferRange(GL_PIXEL_PACK_BUFFER, 0, (GLsizeiptr)total, GL_MAP_READ_BIT);
+        if (!src) {
+            st = glt_fail(GLT_GL_ERROR, "glMapBufferRange of the %zu-byte pixel-pack buffer for %s %u failed (%s)",
+                          total, kind, r->name, glt_gl_error_name(gl->GetError()));
+        } else {
+            unsigned char *out = dst;
+            if (!flip && dst_pitch == row_bytes) {
+                memcpy(out, src, total);
+            } else {
+                for (int y = 0; y < height; ++y) {
+                    int src_y = flip ? height - 1 - y : y;
+                    memcpy(out + (size_t)y * dst_pitch, src + (size_t)src_y * row_bytes, row_bytes);
+                }
+            }
+            gl->UnmapBuffer(GL_PIXEL_PACK_BUFFER);
+        }
+    }
+    pack_restore(gl, &saved);
+    return st;
+}

@@ -1,0 +1,397 @@
+/*
+ * The CUDA backend: register a GL image with CUDA once, and per read map it, copy
+ * the CUDA array into linear device memory on one stream, and unmap.
+ *
+ * The copy is cudaMemcpy2DFromArrayAsync when the array's rows can be copied as
+ * they are; otherwise (rows flipped to top-first, or an array with more channels
+ * than the format, as RGB8 stored as RGBX) one kernel reads the array through a
+ * texture object and writes the final layout, so no second pass is ever needed.
+ */
+#include "internal.h"
+
+#ifdef GLT_WITH_CUDA
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* cuda_gl_interop.h pulls in GL/gl.h, which the build machine may lack: declare the two calls we need. */
+enum glt_cudaGLDeviceList { glt_cudaGLDeviceListAll = 1 };
+extern cudaError_t cudaGLGetDevices(unsigned int *pCudaDeviceCount, int *pCudaDevices, unsigned int cudaDeviceCount,
+                                    enum glt_cudaGLDeviceList deviceList);
+extern cudaError_t cudaGraphicsGLRegisterImage(struct cudaGraphicsResource **resource, unsigned int image,
+                                               unsigned int target, unsigned int flags);
+
+struct glt_cuda_image {
+    cudaGraphicsResource_t resource;
+    int device;
+    GLuint name;
+    GLenum target;
+    int width, height;
+    const glt_format *fmt;
+    cudaStream_t own_stream;
+    /* What the mapped array holds, learned at the first map and kept while the array stays the same. */
+    cudaArray_t array;
+    cudaTextureObject_t texture;
+    int array_channels, elem_bytes, array_is_float;
+};
+
+glt_status glt_device_guard_enter(glt_device_guard *g, int device) {
+    g->changed = 0;
+    g->previous = device;
+    if (cudaGetDevice(&g->previous) != cudaSuccess) g->previous = device;
+    if (g->previous != device) {
+        cudaError_t e = cudaSetDevice(device);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            return glt_fail(GLT_CUDA_ERROR, "cudaSetDevice(%d) failed (%s: %s)", device, cudaGetErrorName(e),
+                            cudaGetErrorString(e));
+        }
+        g->changed = 1;
+    }
+    return GLT_OK;
+}
+
+void glt_device_guard_exit(glt_device_guard *g) {
+    if (g->changed) cudaSetDevice(g->previous);
+}
+
+static glt_status cuda_fail(cudaError_t e, const char *call, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static glt_status cuda_fail(cudaError_t e, const char *call, const char *fmt, ...) {
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    cudaGetLastError(); /* clear the sticky-free error so later calls are not blamed */
+    return glt_fail(GLT_CUDA_ERROR, "%s failed (%s: %s): %s", call, cudaGetErrorName(e), cudaGetErrorString(e), what);
+}
+
+glt_status glt_cuda_probe(int *device_count) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (device_count) *device_count = (e == cudaSuccess) ? n : 0;
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return glt_fail(GLT_CUDA_UNAVAILABLE,
+                        "CUDA is unavailable: cudaGetDeviceCount failed (%s: %s); install the NVIDIA driver or "
+                        "use the CPU backend",
+                        cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    if (n == 0)
+        return glt_fail(GLT_CUDA_UNAVAILABLE, "CUDA is unavailable: no CUDA device is visible (check "
+                                              "CUDA_VISIBLE_DEVICES); use the CPU backend");
+    return GLT_OK;
+}
+
+glt_status glt_cuda_device_of_current_context(int *cuda_device) {
+    glt_status st = glt_cuda_probe(NULL);
+    if (st != GLT_OK) return st;
+    unsigned int count = 0;
+    int devices[16];
+    cudaError_t e = cudaGLGetDevices(&count, devices, 16, glt_cudaGLDeviceListAll);
+    if (e != cudaSuccess || count == 0) {
+        cudaGetLastError();
+        const glt_gl *gl = glt_gl_load();
+        const GLubyte *r = gl ? gl->GetString(GL_RENDERER) : NULL;
+        return glt_fail(GLT_WRONG_DEVICE,
+                        "the current OpenGL context (renderer \"%s\") does not run on a CUDA device "
+                        "(cudaGLGetDevices: %s); create the context on the NVIDIA GPU (gltensor.Context.headless, "
+                        "or EGL device with EGL_CUDA_DEVICE_NV) or use the CPU backend",
+                        r ? (const char *)r : "unknown", e == cudaSuccess ? "no device" : cudaGetErrorName(e));
+    }
+    *cuda_device = devices[0];
+    return GLT_OK;
+}
+
+glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt, int width,
+                                   int height, glt_cuda_image **out) {
+    glt_device_guard g;
+    glt_status st = glt_device_guard_enter(&g, cuda_device);
+    if (st != GLT_OK) return st;
+    glt_cuda_image *img = calloc(1, sizeof *img);
+    if (!img) {
+        glt_device_guard_exit(&g);
+        return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    }
+    img->device = cuda_device;
+    img->name = name;
+    img->target = target;
+    img->fmt = fmt;
+    img->width = width;
+    img->height = height;
+    const char *kind = target == GL_RENDERBUFFER ? "renderbuffer" : "texture";
+    cudaError_t e = cudaGraphicsGLRegisterImage(&img->resource, name, target, cudaGraphicsRegisterFlagsReadOnly);
+    if (e != cudaSuccess) {
+        st = cuda_fail(e, "cudaGraphicsGLRegisterImage",
+                       "%s %u (%s, %dx%d, %s) could not be registered with CUDA device %d; check that the GL "
+                       "context is current and runs on that GPU, and that the image has storage",
+                       kind, name, fmt->name, width, height, glt_target_name(target), cuda_device);
+        free(img);
+        glt_device_guard_exit(&g);
+        return st;
+    }
+    /* Non-blocking: the implicit synchronisation of the legacy default stream would serialise
+     * reads with unrelated work of the caller. */
+    e = cudaStreamCreateWithFlags(&img->own_stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        st = cuda_fail(e, "cudaStreamCreateWithFlags", "creating the copy stream for %s %u", kind, name);
+        cudaGraphicsUnregisterResource(img->resource);
+        free(img);
+        glt_device_guard_exit(&g);
+        return st;
+    }
+    glt_device_guard_exit(&g);
+    *out = img;
+    return GLT_OK;
+}
+
+void glt_cuda_image_unregister(glt_cuda_image *img) {
+    if (!img) return;
+    glt_device_guard g;
+    if (glt_device_guard_enter(&g, img->device) == GLT_OK) {
+        /* Frames in flight were written on own_stream; let them land before the stream goes. */
+        cudaStreamSynchronize(img->own_stream);
+        if (img->texture) cudaDestroyTextureObject(img->texture);
+        cudaGraphicsUnregisterResource(img->resource);
+        cudaStreamDestroy(img->own_stream);
+        cudaGetLastError();
+        glt_device_guard_exit(&g);
+    }
+    free(img);
+}
+
+void *glt_cuda_image_default_stream(glt_cuda_image *img) { return img->own_stream; }
+
+/* Learns the mapped array's layout and checks it can hold what the GL format promises. */
+static glt_status learn_array(glt_cuda_image *img, cudaArray_t array) {
+    struct cudaChannelFormatDesc d;
+    struct cudaExtent ext;
+    unsigned int flags;
+    cudaError_t e = cudaArrayGetInfo(&d, &ext, &flags, array);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaArrayGetInfo", "inspecting the mapped array of image %u", img->name);
+    int bits[4] = {d.x, d.y, d.z, d.w};
+    int channels = 0;
+    for (int i = 0; i < 4; ++i) channels += bits[i] > 0;
+    int elem = d.x / 8;
+    int is_float = d.f == cudaChannelFormatKindFloat;
+    size_t want_elem = glt_dtype_size(img->fmt->dtype);
+    int want_float = img->fmt->dtype == GLT_DTYPE_FLOAT16 || img->fmt->dtype == GLT_DTYPE_FLOAT32;
+    if ((size_t)elem != want_elem || channels < img->fmt->channels || channels == 3 || is_float != want_float ||
+        (int)ext.width != img->width || (int)ext.height != img->height)
+        return glt_fail(GLT_UNSUPPORTED_FORMAT,
+                        "image %u is %s %dx%d in GL, but CUDA mapped it as a %zux%zu array of %d channel(s) of %d "
+                        "bits (%s); please report this with your GPU and driver, and use backend='cpu' meanwhile",
+                        img->name, img->fmt->name, img->width, img->height, ext.width, ext.height, channels, d.x,
+                        is_float ? "float" : "integer");
+    if (img->texture) {
+        cudaDestroyTextureObject(img->texture);
+        img->texture = 0;
+    }
+    img->array = array;
+    img->array_channels = channels;
+    img->elem_bytes = elem;
+    img->array_is_float = is_float;
+    return GLT_OK;
+}
+
+static glt_status ensure_texture(glt_cuda_image *img) {
+    if (img->texture) return GLT_OK;
+    struct cudaResourceDesc res;
+    memset(&res, 0, sizeof res);
+    res.resType = cudaResourceTypeArray;
+    res.res.array.array = img->array;
+    struct cudaTextureDesc tex;
+    memset(&tex, 0, sizeof tex);
+    tex.addressMode[0] = tex.addressMode[1] = cudaAddressModeClamp;
+    tex.filterMode = cudaFilterModePoint;
+    tex.readMode = cudaReadModeElementType; /* raw values: no normalisation of 8/16-bit channels */
+    tex.normalizedCoords = 0;
+    cudaError_t e = cudaCreateTextureObject(&img->texture, &res, &tex, NULL);
+    if (e != cudaSuccess) {
+        img->texture = 0;
+        return cuda_fail(e, "cudaCreateTextureObject", "reading image %u (%s) through a texture", img->name,
+                         img->fmt->name);
+    }
+    return GLT_OK;
+}
+
+glt_status glt_cuda_image_copy(glt_cuda_image *img, void *dst, size_t dst_pitch, int flip, void *stream_arg) {
+    cudaStream_t stream = stream_arg ? (cudaStream_t)stream_arg : img->own_stream;
+    glt_device_guard g;
+    glt_status st = glt_device_guard_enter(&g, img->device);
+    if (st != GLT_OK) return st;
+    const char *kind = img->target == GL_RENDERBUFFER ? "renderbuffer" : "texture";
+    cudaError_t e = cudaGraphicsMapResources(1, &img->resource, stream);
+    if (e != cudaSuccess) {
+        st = cuda_fail(e, "cudaGraphicsMapResources",
+                       "%s %u; make sure its GL context is current, the stream belongs to CUDA device %d, and the "
+                       "image is not mapped elsewhere",
+                       kind, img->name, img->device);
+        glt_device_guard_exit(&g);
+        return st;
+    }
+    cudaArray_t array = NULL;
+    e = cudaGraphicsSubResourceGetMappedArray(&array, img->resource, 0, 0);
+    if (e != cudaSuccess) {
+        st = cuda_fail(e, "cudaGraphicsSubResourceGetMappedArray", "%s %u", kind, img->name);
+        goto unmap;
+    }
+    if (array != img->array) {
+        st = learn_array(img, array);
+        if (st != GLT_OK) goto unmap;
+    }
+    size_t row_bytes = (size_t)img->width * img->fmt->channels * img->elem_bytes;
+    if (!flip && img->array_channels == img->fmt->channels) {
+        e = cudaMemcpy2DFromArrayAsync(dst, dst_pitch, array, 0, 0, row_bytes, img->height, cudaMemcpyDeviceToDevice,
+                                       stream);
+        if (e != cudaSuccess)
+            st = cuda_fail(e, "cudaMemcpy2DFromArrayAsync", "copying %s %u (%dx%d %s)", kind, img->name, img->width,
+                           img->height, img->fmt->name);
+    } else {
+        st = ensure_texture(img);
+        if (st == GLT_OK) {
+            int rc = glt_launch_array_to_linear(img->texture, img->array_channels, img->elem_bytes,
+                                                img->array_is_float, img->fmt->channels, img->width, img->height, dst,
+                                                dst_pitch, flip, stream);
+            if (rc != 0) st = cuda_fail((cudaError_t)rc, "copy kernel launch", "%s %u (%s)", kind, img->name,
+                                        img->fmt->name);
+        }
+    }
+unmap:
+    e = cudaGraphicsUnmapResources(1, &img->resource, stream);
+    if (e != cudaSuccess && st == GLT_OK) st = cuda_fail(e, "cudaGraphicsUnmapResources", "%s %u", kind, img->name);
+    glt_device_guard_exit(&g);
+    return st;
+}
+
+glt_status glt_cuda_stream_wait(void *consumer, void *producer, int cuda_device) {
+    if (consumer == producer) return GLT_OK;
+    /* One event per thread and device suffices: a wait captures the event's state when it is issued. */
+    static _Thread_local cudaEvent_t events[64];
+    if (cuda_device < 0 || cuda_device >= 64) return glt_fail(GLT_INVALID_ARGUMENT, "CUDA device %d out of range", cuda_device);
+    glt_device_guard g;
+    glt_status st = glt_device_guard_enter(&g, cuda_device);
+    if (st != GLT_OK) return st;
+    cudaError_t e = cudaSuccess;
+    if (!events[cuda_device]) e = cudaEventCreateWithFlags(&events[cuda_device], cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(events[cuda_device], (cudaStream_t)producer);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)consumer, events[cuda_device], 0);
+    if (e != cudaSuccess)
+        st = cuda_fail(e, "cudaStreamWaitEvent", "making stream %p wait for stream %p; pass a live CUDA stream of "
+                                                 "device %d", consumer, producer, cuda_device);
+    glt_device_guard_exit(&g);
+    return st;
+}
+
+glt_status glt_cuda_stream_sync(void *stream, int cuda_device) {
+    glt_device_guard g;
+    glt_status st = glt_device_guard_enter(&g, cuda_device);
+    if (st != GLT_OK) return st;
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+    if (e != cudaSuccess) st = cuda_fail(e, "cudaStreamSynchronize", "waiting for a frame's copy");
+    glt_device_guard_exit(&g);
+    return st;
+}
+
+glt_status glt_cuda_copy_linear(void *dst, const void *src, size_t bytes, void *stream, int cuda_device) {
+    glt_device_guard g;
+    glt_status st = glt_device_guard_enter(&g, cuda_device);
+    if (st != GLT_OK) return st;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+    if (e != cudaSuccess) st = cuda_fail(e, "cudaMemcpyAsync", "copying a %zu-byte frame", bytes);
+    glt_device_guard_exit(&g);
+    return st;
+}
+
+glt_status glt_cuda_check_stream(void *stream, int cuda_device) {
+    if ((uintptr_t)stream <= 2) return GLT_OK; /* default, legacy default and per-thread default streams */
+    int dev = -1;
+    cudaError_t e = cudaStreamGetDevice((cudaStream_t)stream, &dev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "stream 0x%llx is not a live CUDA stream (cudaStreamGetDevice: %s); pass a stream object "
+                        "(torch.cuda.Stream, cupy.cuda.Stream) or its handle, and keep it alive while reading",
+                        (unsigned long long)(uintptr_t)stream, cudaGetErrorName(e));
+    }
+    if (dev != cuda_device)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "stream 0x%llx belongs to CUDA device %d, but the capture reads on device %d; pass a stream "
+                        "of device %d",
+                        (unsigned long long)(uintptr_t)stream, dev, cuda_device, cuda_device);
+    return GLT_OK;
+}
+
+glt_status glt_cuda_pointer_device(const void *ptr, int *cuda_device) {
+    struct cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, ptr);
+    if (e != cudaSuccess || (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)) {
+        cudaGetLastError();
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "out= points at %p, which is not CUDA device memory; allocate out on the capture's CUDA "
+                        "device",
+                        ptr);
+    }
+    *cuda_device = a.device;
+    return GLT_OK;
+}
+
+#else /* no CUDA toolkit at build time: every entry says so, and captures use the CPU backend */
+
+static glt_status no_cuda(void) {
+    return glt_fail(GLT_CUDA_UNAVAILABLE, "this gltensor was built without CUDA (no CUDA toolkit found at build "
+                                          "time); reinstall with nvcc on PATH or CUDA_HOME set, or use backend='cpu'");
+}
+glt_status glt_cuda_probe(int *device_count) {
+    if (device_count) *device_count = 0;
+    return no_cuda();
+}
+glt_status glt_cuda_device_of_current_context(int *cuda_device) {
+    (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt, int width,
+                                   int height, glt_cuda_image **out) {
+    (void)name, (void)target, (void)cuda_device, (void)fmt, (void)width, (void)height, (void)out;
+    return no_cuda();
+}
+void glt_cuda_image_unregister(glt_cuda_image *img) { (void)img; }
+glt_status glt_cuda_image_copy(glt_cuda_image *img, void *dst, size_t dst_pitch, int flip, void *stream) {
+    (void)img, (void)dst, (void)dst_pitch, (void)flip, (void)stream;
+    return no_cuda();
+}
+void *glt_cuda_image_default_stream(glt_cuda_image *img) {
+    (void)img;
+    return NULL;
+}
+glt_status glt_cuda_stream_wait(void *consumer, void *producer, int cuda_device) {
+    (void)consumer, (void)producer, (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_cuda_stream_sync(void *stream, int cuda_device) {
+    (void)stream, (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_cuda_copy_linear(void *dst, const void *src, size_t bytes, void *stream, int cuda_device) {
+    (void)dst, (void)src, (void)bytes, (void)stream, (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_cuda_check_stream(void *stream, int cuda_device) {
+    (void)stream, (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_cuda_pointer_device(const void *ptr, int *cuda_device) {
+    (void)ptr, (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_device_guard_enter(glt_device_guard *g, int device) {
+    g->previous = device;
+    g->changed = 0;
+    return no_cuda();
+}
+void glt_device_guard_exit(glt_device_guard *g) { (void)g; }
+
+#endif

@@ -1,0 +1,201 @@
+/*
+ * The slice of OpenGL and EGL that gltensor calls, declared here because the
+ * build machine may have no GL headers, and resolved at run time (gl_loader.c)
+ * so that the library links against no GL library and works with whichever
+ * context (EGL or GLX) the caller made current.
+ */
+#ifndef GLT_GL_API_H
+#define GLT_GL_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef unsigned int GLenum;
+typedef unsigned int GLuint;
+typedef int GLint;
+typedef int GLsizei;
+typedef unsigned char GLboolean;
+typedef unsigned int GLbitfield;
+typedef ptrdiff_t GLintptr;
+typedef ptrdiff_t GLsizeiptr;
+typedef unsigned char GLubyte;
+
+#define GL_NO_ERROR 0
+#define GL_INVALID_ENUM 0x0500
+#define GL_INVALID_VALUE 0x0501
+#define GL_INVALID_OPERATION 0x0502
+#define GL_OUT_OF_MEMORY 0x0505
+#define GL_INVALID_FRAMEBUFFER_OPERATION 0x0506
+
+#define GL_VENDOR 0x1F00
+#define GL_RENDERER 0x1F01
+#define GL_VERSION 0x1F02
+#define GL_MAJOR_VERSION 0x821B
+#define GL_MINOR_VERSION 0x821C
+
+#define GL_TEXTURE_2D 0x0DE1
+#define GL_TEXTURE_RECTANGLE 0x84F5
+#define GL_TEXTURE_2D_MULTISAMPLE 0x9100
+#define GL_RENDERBUFFER 0x8D41
+#define GL_TEXTURE_BINDING_2D 0x8069
+#define GL_TEXTURE_BINDING_RECTANGLE 0x84F6
+#define GL_RENDERBUFFER_BINDING 0x8CA7
+#define GL_TEXTURE_WIDTH 0x1000
+#define GL_TEXTURE_HEIGHT 0x1001
+#define GL_TEXTURE_INTERNAL_FORMAT 0x1003
+#define GL_TEXTURE_SAMPLES 0x9106
+#define GL_RENDERBUFFER_WIDTH 0x8D42
+#define GL_RENDERBUFFER_HEIGHT 0x8D43
+#define GL_RENDERBUFFER_INTERNAL_FORMAT 0x8D44
+#define GL_RENDERBUFFER_SAMPLES 0x8CAB
+
+#define GL_FRAMEBUFFER 0x8D40
+#define GL_READ_FRAMEBUFFER 0x8CA8
+#define GL_READ_FRAMEBUFFER_BINDING 0x8CAA
+#define GL_COLOR_ATTACHMENT0 0x8CE0
+#define GL_FRAMEBUFFER_COMPLETE 0x8CD5
+
+#define GL_PIXEL_PACK_BUFFER 0x88EB
+#define GL_PIXEL_PACK_BUFFER_BINDING 0x88ED
+#define GL_STREAM_READ 0x88E1
+#define GL_MAP_READ_BIT 0x0001
+
+#define GL_PACK_SWAP_BYTES 0x0D00
+#define GL_PACK_ROW_LENGTH 0x0D02
+#define GL_PACK_SKIP_ROWS 0x0D03
+#define GL_PACK_SKIP_PIXELS 0x0D04
+#define GL_PACK_ALIGNMENT 0x0D05
+
+/* pixel transfer formats and types */
+#define GL_RED 0x1903
+#define GL_RG 0x8227
+#define GL_RGB 0x1907
+#define GL_RGBA 0x1908
+#define GL_RED_INTEGER 0x8D94
+#define GL_RG_INTEGER 0x8228
+#define GL_RGB_INTEGER 0x8D98
+#define GL_RGBA_INTEGER 0x8D99
+#define GL_UNSIGNED_BYTE 0x1401
+#define GL_UNSIGNED_SHORT 0x1403
+#define GL_UNSIGNED_INT 0x1405
+#define GL_FLOAT 0x1406
+#define GL_HALF_FLOAT 0x140B
+
+typedef GLenum (*PFN_glGetError)(void);
+typedef void (*PFN_glGetIntegerv)(GLenum, GLint *);
+typedef const GLubyte *(*PFN_glGetString)(GLenum);
+typedef void (*PFN_glBindTexture)(GLenum, GLuint);
+typedef GLboolean (*PFN_glIsTexture)(GLuint);
+typedef void (*PFN_glGetTexLevelParameteriv)(GLenum, GLint, GLenum, GLint *);
+typedef void (*PFN_glGetTexImage)(GLenum, GLint, GLenum, GLenum, void *);
+typedef GLboolean (*PFN_glIsRenderbuffer)(GLuint);
+typedef void (*PFN_glBindRenderbuffer)(GLenum, GLuint);
+typedef void (*PFN_glGetRenderbufferParameteriv)(GLenum, GLenum, GLint *);
+typedef void (*PFN_glGenFramebuffers)(GLsizei, GLuint *);
+typedef void (*PFN_glDeleteFramebuffers)(GLsizei, const GLuint *);
+typedef void (*PFN_glBindFramebuffer)(GLenum, GLuint);
+typedef void (*PFN_glFramebufferRenderbuffer)(GLenum, GLenum, GLenum, GLuint);
+typedef GLenum (*PFN_glCheckFramebufferStatus)(GLenum);
+typedef void (*PFN_glReadBuffer)(GLenum);
+typedef void (*PFN_glReadPixels)(GLint, GLint, GLsizei, GLsizei, GLenum, GLenum, void *);
+typedef void (*PFN_glPixelStorei)(GLenum, GLint);
+typedef void (*PFN_glGenBuffers)(GLsizei, GLuint *);
+typedef void (*PFN_glDeleteBuffers)(GLsizei, const GLuint *);
+typedef void (*PFN_glBindBuffer)(GLenum, GLuint);
+typedef void (*PFN_glBufferData)(GLenum, GLsizeiptr, const void *, GLenum);
+typedef void *(*PFN_glMapBufferRange)(GLenum, GLintptr, GLsizeiptr, GLbitfield);
+typedef GLboolean (*PFN_glUnmapBuffer)(GLenum);
+
+/* The GL entry points gltensor uses; filled once by glt_gl_load(). */
+typedef struct glt_gl {
+    PFN_glGetError GetError;
+    PFN_glGetIntegerv GetIntegerv;
+    PFN_glGetString GetString;
+    PFN_glBindTexture BindTexture;
+    PFN_glIsTexture IsTexture;
+    PFN_glGetTexLevelParameteriv GetTexLevelParameteriv;
+    PFN_glGetTexImage GetTexImage;
+    PFN_glIsRenderbuffer IsRenderbuffer;
+    PFN_glBindRenderbuffer BindRenderbuffer;
+    PFN_glGetRenderbufferParameteriv GetRenderbufferParameteriv;
+    PFN_glGenFramebuffers GenFramebuffers;
+    PFN_glDeleteFramebuffers DeleteFramebuffers;
+    PFN_glBindFramebuffer BindFramebuffer;
+    PFN_glFramebufferRenderbuffer FramebufferRenderbuffer;
+    PFN_glCheckFramebufferStatus CheckFramebufferStatus;
+    PFN_glReadBuffer ReadBuffer;
+    PFN_glReadPixels ReadPixels;
+    PFN_glPixelStorei PixelStorei;
+    PFN_glGenBuffers GenBuffers;
+    PFN_glDeleteBuffers DeleteBuffers;
+    PFN_glBindBuffer BindBuffer;
+    PFN_glBufferData BufferData;
+    PFN_glMapBufferRange MapBufferRange;
+    PFN_glUnmapBuffer UnmapBuffer;
+} glt_gl;
+
+/* ---- EGL ---- */
+typedef void *EGLDisplay;
+typedef void *EGLContext;
+typedef void *EGLSurface;
+typedef void *EGLConfig;
+typedef void *EGLDeviceEXT;
+typedef int32_t EGLint;
+typedef unsigned int EGLBoolean;
+typedef unsigned int EGLenum;
+typedef intptr_t EGLAttrib;
+
+#define EGL_NO_CONTEXT ((EGLContext)0)
+#define EGL_NO_DISPLAY ((EGLDisplay)0)
+#define EGL_NO_SURFACE ((EGLSurface)0)
+#define EGL_NO_CONFIG_KHR ((EGLConfig)0)
+#define EGL_SUCCESS 0x3000
+#define EGL_NONE 0x3038
+#define EGL_EXTENSIONS 0x3055
+#define EGL_VENDOR 0x3053
+#define EGL_OPENGL_API 0x30A2
+#define EGL_CONTEXT_MAJOR_VERSION 0x3098
+#define EGL_CONTEXT_MINOR_VERSION 0x30FB
+#define EGL_CONTEXT_OPENGL_PROFILE_MASK 0x30FD
+#define EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT 0x00000001
+#define EGL_PLATFORM_DEVICE_EXT 0x313F
+#define EGL_PLATFORM_SURFACELESS_MESA 0x31DD
+#define EGL_CUDA_DEVICE_NV 0x323A
+#define EGL_DRM_DEVICE_FILE_EXT 0x3233
+
+typedef EGLDisplay (*PFN_eglGetCurrentDisplay)(void);
+typedef EGLContext (*PFN_eglGetCurrentContext)(void);
+typedef void *(*PFN_eglGetProcAddress)(const char *);
+typedef EGLint (*PFN_eglGetError)(void);
+typedef EGLBoolean (*PFN_eglInitialize)(EGLDisplay, EGLint *, EGLint *);
+typedef EGLBoolean (*PFN_eglTerminate)(EGLDisplay);
+typedef EGLBoolean (*PFN_eglBindAPI)(EGLenum);
+typedef EGLContext (*PFN_eglCreateContext)(EGLDisplay, EGLConfig, EGLContext, const EGLint *);
+typedef EGLBoolean (*PFN_eglDestroyContext)(EGLDisplay, EGLContext);
+typedef EGLBoolean (*PFN_eglMakeCurrent)(EGLDisplay, EGLSurface, EGLSurface, EGLContext);
+typedef const char *(*PFN_eglQueryString)(EGLDisplay, EGLint);
+typedef EGLBoolean (*PFN_eglQueryDevicesEXT)(EGLint, EGLDeviceEXT *, EGLint *);
+typedef EGLBoolean (*PFN_eglQueryDeviceAttribEXT)(EGLDeviceEXT, EGLint, EGLAttrib *);
+typedef const char *(*PFN_eglQueryDeviceStringEXT)(EGLDeviceEXT, EGLint);
+typedef EGLDisplay (*PFN_eglGetPlatformDisplayEXT)(EGLenum, void *, const EGLint *);
+
+typedef struct glt_egl {
+    PFN_eglGetCurrentDisplay GetCurrentDisplay;
+    PFN_eglGetCurrentContext GetCurrentContext;
+    PFN_eglGetProcAddress GetProcAddress;
+    PFN_eglGetError GetError;
+    PFN_eglInitialize Initialize;
+    PFN_eglTerminate Terminate;
+    PFN_eglBindAPI BindAPI;
+    PFN_eglCreateContext CreateContext;
+    PFN_eglDestroyContext DestroyContext;
+    PFN_eglMakeCurrent MakeCurrent;
+    PFN_eglQueryString QueryString;
+    /* extensions, NULL when absent */
+    PFN_eglQueryDevicesEXT QueryDevicesEXT;
+    PFN_eglQueryDeviceAttribEXT QueryDeviceAttribEXT;
+    PFN_eglQueryDeviceStringEXT QueryDeviceStringEXT;
+    PFN_eglGetPlatformDisplayEXT GetPlatformDisplayEXT;
+} glt_egl;
+
+#endif

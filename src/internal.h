@@ -1,0 +1,116 @@
+/* Declarations shared by the core's source files; not part of the public API. */
+#ifndef GLT_INTERNAL_H
+#define GLT_INTERNAL_H
+
+#include "gltensor.h"
+#include "gl_api.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+
+/* ---- errors.c ---- */
+/* Records a formatted message for glt_last_error() and returns status. */
+glt_status glt_fail(glt_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void glt_clear_error(void);
+const char *glt_gl_error_name(GLenum err);
+
+/* ---- gl_loader.c ---- */
+typedef enum glt_window_api { GLT_API_NONE, GLT_API_EGL, GLT_API_GLX } glt_window_api;
+
+/* Which context is current in this thread: the identity every GPU object keeps. */
+typedef struct glt_gl_context_id {
+    glt_window_api api;
+    void *display; /* EGLDisplay or Display* */
+    void *context; /* EGLContext or GLXContext */
+} glt_gl_context_id;
+
+const glt_egl *glt_egl_load(void); /* NULL when libEGL is missing (message set) */
+const glt_gl *glt_gl_load(void);   /* NULL when a GL entry point is missing (message set) */
+glt_gl_context_id glt_current_gl_context(void);
+int glt_same_gl_context(glt_gl_context_id a, glt_gl_context_id b);
+/* GLT_NO_CONTEXT / GLT_WRONG_CONTEXT with a message naming what; GLT_OK when `expected` is current. */
+glt_status glt_check_gl_context(glt_gl_context_id expected, const char *what);
+/* Discards GL errors left by earlier calls so that ours are attributed correctly. */
+void glt_gl_drain_errors(const glt_gl *gl);
+
+/* ---- gl_formats.c ---- */
+typedef struct glt_format {
+    GLenum internal_format;
+    const char *name;
+    glt_dtype dtype;
+    int channels;
+    GLenum read_format, read_type; /* glGetTexImage / glReadPixels */
+} glt_format;
+
+/* The capturable format, or NULL. */
+const glt_format *glt_format_find(GLenum internal_format);
+/* "GL_DEPTH_COMPONENT24" for any enum we know, else "0x1234" in a static thread-local buffer. */
+const char *glt_format_name(GLenum internal_format);
+/* Why an uncapturable format is refused and what to do, for error messages. */
+const char *glt_format_refusal_hint(GLenum internal_format);
+const char *glt_target_name(GLenum target);
+
+/* ---- pool.c: buffers handed out as frames, reused only after their consumers finish ---- */
+typedef struct glt_pool glt_pool;
+typedef struct glt_block glt_block;
+
+#define GLT_BLOCK_MAX_STREAMS 4
+
+glt_pool *glt_pool_create(glt_memory memory, int cuda_device);
+void glt_pool_retain(glt_pool *pool);
+void glt_pool_release(glt_pool *pool); /* frees the pool and its idle blocks at zero */
+/* A block of exactly `bytes`, whose earlier users' work `stream` is made to wait for. */
+glt_status glt_pool_acquire(glt_pool *pool, size_t bytes, void *stream, glt_block **out);
+void *glt_block_data(const glt_block *block);
+glt_pool *glt_block_pool(const glt_block *block);
+size_t glt_block_size(const glt_block *block);
+/* Remembers a stream whose queued work must finish before the block is reused. */
+glt_status glt_block_add_stream(glt_block *block, void *stream);
+void glt_pool_give_back(glt_block *block);
+/* Drops idle blocks (e.g. after a resize made their size useless). */
+void glt_pool_trim(glt_pool *pool);
+
+/* ---- cuda_backend.c (stubs when built without CUDA) ---- */
+typedef struct glt_cuda_image glt_cuda_image; /* a registered GL image */
+
+/* Reason text when CUDA cannot serve this context; GLT_OK and the device otherwise. */
+glt_status glt_cuda_device_of_current_context(int *cuda_device);
+glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt,
+                                   int width, int height, glt_cuda_image **out);
+void glt_cuda_image_unregister(glt_cuda_image *img);
+/* map, copy (flip / channel drop inside the copy), unmap, all on `stream`. */
+glt_status glt_cuda_image_copy(glt_cuda_image *img, void *dst, size_t dst_pitch, int flip, void *stream);
+void *glt_cuda_image_default_stream(glt_cuda_image *img);
+glt_status glt_cuda_stream_wait(void *consumer, void *producer, int cuda_device);
+glt_status glt_cuda_stream_sync(void *stream, int cuda_device);
+/* GLT_INVALID_ARGUMENT unless stream is a live stream of cuda_device (0, 1 and 2 are CUDA's defaults). */
+glt_status glt_cuda_check_stream(void *stream, int cuda_device);
+/* The device a pointer's memory lives on, or GLT_INVALID_ARGUMENT when it is not CUDA device memory. */
+glt_status glt_cuda_pointer_device(const void *ptr, int *cuda_device);
+glt_status glt_cuda_copy_linear(void *dst, const void *src, size_t bytes, void *stream, int cuda_device);
+
+/* Runs the rest of a CUDA call sequence with `device` current, restoring the caller's device. */
+typedef struct glt_device_guard {
+    int previous;
+    int changed;
+} glt_device_guard;
+glt_status glt_device_guard_enter(glt_device_guard *g, int device);
+void glt_device_guard_exit(glt_device_guard *g);
+
+/* ---- cuda_kernels.cu ---- */
+#ifdef GLT_WITH_CUDA
+/* Reads a CUDA array through a texture object and writes linear rows, optionally bottom-up,
+ * keeping the first out_channels of the array's channels. */
+int glt_launch_array_to_linear(unsigned long long tex_object, int array_channels, int elem_bytes,
+                               int array_is_float, int out_channels, int width, int height,
+                               void *dst, size_t dst_pitch, int flip, void *stream);
+#endif
+
+/* ---- cpu_backend.c ---- */
+typedef struct glt_cpu_reader glt_cpu_reader;
+glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out);
+void glt_cpu_reader_destroy(glt_cpu_reader *r); /* needs the context current to free GL objects */
+glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int width, int height, void *dst,
+                               size_t dst_pitch, int flip);
+
+#endif

@@ -1,0 +1,64 @@
+/* Version, enum names and defaults: the small facts of the public API. */
+#include "internal.h"
+
+unsigned glt_version_number(void) { return GLT_VERSION_NUMBER; }
+const char *glt_version_string(void) { return GLT_VERSION_STRING; }
+
+int glt_cuda_compiled(void) {
+#ifdef GLT_WITH_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+const char *glt_dtype_name(glt_dtype dtype) {
+    switch (dtype) {
+    case GLT_DTYPE_UINT8: return "uint8";
+    case GLT_DTYPE_UINT16: return "uint16";
+    case GLT_DTYPE_UINT32: return "uint32";
+    case GLT_DTYPE_FLOAT16: return "float16";
+    case GLT_DTYPE_FLOAT32: return "float32";
+    }
+    return "unknown";
+}
+
+size_t glt_dtype_size(glt_dtype dtype) {
+    switch (dtype) {
+    case GLT_DTYPE_UINT8: return 1;
+    case GLT_DTYPE_UINT16: return 2;
+    case GLT_DTYPE_FLOAT16: return 2;
+    case GLT_DTYPE_UINT32: return 4;
+    case GLT_DTYPE_FLOAT32: return 4;
+    }
+    return 0;
+}
+
+const char *glt_backend_name(glt_backend backend) {
+    switch (backend) {
+    case GLT_BACKEND_AUTO: return "auto";
+    case GLT_BACKEND_CUDA: return "cuda";
+    case GLT_BACKEND_CPU: return "cpu";
+    }
+    return "unknown";
+}
+
+void glt_context_desc_init(glt_context_desc *desc) {
+    desc->cuda_device = 0;
+    desc->allow_software = 1;
+    desc->force_software = 0;
+    desc->gl_major = 0;
+    desc->gl_minor = 0;
+}
+
+void glt_capture_desc_init(glt_capture_desc *desc) {
+    desc->gl_name = 0;
+    desc->gl_target = GLT_TEXTURE_2D;
+    desc->backend = GLT_BACKEND_AUTO;
+    desc->cuda_device = -1;
+}
+
+void glt_read_options_init(glt_read_options *opts) {
+    opts->flip = 1;
+    opts->cuda_stream = NULL;
+}

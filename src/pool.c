@@ -1,0 +1,210 @@
+/*
+ * Buffers handed out as frames. A frame is never overwritten by a later read, so
+ * each read takes a block of its own; blocks come back here when their frame dies
+ * and are handed out again only once every stream that used them has finished the
+ * work queued on it until then (an event per stream, waited on by the next user's
+ * stream on the GPU, so the CPU never blocks). Steady-state reads therefore
+ * allocate nothing.
+ */
+#include "internal.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef GLT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+/* Idle blocks kept per pool: enough for frames held a few steps, without hoarding memory. */
+#define GLT_POOL_MAX_IDLE 8
+
+struct glt_block {
+    glt_pool *pool;
+    glt_block *next;
+    void *data;
+    size_t size;
+    void *streams[GLT_BLOCK_MAX_STREAMS]; /* users since the block was handed out */
+    int nstreams;
+    int overflow;                        /* more users than slots: synchronise the device on return */
+    void *events[GLT_BLOCK_MAX_STREAMS]; /* recorded on give-back, one per user stream */
+    int nevents_pending;
+};
+
+struct glt_pool {
+    pthread_mutex_t mutex;
+    atomic_int refs;
+    glt_memory memory;
+    int cuda_device;
+    glt_block *idle;
+    int idle_count;
+};
+
+glt_pool *glt_pool_create(glt_memory memory, int cuda_device) {
+    glt_pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    pthread_mutex_init(&p->mutex, NULL);
+    atomic_init(&p->refs, 1);
+    p->memory = memory;
+    p->cuda_device = cuda_device;
+    return p;
+}
+
+void glt_pool_retain(glt_pool *pool) { atomic_fetch_add(&pool->refs, 1); }
+
+static void block_free(glt_block *b) {
+    if (b->pool->memory == GLT_MEMORY_HOST) {
+        free(b->data);
+    } else {
+#ifdef GLT_WITH_CUDA
+        glt_device_guard g;
+        if (glt_device_guard_enter(&g, b->pool->cuda_device) == GLT_OK) {
+            /* Work still queued on the block must finish before its memory goes back to CUDA. */
+            for (int i = 0; i < b->nevents_pending; ++i) cudaEventSynchronize((cudaEvent_t)b->events[i]);
+            for (int i = 0; i < GLT_BLOCK_MAX_STREAMS; ++i)
+                if (b->events[i]) cudaEventDestroy((cudaEvent_t)b->events[i]);
+            cudaFree(b->data);
+            glt_device_guard_exit(&g);
+        }
+#endif
+    }
+    free(b);
+}
+
+void glt_pool_trim(glt_pool *pool) {
+    pthread_mutex_lock(&pool->mutex);
+    glt_block *list = pool->idle;
+    pool->idle = NULL;
+    pool->idle_count = 0;
+    pthread_mutex_unlock(&pool->mutex);
+    while (list) {
+        glt_block *next = list->next;
+        block_free(list);
+        list = next;
+    }
+}
+
+void glt_pool_release(glt_pool *pool) {
+    if (!pool || atomic_fetch_sub(&pool->refs, 1) != 1) return;
+    glt_pool_trim(pool);
+    pthread_mutex_destroy(&pool->mutex);
+    free(pool);
+}
+
+static glt_status block_alloc(glt_pool *pool, size_t bytes, glt_block **out) {
+    glt_block *b = calloc(1, sizeof *b);
+    if (!b) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a frame descriptor");
+    b->pool = pool;
+    b->size = bytes;
+    if (pool->memory == GLT_MEMORY_HOST) {
+        /* 256-byte alignment: what DLPack consumers (and SIMD loops) prefer. */
+        if (posix_memalign(&b->data, 256, bytes ? bytes : 1) != 0) {
+            free(b);
+            return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a %zu-byte frame", bytes);
+        }
+    } else {
+#ifdef GLT_WITH_CUDA
+        cudaError_t e = cudaMalloc(&b->data, bytes ? bytes : 1);
+        if (e != cudaSuccess) {
+            free(b);
+            cudaGetLastError();
+            return glt_fail(GLT_OUT_OF_MEMORY,
+                            "cudaMalloc of a %zu-byte frame failed (%s) on CUDA device %d; free frames you no "
+                            "longer need (each live frame holds its own buffer)",
+                            bytes, cudaGetErrorName(e), pool->cuda_device);
+        }
+#else
+        free(b);
+        return glt_fail(GLT_CUDA_UNAVAILABLE, "this build has no CUDA support");
+#endif
+    }
+    *out = b;
+    return GLT_OK;
+}
+
+glt_status glt_pool_acquire(glt_pool *pool, size_t bytes, void *stream, glt_block **out) {
+    glt_block *b = NULL;
+    pthread_mutex_lock(&pool->mutex);
+    for (glt_block **pp = &pool->idle; *pp; pp = &(*pp)->next) {
+        if ((*pp)->size == bytes) {
+            b = *pp;
+            *pp = b->next;
+            pool->idle_count--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pool->mutex);
+    if (!b) {
+        glt_status st = block_alloc(pool, bytes, &b);
+        if (st != GLT_OK) return st;
+    }
+#ifdef GLT_WITH_CUDA
+    if (pool->memory == GLT_MEMORY_CUDA) {
+        for (int i = 0; i < b->nevents_pending; ++i)
+            cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)b->events[i], 0);
+    }
+#endif
+    (void)stream;
+    b->nevents_pending = 0;
+    b->nstreams = 0;
+    b->overflow = 0;
+    b->next = NULL;
+    glt_pool_retain(pool);
+    *out = b;
+    return GLT_OK;
+}
+
+void *glt_block_data(const glt_block *block) { return block->data; }
+size_t glt_block_size(const glt_block *block) { return block->size; }
+glt_pool *glt_block_pool(const glt_block *block) { return block->pool; }
+
+glt_status glt_block_add_stream(glt_block *block, void *stream) {
+    if (block->pool->memory == GLT_MEMORY_HOST) return GLT_OK;
+    for (int i = 0; i < block->nstreams; ++i)
+        if (block->streams[i] == stream) return GLT_OK;
+    if (block->nstreams == GLT_BLOCK_MAX_STREAMS) {
+        block->overflow = 1;
+        return GLT_OK;
+    }
+    block->streams[block->nstreams++] = stream;
+    return GLT_OK;
+}
+
+void glt_pool_give_back(glt_block *b) {
+    if (!b) return;
+    glt_pool *pool = b->pool;
+#ifdef GLT_WITH_CUDA
+    if (pool->memory == GLT_MEMORY_CUDA) {
+        glt_device_guard g;
+        if (glt_device_guard_enter(&g, pool->cuda_device) == GLT_OK) {
+            if (b->overflow) cudaDeviceSynchronize();
+            for (int i = 0; i < b->nstreams; ++i) {
+                int j = b->nevents_pending;
+                if (!b->events[j] &&
+                    cudaEventCreateWithFlags((cudaEvent_t *)&b->events[j], cudaEventDisableTiming) != cudaSuccess) {
+                    /* No event to order the reuse by: wait here instead. */
+                    b->events[j] = NULL;
+                    cudaStreamSynchronize((cudaStream_t)b->streams[i]);
+                    continue;
+                }
+                cudaEventRecord((cudaEvent_t)b->events[j], (cudaStream_t)b->streams[i]);
+                b->nevents_pending++;
+            }
+            cudaGetLastError(); /* a consumer stream destroyed meanwhile must not poison later calls */
+            glt_device_guard_exit(&g);
+        }
+    }
+#endif
+    b->nstreams = 0;
+    int keep;
+    pthread_mutex_lock(&pool->mutex);
+    keep = pool->idle_count < GLT_POOL_MAX_IDLE;
+    if (keep) {
+        b->next = pool->idle;
+        pool->idle = b;
+        pool->idle_count++;
+    }
+    pthread_mutex_unlock(&pool->mutex);
+    if (!keep) block_free(b);
+    glt_pool_release(pool);
+}
