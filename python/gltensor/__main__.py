@@ -15,6 +15,11 @@ import zlib
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
 
 import numpy as np  # noqa: E402
+try:  # a progress bar is a nicety: the demo runs without tqdm
+    from tqdm import tqdm
+except ImportError:
+    def tqdm(iterable, **_):
+        return iterable
 
 import gltensor  # noqa: E402
 
@@ -68,11 +73,13 @@ def _write_png(path, rgba):
     raw = b"".join(b"\x00" + rgba[y].tobytes() for y in range(h))
 
     def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
 
     header = struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0)  # 8 bits per channel, colour type 6 = RGBA
     with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6))
+                + chunk(b"IEND", b""))
 
 
 def _save_png(path, rgba):
@@ -93,59 +100,64 @@ def main(argv=None):
     parser.add_argument("--camera", type=int, default=0, help="camera index of the scene")
     parser.add_argument("--out", default="frame.png", help="where to save one captured frame (PNG)")
     args = parser.parse_args(argv)
-    width, height = args.size
-
-    from tqdm import tqdm
 
     from gltensor.scene import Scene  # imports OpenGL, after the platform was chosen above
 
     lib, torch = _consumer_lib()
-    ctx = gltensor.Context.headless()
-    scene = Scene(width, height, camera=args.camera)
-    cap = gltensor.Capture(scene.texture, gltensor.GL_TEXTURE_2D, backend=args.backend)
     try:
-        print("gltensor %s | GL: %s (%s) | consumer: %s" % (gltensor.__version__, ctx.renderer, ctx.version, lib))
-        print("backend: %s (%s)" % (cap.backend, cap.backend_reason))
-        cuda = cap.backend == "cuda"
+        with gltensor.Context.headless() as ctx, Scene(*args.size, camera=args.camera) as scene, \
+                gltensor.Capture(scene.texture, gltensor.GL_TEXTURE_2D, backend=args.backend) as cap:
+            # Scene and capture close before the context (with exits in reverse order), as GL needs.
+            return _run(args, ctx, scene, cap, lib, torch)
+    except gltensor.GLTensorError as e:
+        print("error: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+        return 2
 
-        # Correctness first: the captured frame must be exactly what glReadPixels returns.
-        t_check = 0.25
-        scene.render(t_check)
-        captured = _to_host(_wrap(cap.read(), torch))
-        reference = scene.read_pixels()
-        if captured.shape != reference.shape or not np.array_equal(captured, reference):
-            bad = np.argwhere(captured != reference) if captured.shape == reference.shape else []
-            where = "first difference at (y, x, c) = %s" % (tuple(bad[0]),) if len(bad) else "shape differs"
-            print("FAIL: captured frame %s != glReadPixels %s: %d bytes differ, %s"
-                  % (captured.shape, reference.shape, len(bad), where), file=sys.stderr)
-            return 1
-        print("check: captured frame equals glReadPixels exactly (%dx%d RGBA8, top row first)" % (width, height))
-        how = _save_png(args.out, captured)
-        print("saved %s (%s)" % (args.out, how))
 
-        # The loop a training step runs: render, hand over, consume. Sync once, at the end.
-        warmup = min(10, args.frames)
-        for i in range(warmup):
-            scene.render(i / 60.0)
-            _consume(_wrap(cap.read(), torch), torch)
-        if cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for i in tqdm(range(args.frames), desc="frames", unit="f", leave=False, disable=None):
-            scene.render(i / 60.0)
-            y = _consume(_wrap(cap.read(), torch), torch)
-        if cuda:
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - start
-        n = max(args.frames, 1)
-        print("%d frames of %dx%d: %.1f frames/s, %.1f us/frame (render + read + %s consumer op)"
-              % (args.frames, width, height, n / elapsed, elapsed / n * 1e6, lib))
-        if args.frames:
-            print("last frame mean: %.3f" % float(y))
-    finally:
-        cap.close()
-        scene.close()
-        ctx.close()
+def _run(args, ctx, scene, cap, lib, torch):
+    width, height = args.size
+    print("gltensor %s | GL: %s (%s) | consumer: %s" % (gltensor.__version__, ctx.renderer, ctx.version, lib))
+    print("backend: %s (%s)" % (cap.backend, cap.backend_reason))
+    cuda = cap.backend == "cuda"
+    if torch is not None and not cuda and ctx.is_software and torch.get_num_threads() > 1:
+        # llvmpipe rasterises on every core; torch's OpenMP workers spin after each op and
+        # starve it (10x slower steps on 2 cores). One torch thread is the fair CPU-only setup.
+        torch.set_num_threads(1)
+        print("note: CPU frames on a software renderer: torch.set_num_threads(1)")
+
+    # Correctness first: the captured frame must be exactly what glReadPixels returns.
+    scene.render(0.25)
+    captured = _to_host(_wrap(cap.read(), torch))
+    reference = scene.read_pixels()
+    if captured.shape != reference.shape or not np.array_equal(captured, reference):
+        bad = np.argwhere(captured != reference) if captured.shape == reference.shape else []
+        where = "first difference at (y, x, c) = %s" % (tuple(bad[0]),) if len(bad) else "shape differs"
+        print("FAIL: captured frame %s != glReadPixels %s: %d bytes differ, %s"
+              % (captured.shape, reference.shape, len(bad), where), file=sys.stderr)
+        return 1
+    print("check: captured frame equals glReadPixels exactly (%dx%d RGBA8, top row first)" % (width, height))
+    how = _save_png(args.out, captured)
+    print("saved %s (%s)" % (args.out, how))
+    if args.frames <= 0:
+        return 0
+
+    # The loop a training step runs: render, hand over, consume. Sync once, at the end.
+    for i in range(10):  # warm-up: first-use allocations, shader caches
+        scene.render(i / 60.0)
+        _consume(_wrap(cap.read(), torch), torch)
+    if cuda:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for i in tqdm(range(args.frames), desc="frames", unit="f", leave=False, disable=None):
+        scene.render(i / 60.0)
+        y = _consume(_wrap(cap.read(), torch), torch)
+    if cuda:
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    n = args.frames
+    print("%d frames of %dx%d: %.1f frames/s, %.1f us/frame (render + read + %s consumer op)"
+          % (n, width, height, n / elapsed, elapsed / n * 1e6, lib))
+    print("last frame mean: %.3f" % float(y))
     return 0
 
 

@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""Single camera, RGBA8: what one training step pays to get a rendered frame into torch.
+
+One step = render + transfer + consumer op (`x.float().mean()`), as shared/PERF.md prescribes:
+warm-up, >= 200 timed steps, one synchronisation at the end of the timed loop, median of 3 runs,
+every path in the same process, each path's frame checked against glReadPixels before it is timed.
+
+    python benchmarks/bench_single.py [--sizes 84,256,1024] [--steps 200] [--no-scene] [--json PATH]
+
+Paths: (a) render only, (b) gltensor read() + torch.from_dlpack, (c) gltensor read(out=preallocated),
+(d) CPU round trip glReadPixels -> numpy -> torch.from_numpy(...).cuda(), (e) the cuda-python recipe
+(register once; per frame map, mapped array, cudaMemcpy2DFromArrayAsync, unmap).
+Also: CPU time of one cap.read() call (no rendering), against a plain C loop when
+benchmarks/c/build/raw_read_loop exists.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+RAW_READ_LOOP = HERE / "c" / "build" / "raw_read_loop"
+GL_TEXTURE_2D = 0x0DE1
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def parse_sizes(text):
+    sizes = []
+    for item in text.split(","):
+        item = item.strip().lower()
+        w, _, h = item.partition("x")
+        sizes.append((int(w), int(h or w)))
+    return sizes
+
+
+def median(values):
+    return statistics.median(values)
+
+
+# ---------------------------------------------------------------- machine description
+
+def machine_info(ctx, torch):
+    info = {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": None,
+        "gl_vendor": ctx.vendor, "gl_renderer": ctx.renderer, "gl_version": ctx.version,
+        "gl_is_software": ctx.is_software, "gl_cuda_device": ctx.cuda_device,
+        "numpy": np.__version__,
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+        "torch_cuda_available": torch.cuda.is_available(),
+        "gpu_name": None, "gpu_driver": None, "cuda_bindings": None,
+    }
+    import gltensor
+    info.update(gltensor=gltensor.__version__, gltensor_cuda_compiled=gltensor.cuda_compiled(),
+                gltensor_cuda_available=gltensor.cuda_available())
+    try:
+        import OpenGL
+        info["pyopengl"] = OpenGL.__version__
+    except Exception:
+        pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
+    except OSError:
+        pass
+    if torch.cuda.is_available():
+        info["gpu_name"] = torch.cuda.get_device_name(0)
+    try:  # the driver version is only told by nvidia-smi (or NVML); absent on CPU-only machines
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        if out.returncode == 0 and out.stdout.strip():
+            name, driver = [v.strip() for v in out.stdout.strip().splitlines()[0].split(",", 1)]
+            info["gpu_name"] = info["gpu_name"] or name
+            info["gpu_driver"] = driver
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    try:
+        import cuda.bindings
+        info["cuda_bindings"] = getattr(cuda.bindings, "__version__", "unknown")
+    except ImportError:
+        pass
+    return info
+
+
+# ---------------------------------------------------------------- the compared paths
+
+class BenchPath:
+    """One way of getting the frame into torch. transfer() returns the frame as a tensor."""
+
+    def __init__(self, key, name, transfer=None, flipped=True, note="", skipped=None, close=None):
+        self.key, self.name, self.transfer, self.flipped = key, name, transfer, flipped
+        self.note, self.skipped, self.close = note, skipped, close
+
+
+def cuda_python_path(scene, torch, cuda_in_use):
+    """(e) The per-frame recipe users write with cuda-python today."""
+    key, name = "e", "cuda-python map/copy/unmap per frame"
+    if not cuda_in_use:
+        return BenchPath(key, name, skipped="skipped: the GL context is not on a CUDA device (CUDA interop impossible)")
+    try:
+        from cuda.bindings import runtime as cudart
+    except ImportError as e:
+        return BenchPath(key, name, skipped="skipped: cuda.bindings not importable (%s)" % e)
+
+    def check(result, call):
+        err = result[0]
+        if err != cudart.cudaError_t.cudaSuccess:
+            raise RuntimeError("%s failed: %s" % (call, err))
+        return result[1] if len(result) > 1 else None
+
+    flags = cudart.cudaGraphicsRegisterFlags.cudaGraphicsRegisterFlagsReadOnly
+    try:
+        res = check(cudart.cudaGraphicsGLRegisterImage(scene.texture, GL_TEXTURE_2D, flags),
+                    "cudaGraphicsGLRegisterImage")
+    except RuntimeError as e:
+        return BenchPath(key, name, skipped="skipped: %s" % e)
+    w, h = scene.width, scene.height
+    out = torch.empty((h, w, 4), dtype=torch.uint8, device="cuda")
+    d2d = cudart.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+
+    def transfer():
+        # The copy runs on torch's stream, so that the consumer op that follows is ordered after it.
+        stream = torch.cuda.current_stream().cuda_stream
+        check(cudart.cudaGraphicsMapResources(1, res, stream), "cudaGraphicsMapResources")
+        array = check(cudart.cudaGraphicsSubResourceGetMappedArray(res, 0, 0), "cudaGraphicsSubResourceGetMappedArray")
+        check(cudart.cudaMemcpy2DFromArrayAsync(out.data_ptr(), w * 4, array, 0, 0, w * 4, h, d2d, stream),
+              "cudaMemcpy2DFromArrayAsync")
+        check(cudart.cudaGraphicsUnmapResources(1, res, stream), "cudaGraphicsUnmapResources")
+        return out
+
+    def close():
+        torch.cuda.synchronize()
+        cudart.cudaGraphicsUnregisterResource(res)
+
+    return BenchPath(key, name, transfer, flipped=False, note="GL's bottom-up rows (no flip)", close=close)
+
+
+def build_paths(scene, cap, torch, device, cuda_in_use):
+    stream = torch.cuda.current_stream() if cap.backend == "cuda" else None
+    paths = [BenchPath("a", "render only")]
+    paths.append(BenchPath("b", "gltensor read() + torch.from_dlpack",
+                       lambda: torch.from_dlpack(cap.read()), note="flip in the copy"))
+    out = torch.empty(cap.shape, dtype=torch.uint8, device=device)
+    # read(out=) returns the torch tensor itself, so no DLPack hand-off orders the consumer after the
+    # copy: on CUDA the copy is issued on torch's current stream instead.
+    paths.append(BenchPath("c", "gltensor read(out=preallocated)",
+                       lambda: cap.read(out=out, stream=stream),
+                       note="flip in the copy" + (", copy on torch's stream" if stream is not None else "")))
+    to_cuda = torch.cuda.is_available()
+
+    def round_trip():
+        x = torch.from_numpy(scene.read_pixels(flip=False))
+        return x.cuda() if to_cuda else x
+
+    paths.append(BenchPath("d", "CPU round trip: glReadPixels -> numpy -> torch" + (".cuda()" if to_cuda else ""),
+                       round_trip, flipped=False,
+                       note="no flip" + ("" if to_cuda else "; '.cuda()' skipped: no CUDA device")))
+    paths.append(cuda_python_path(scene, torch, cuda_in_use))
+    return paths
+
+
+# ---------------------------------------------------------------- correctness, timing
+
+def make_draw(scene, use_scene):
+    from OpenGL import GL
+    if use_scene:
+        return lambda i: scene.render(i / 60.0)
+    w, h = scene.width, scene.height
+
+    def clear_draw(i):
+        # The probes' cheap frame, plus a scissored clear so that the image is not symmetric (a
+        # wrong flip or a stale frame shows in the correctness check).
+        scene.bind()
+        GL.glClearColor((i % 256) / 255.0, 0.25, 0.5, 1.0)
+        GL.glClear(GL.GL_COLOR_BUFFER_BIT)
+        GL.glEnable(GL.GL_SCISSOR_TEST)
+        GL.glScissor(0, 0, max(w // 2, 1), max(h // 4, 1))
+        GL.glClearColor(1.0 - (i % 256) / 255.0, 0.8, 0.1, 1.0)
+        GL.glClear(GL.GL_COLOR_BUFFER_BIT)
+        GL.glDisable(GL.GL_SCISSOR_TEST)
+    return clear_draw
+
+
+def check_path(path, scene, draw):
+    """Two different frames, each equal to glReadPixels: catches wrong pixels, flips and stale frames."""
+    for i in (3, 40):
+        draw(i)
+        got = path.transfer()
+        got = got.cpu().numpy()
+        ref = scene.read_pixels(flip=path.flipped)
+        if got.shape != ref.shape or not np.array_equal(got, ref):
+            n = int((got != ref).sum()) if got.shape == ref.shape else -1
+            raise CheckFailed("path (%s) %s: frame %d differs from glReadPixels (%s vs %s, %d bytes differ)"
+                              % (path.key, path.name, i, got.shape, ref.shape, n))
+
+
+def time_path(path, draw, steps, warmup, sync):
+    transfer = path.transfer
+    if transfer is None:
+        def step(i):
+            draw(i)
+    else:
+        def step(i):
+            draw(i)
+            transfer().float().mean()
+    for i in range(warmup):
+        step(i)
+    sync()
+    start = time.perf_counter()
+    for i in range(steps):
+        step(i)
+    sync()
+    return (time.perf_counter() - start) / steps * 1e6
+
+
+def time_calls(fn, calls, sync):
+    sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def run_raw_read_loop(w, h, calls):
+    if not RAW_READ_LOOP.exists():
+        return {"status": "skipped", "reason": "not built (make -C benchmarks/c)"}
+    try:
+        proc = subprocess.run([str(RAW_READ_LOOP), str(w), str(h), str(calls)],
+                              capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"status": "skipped", "reason": "could not run: %s" % e}
+    try:  # one JSON object on one line; anything else printed before it is ignored
+        data = json.loads([l for l in proc.stdout.splitlines() if l.startswith("{")][-1])
+    except (IndexError, ValueError):
+        return {"status": "skipped", "reason": "exit %d, no JSON: %s" % (proc.returncode, proc.stderr.strip()[-300:])}
+    if proc.returncode != 0:
+        return {"status": "skipped", "reason": "exit %d: %s" % (proc.returncode, data.get("error", "?")), "raw": data}
+    return {"status": "ok", "raw": data}
+
+
+# ---------------------------------------------------------------- output
+
+def print_table(title, header, rows, left=(0,)):
+    left = set(left) | {len(header) - 1}  # labels and the trailing note read better left-aligned
+    try:  # rich only on a terminal: in logs and pipes its wrapped cells read worse than plain text
+        if not sys.stdout.isatty():
+            raise ImportError
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+        print("\n" + title)
+        fmt = "  ".join("{:<%d}" % w if i in left else "{:>%d}" % w for i, w in enumerate(widths))
+        print(fmt.format(*header).rstrip())
+        print("  ".join("-" * w for w in widths))
+        for r in rows:
+            print(fmt.format(*[str(v) for v in r]).rstrip())
+        return
+    table = Table(title=title)
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i in left else "right")
+    for r in rows:
+        table.add_row(*[str(v) for v in r])
+    Console().print(table)
+
+
+def fmt_us(v):
+    return "-" if v is None else ("%.1f" % v if v < 1000 else "{:,.0f}".format(v))
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=parse_sizes, default=parse_sizes("84,256,1024"),
+                    help="comma-separated sizes, N or WxH (default 84,256,1024)")
+    ap.add_argument("--steps", type=int, default=200, help="timed steps per run (PERF.md: >= 200)")
+    ap.add_argument("--warmup", type=int, default=10, help="warm-up steps before each run (at least 10)")
+    ap.add_argument("--runs", type=int, default=3, help="runs per path; the median is reported")
+    ap.add_argument("--calls", type=int, default=2000, help="read() calls for the per-call CPU time")
+    ap.add_argument("--scene", action=argparse.BooleanOptionalAction, default=True,
+                    help="render the lit Scene (default) or, with --no-scene, a cheap scissored clear")
+    ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="torch.set_num_threads(N) first; 0 leaves torch's default. On a CPU-only machine "
+                         "with llvmpipe, 1 keeps torch's spinning OpenMP workers from starving the renderer")
+    ap.add_argument("--json", help="output file (default benchmarks/results/single_<host>.json)")
+    args = ap.parse_args(argv)
+    warmup = max(args.warmup, 10)
+    if args.steps < 200:
+        print("note: --steps %d is below the 200 that PERF.md asks for; fine for a smoke test" % args.steps)
+
+    try:
+        import torch
+    except ImportError:
+        print("error: this benchmark needs torch", file=sys.stderr)
+        return 1
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
+    import gltensor
+    from OpenGL import GL
+    from gltensor.scene import Scene
+
+    ctx = gltensor.Context.headless()
+    info = machine_info(ctx, torch)
+    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in info["host"])
+    json_path = Path(args.json) if args.json else HERE / "results" / ("single_%s.json" % host)
+    report = {"benchmark": "single_camera", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "argv": sys.argv[1:], "machine": info,
+              "config": {"sizes": args.sizes, "steps": args.steps, "warmup": warmup, "runs": args.runs,
+                         "calls": args.calls, "scene": args.scene, "backend": args.backend,
+                         "torch_threads": torch.get_num_threads()},
+              "results": [], "read_call_cpu_us": [], "raw_read_loop": [], "status": "running"}
+    print("GL: %s | %s | torch %s | GPU: %s" % (ctx.renderer, ctx.version, torch.__version__,
+                                                info["gpu_name"] or "none"))
+
+    def save():
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=1))
+
+    main_rows, call_rows = [], []
+    try:
+        for (w, h) in args.sizes:
+            scene = Scene(w, h)
+            cap = gltensor.Capture(scene.texture, gltensor.GL_TEXTURE_2D, backend=args.backend)
+            cuda_in_use = cap.backend == "cuda"
+            device = "cuda:%d" % cap.cuda_device if cuda_in_use else "cpu"
+            if w == args.sizes[0][0] and h == args.sizes[0][1]:
+                print("backend: %s (%s)" % (cap.backend, cap.backend_reason))
+                if not cuda_in_use and ctx.is_software and torch.get_num_threads() > 1:
+                    print("note: llvmpipe and torch's OpenMP workers share the CPU cores; --torch-threads 1 "
+                          "keeps the workers' spinning from slowing the renderer")
+            report["machine"].setdefault("backend", cap.backend)
+            report["machine"].setdefault("backend_reason", cap.backend_reason)
+
+            def sync():
+                GL.glFinish()
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()
+
+            draw = make_draw(scene, args.scene)
+            paths = build_paths(scene, cap, torch, device, cuda_in_use)
+            try:
+                for p in paths:  # correctness first, for every path, before any timing
+                    if p.transfer is not None and not p.skipped:
+                        check_path(p, scene, draw)
+                times = {p.key: [] for p in paths if not p.skipped}
+                for _ in range(args.runs):  # runs interleaved across paths, so drift hits all alike
+                    for p in paths:
+                        if not p.skipped:
+                            times[p.key].append(time_path(p, draw, args.steps, warmup, sync))
+
+                # Per-call CPU time of read() itself: no rendering, one sync at the end.
+                out = torch.empty(cap.shape, dtype=torch.uint8, device=device)
+                stream = torch.cuda.current_stream() if cuda_in_use else None
+                variants = [("read(flip=False)", lambda: cap.read(flip=False)),
+                            ("read(flip=True)", lambda: cap.read(flip=True)),
+                            ("read(out=, flip=False)", lambda: cap.read(flip=False, out=out, stream=stream)),
+                            ("read(out=, flip=True)", lambda: cap.read(flip=True, out=out, stream=stream))]
+                call_times = {}
+                for name, fn in variants:
+                    for _ in range(3):
+                        fn()  # warm the frame pool
+                    runs = [time_calls(fn, args.calls, sync) for _ in range(3)]
+                    call_times[name] = median(runs)
+                    report["read_call_cpu_us"].append({"size": [w, h], "call": name, "calls": args.calls,
+                                                       "runs_us": runs, "median_us": median(runs)})
+            finally:
+                for p in paths:
+                    if p.close:
+                        p.close()
+                cap.close()
+                scene.close()
+
+            raw = run_raw_read_loop(w, h, args.calls)
+            report["raw_read_loop"].append(dict(size=[w, h], **raw))
+
+            base = median(times["d"]) if "d" in times else None
+            for p in paths:
+                entry = {"size": [w, h], "path": p.key, "name": p.name, "note": p.note}
+                if p.skipped:
+                    entry.update(status="skipped", reason=p.skipped)
+                    main_rows.append(["%dx%d" % (w, h), "(%s) %s" % (p.key, p.name), "-", "-", "-", p.skipped])
+                else:
+                    us = median(times[p.key])
+                    speedup = base / us if base else None
+                    entry.update(status="ok", check="equal to glReadPixels" if p.transfer else "n/a",
+                                 runs_us_per_step=times[p.key], us_per_step=us, frames_per_s=1e6 / us,
+                                 speedup_vs_cpu_round_trip=speedup)
+                    main_rows.append(["%dx%d" % (w, h), "(%s) %s" % (p.key, p.name), fmt_us(us),
+                                      "%.0f" % (1e6 / us), "%.2fx" % speedup if speedup else "-", p.note])
+                report["results"].append(entry)
+            c = raw.get("raw", {}) if raw["status"] == "ok" else {}
+            row = ["%dx%d" % (w, h)] + [fmt_us(call_times[n]) for n, _ in variants]
+            row += [fmt_us(c.get("raw_cuda_us")), fmt_us(c.get("read_into_flip0_us")),
+                    fmt_us(c.get("read_into_flip1_us"))]
+            reason = raw.get("reason", "")  # in full in the JSON; the table gets its start
+            reason = reason[:70] + "..." if len(reason) > 73 else reason
+            row.append("" if raw["status"] == "ok" else "C skipped: " + reason)
+            call_rows.append(row)
+    except CheckFailed as e:
+        print("FAIL: %s" % e, file=sys.stderr)
+        report["status"] = "check failed: %s" % e
+        save()
+        return 1
+    finally:
+        ctx.close()
+
+    report["status"] = "ok"
+    save()
+    mode = "Scene" if args.scene else "scissored clear"
+    print_table("Single camera, RGBA8, one step = render (%s) + transfer + x.float().mean(); median of %d runs "
+                "of %d steps" % (mode, args.runs, args.steps),
+                ["size", "path", "us/step", "frames/s", "vs CPU round trip", "note"], main_rows, left=(0, 1))
+    print_table("CPU time of one call, us (no rendering, %d calls, median of 3)" % args.calls,
+                ["size", "py read(flip=F)", "py read(flip=T)", "py read(out,F)", "py read(out,T)",
+                 "C raw CUDA calls", "C read_into F", "C read_into T", "note"], call_rows)
+    print("\nJSON: %s" % json_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Shared fixtures: one headless GL context for the session, a GL-error guard around each test,
+factories for images with known contents, and the backend parametrisation.
+
+PyOpenGL must talk EGL to the context that gltensor makes, so the platform is chosen before
+OpenGL is imported anywhere.
+"""
+
+import os
+
+os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+
+import gc  # noqa: E402
+
+import pytest  # noqa: E402
+from OpenGL import GL  # noqa: E402
+
+import glhelpers  # noqa: E402
+
+try:
+    import gltensor
+except ImportError as exc:  # the header test still runs without the extension
+    gltensor = None
+    _IMPORT_ERROR = exc
+else:
+    _IMPORT_ERROR = None
+
+def require_gltensor():
+    if gltensor is None:
+        raise ImportError(f"gltensor cannot be imported: {_IMPORT_ERROR}")
+    return gltensor
+
+
+def cuda_available():
+    return gltensor is not None and bool(gltensor.cuda_available())
+
+
+# ---------------------------------------------------------------- markers and skips
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a usable CUDA device (skipped when gltensor.cuda_available() is False)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if cuda_available():
+        return
+    if gltensor is None:
+        reason = f"gpu test: gltensor cannot be imported ({_IMPORT_ERROR})"
+    elif not gltensor.cuda_compiled():
+        reason = "gpu test: gltensor was built without CUDA (gltensor.cuda_compiled() is False)"
+    else:
+        reason = "gpu test: no usable CUDA driver/GPU here (gltensor.cuda_available() is False)"
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+# The same tests run on every backend that can run here: CPU always, CUDA when available.
+BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    if request.param == "cuda":
+        ctx = request.getfixturevalue("ctx")
+        if ctx.cuda_device is None:
+            pytest.skip(f"the session GL context ({ctx.renderer}) runs on no CUDA device")
+    return request.param
+
+
+# ---------------------------------------------------------------- GL context and error guard
+
+
+@pytest.fixture(scope="session")
+def ctx():
+    gt = require_gltensor()
+    context = gt.Context.headless()
+    yield context
+    gc.collect()  # captures/frames left in cycles go before the context
+    context.close()
+
+
+@pytest.fixture
+def gl(ctx):
+    """Make the session context current and require no pending GL error before and after."""
+    ctx.make_current()
+    errors = glhelpers.drain_gl_errors()
+    assert not errors, f"GL error(s) pending before the test: {errors}"
+    yield ctx
+    ctx.make_current()  # a test may have switched or released contexts
+    errors = glhelpers.drain_gl_errors()
+    assert not errors, f"GL error(s) pending after the test: {errors}"
+
+
+# ---------------------------------------------------------------- factories (clean up after themselves)
+
+
+@pytest.fixture
+def make_texture(gl):
+    """make_texture(fmt, w, h, data=None, target=GL_TEXTURE_2D, seed=0) -> glhelpers.Image.
+
+    fmt: a formats.Fmt, a key ("RGBA8") or an internal format number. data=None uploads
+    formats.random_data(fmt, w, h, seed).
+    """
+    made = []
+
+    def make(fmt, w, h, data=None, target=GL.GL_TEXTURE_2D, seed=0):
+        img = glhelpers.Image(fmt, w, h, target=target, data=data, seed=seed)
+        made.append(img)
+        return img
+
+    yield make
+    gl.make_current()
+    for img in made:
+        img.delete()
+
+
+@pytest.fixture
+def make_renderbuffer(gl):
+    """make_renderbuffer(fmt, w, h, data=None, seed=0, samples=0) -> glhelpers.Image.
+
+    Storage by glRenderbufferStorage, contents blitted from a texture holding `data`
+    (random_data when None; nothing for multisampled ones).
+    """
+    made = []
+
+    def make(fmt, w, h, data=None, seed=0, samples=0):
+        img = glhelpers.Image(fmt, w, h, target=GL.GL_RENDERBUFFER, data=data, seed=seed, samples=samples)
+        made.append(img)
+        return img
+
+    yield make
+    gl.make_current()
+    for img in made:
+        img.delete()
+
+
+@pytest.fixture
+def make_image(make_texture, make_renderbuffer):
+    """make_image(target, fmt, w, h, data=None, seed=0) for any of the three targets."""
+
+    def make(target, fmt, w, h, data=None, seed=0):
+        if target == GL.GL_RENDERBUFFER:
+            return make_renderbuffer(fmt, w, h, data=data, seed=seed)
+        return make_texture(fmt, w, h, data=data, target=target, seed=seed)
+
+    return make
+
+
+@pytest.fixture
+def reference(gl):
+    """reference(name, target, fmt, w, h) -> bottom-up (H, W, C) numpy array read back by GL."""
+    return glhelpers.reference
+
+
+@pytest.fixture
+def capture(gl, make_texture, make_renderbuffer):
+    """capture(image_or_name, target=None, **kwargs) -> gltensor.Capture, closed after the test."""
+    made = []
+
+    def make(image, target=None, **kwargs):
+        if isinstance(image, glhelpers.Image):
+            name, target = image.name, image.target if target is None else target
+        else:
+            name = image
+        if target is None:
+            target = GL.GL_TEXTURE_2D
+        cap = gltensor.Capture(name, target, **kwargs)
+        made.append(cap)
+        return cap
+
+    yield make
+    gl.make_current()
+    for cap in made:
+        cap.close()

@@ -1,0 +1,227 @@
+"""gltensor.Context: the headless EGL context, its GL strings, current-ness and closing."""
+
+import ctypes
+import os
+import re
+import threading
+
+import pytest
+from OpenGL import EGL, GL
+
+import gltensor
+from glhelpers import check_gl
+
+ON_NVIDIA_MACHINE = os.path.exists("/dev/nvidiactl")
+
+
+def current_egl_context():
+    """Address of the EGL context current in this thread (0 when none)."""
+    return ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value or 0
+
+
+def _gl_str(name):
+    value = GL.glGetString(name)
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _new_context():
+    """A second context on the same kind of device as the session's (current afterwards)."""
+    return gltensor.Context.headless()
+
+
+def test_module_surface():
+    assert gltensor.__version__ == "0.1.0"
+    assert isinstance(gltensor.cuda_compiled(), bool)
+    assert isinstance(gltensor.cuda_available(), bool)
+    if gltensor.cuda_available():
+        assert gltensor.cuda_compiled()
+    assert gltensor.GL_TEXTURE_2D == 0x0DE1
+    assert gltensor.GL_TEXTURE_RECTANGLE == 0x84F5
+    assert gltensor.GL_RENDERBUFFER == 0x8D41
+
+
+def test_exception_hierarchy():
+    root = gltensor.GLTensorError
+    assert issubclass(root, RuntimeError)
+    for name in ["NoContextError", "WrongContextError", "WrongDeviceError", "CudaUnavailableError",
+                 "CudaError", "GLError", "EGLError"]:
+        assert issubclass(getattr(gltensor, name), root), name
+    for name in ["InvalidObjectError", "UnsupportedFormatError", "ClosedError", "InvalidArgumentError"]:
+        cls = getattr(gltensor, name)
+        assert issubclass(cls, root) and issubclass(cls, ValueError), name
+
+
+def test_session_context_is_current_and_core(gl, ctx):
+    assert isinstance(ctx, gltensor.Context)
+    assert current_egl_context() != 0
+    profile = int(GL.glGetIntegerv(GL.GL_CONTEXT_PROFILE_MASK))
+    assert profile & GL.GL_CONTEXT_CORE_PROFILE_BIT, "Context.headless() must give a core profile context"
+    major, minor = int(GL.glGetIntegerv(GL.GL_MAJOR_VERSION)), int(GL.glGetIntegerv(GL.GL_MINOR_VERSION))
+    assert (major, minor) >= (3, 3)
+
+
+def test_gl_strings(gl, ctx):
+    for attr in ("vendor", "renderer", "version"):
+        value = getattr(ctx, attr)
+        assert isinstance(value, str) and value.strip(), attr
+    assert ctx.vendor == _gl_str(GL.GL_VENDOR)
+    assert ctx.renderer == _gl_str(GL.GL_RENDERER)
+    assert ctx.version == _gl_str(GL.GL_VERSION)
+    assert re.match(r"[34]\.\d", ctx.version)
+
+
+def test_is_software_matches_renderer(gl, ctx):
+    renderer = ctx.renderer.lower()
+    assert ctx.is_software == ("llvmpipe" in renderer or "softpipe" in renderer)
+    if ctx.is_software:
+        assert ctx.cuda_device is None
+    else:
+        assert isinstance(ctx.cuda_device, int) and ctx.cuda_device >= 0
+
+
+@pytest.mark.skipif(ON_NVIDIA_MACHINE, reason="this machine has an NVIDIA driver")
+def test_software_on_machine_without_gpu(gl, ctx):
+    assert ctx.is_software is True
+    assert ctx.cuda_device is None
+    assert "llvmpipe" in ctx.renderer.lower() or "softpipe" in ctx.renderer.lower()
+
+
+@pytest.mark.skipif(ON_NVIDIA_MACHINE, reason="this machine has an NVIDIA driver")
+def test_software_false_without_gpu_raises(gl, ctx):
+    try:
+        with pytest.raises(gltensor.GLTensorError):
+            c = gltensor.Context.headless(software=False)
+            c.close()
+    finally:
+        ctx.make_current()
+
+
+def test_software_true(gl, ctx):
+    try:
+        try:
+            c = gltensor.Context.headless(software=True)
+        except gltensor.GLTensorError as exc:
+            if ON_NVIDIA_MACHINE:
+                pytest.skip(f"no Mesa software EGL device on this GPU machine: {exc}")
+            raise
+        with c:
+            assert c.is_software is True
+            assert c.cuda_device is None
+            assert "llvmpipe" in c.renderer.lower() or "softpipe" in c.renderer.lower()
+    finally:
+        ctx.make_current()
+
+
+def test_make_current_and_release(gl, ctx):
+    mine = current_egl_context()
+    assert mine != 0
+    try:
+        ctx.release()
+        assert current_egl_context() == 0, "release() must leave no context current"
+        ctx.release()  # releasing again is harmless
+        assert current_egl_context() == 0
+        ctx.make_current()
+        assert current_egl_context() == mine
+        ctx.make_current()  # idempotent
+        assert current_egl_context() == mine
+    finally:
+        ctx.make_current()
+
+
+def test_new_context_is_current_and_separate(gl, ctx):
+    mine = current_egl_context()
+    other = _new_context()
+    try:
+        theirs = current_egl_context()
+        assert theirs not in (0, mine), "Context.headless() must make the new context current"
+        # separate object namespaces: a texture made in `other` is unknown to `ctx`
+        tex = int(GL.glGenTextures(1))
+        GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+        assert GL.glIsTexture(tex)
+        check_gl("in the second context")
+        ctx.make_current()
+        assert current_egl_context() == mine
+        other.make_current()
+        assert current_egl_context() == theirs
+        assert GL.glIsTexture(tex)
+        GL.glDeleteTextures(1, [tex])
+        # release() of a context that is not current leaves the current one alone
+        ctx.release()
+        assert current_egl_context() == theirs
+    finally:
+        other.close()
+        ctx.make_current()
+
+
+def test_close_idempotent(gl, ctx):
+    c = _new_context()
+    try:
+        c.close()
+        c.close()
+    finally:
+        ctx.make_current()
+
+
+def test_close_current_context_then_use_raises_closed(gl, ctx):
+    c = _new_context()
+    try:
+        c.close()
+        with pytest.raises(gltensor.ClosedError):
+            c.make_current()
+    finally:
+        ctx.make_current()
+    assert current_egl_context() != 0
+
+
+def test_closing_another_context_keeps_mine_current(gl, ctx):
+    c = _new_context()
+    ctx.make_current()
+    mine = current_egl_context()
+    c.close()
+    assert current_egl_context() == mine
+    GL.glGetIntegerv(GL.GL_VIEWPORT)  # still usable
+    check_gl()
+
+
+def test_with_statement_closes(gl, ctx):
+    try:
+        with _new_context() as c:
+            assert isinstance(c, gltensor.Context)
+            assert c.version
+        with pytest.raises(gltensor.ClosedError):
+            c.make_current()
+    finally:
+        ctx.make_current()
+
+
+def test_with_statement_closes_on_exception(gl, ctx):
+    try:
+        with pytest.raises(KeyError):
+            with _new_context() as c:
+                raise KeyError("boom")
+        with pytest.raises(gltensor.ClosedError):
+            c.make_current()
+    finally:
+        ctx.make_current()
+
+
+def test_context_in_another_thread_leaves_this_thread_alone(gl, ctx):
+    mine = current_egl_context()
+    result = {}
+
+    def worker():
+        try:
+            with gltensor.Context.headless() as c:
+                result["current"] = current_egl_context()
+                result["version"] = c.version
+        except BaseException as exc:  # reported below
+            result["error"] = exc
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join(60)
+    assert not t.is_alive()
+    assert "error" not in result, result.get("error")
+    assert result["current"] not in (0, mine)
+    assert current_egl_context() == mine
