@@ -170,14 +170,17 @@ typedef struct glt_read_options {
 
 GLT_API void glt_read_options_init(glt_read_options *opts); /* flip = 1, own stream */
 
-/* A destination the caller owns: (height, width, channels) with byte strides. */
+/* A destination the caller owns: (height, width, channels), or (count, height, width, channels) for
+ * batches and atlases, with byte strides. Pixels and channels must be contiguous; rows and images may
+ * be padded. */
 typedef struct glt_buffer_view {
     void *data;
     glt_memory memory;
     int cuda_device; /* for GLT_MEMORY_CUDA; -1: found from the pointer */
     glt_dtype dtype;
-    int64_t shape[3];         /* height, width, channels */
-    int64_t strides_bytes[3]; /* row, pixel, channel */
+    int ndim;                 /* 3 or 4 */
+    int64_t shape[4];         /* [count,] height, width, channels */
+    int64_t strides_bytes[4]; /* [image,] row, pixel, channel */
     int read_only;
 } glt_buffer_view;
 
@@ -192,6 +195,7 @@ typedef struct glt_frame_info {
     glt_memory memory;
     int cuda_device;
     glt_dtype dtype;
+    int count;              /* 0: one image (height, width, channels); N: a batch (N, height, width, channels) */
     int height, width, channels;
     size_t row_pitch_bytes; /* == width * channels * dtype size: frames are contiguous */
     size_t nbytes;
@@ -211,6 +215,43 @@ GLT_API glt_status glt_frame_synchronize(glt_frame *frame);
 /* Returns the buffer to the pool; it is handed out again only once every remembered stream
  * has finished the work queued on it so far. Safe after the capture was destroyed. */
 GLT_API void glt_frame_destroy(glt_frame *frame);
+
+/* ---- batches: many captures, one GL->CUDA handoff per read ---- */
+typedef struct glt_batch glt_batch;
+
+/* The captures are borrowed: they must outlive the batch. All must live in one GL context and, for
+ * the CUDA backend, on one device. Sizes and formats may differ (then only glt_batch_read_each works). */
+GLT_API glt_status glt_batch_create(glt_capture *const *captures, int count, glt_batch **out);
+GLT_API void glt_batch_destroy(glt_batch *batch);
+GLT_API int glt_batch_count(const glt_batch *batch);
+/* One (count, height, width, channels) frame; GLT_INVALID_ARGUMENT when sizes or formats differ. */
+GLT_API glt_status glt_batch_read(glt_batch *batch, const glt_read_options *opts, glt_frame **out);
+/* Into a 4-D destination. */
+GLT_API glt_status glt_batch_read_into(glt_batch *batch, const glt_read_options *opts, const glt_buffer_view *dst);
+/* One frame per capture (frames[i] from capture i), still with a single map and unmap. */
+GLT_API glt_status glt_batch_read_each(glt_batch *batch, const glt_read_options *opts, glt_frame **frames);
+
+/* ---- atlases: one texture holding a grid of equal tiles, read as (count, tile_h, tile_w, channels) ---- */
+typedef struct glt_atlas glt_atlas;
+
+typedef struct glt_atlas_desc {
+    glt_capture_desc source;
+    int rows, cols;         /* grid; 0, 0: derived from the tile size */
+    int tile_height, tile_width; /* 0, 0: image size / grid */
+    int count;              /* tiles in use, row-major from the top-left as seen on screen; 0: rows * cols */
+} glt_atlas_desc;
+
+GLT_API void glt_atlas_desc_init(glt_atlas_desc *desc);
+GLT_API glt_status glt_atlas_create(const glt_atlas_desc *desc, glt_atlas **out);
+GLT_API void glt_atlas_destroy(glt_atlas *atlas);
+/* The atlas's capture (owned by the atlas), for its info. */
+GLT_API glt_capture *glt_atlas_capture(glt_atlas *atlas);
+GLT_API void glt_atlas_grid(const glt_atlas *atlas, int *rows, int *cols, int *tile_height, int *tile_width,
+                            int *count);
+/* The GL viewport (x, y, width, height; y from the bottom) that draws tile k where read() expects it. */
+GLT_API glt_status glt_atlas_viewport(const glt_atlas *atlas, int k, int viewport[4]);
+GLT_API glt_status glt_atlas_read(glt_atlas *atlas, const glt_read_options *opts, glt_frame **out);
+GLT_API glt_status glt_atlas_read_into(glt_atlas *atlas, const glt_read_options *opts, const glt_buffer_view *dst);
 
 #ifdef __cplusplus
 }

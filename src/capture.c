@@ -13,36 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct glt_capture {
-    glt_gl_context_id gl_context;
-    GLuint name;
-    GLenum target;
-    glt_backend backend;
-    char backend_reason[320];
-    int cuda_device;
-    GLenum internal_format;
-    const glt_format *fmt;
-    int width, height;
-    glt_cuda_image *cuda;
-    glt_cpu_reader *cpu;
-    glt_pool *pool;
-};
-
-struct glt_frame {
-    glt_block *block;
-    glt_memory memory;
-    int cuda_device;
-    glt_dtype dtype;
-    int height, width, channels;
-    int flipped;
-    void *stream;
-};
-
 typedef struct image_desc {
     GLint width, height, internal_format, samples;
 } image_desc;
 
 static const char *kind_of(GLenum target) { return target == GL_RENDERBUFFER ? "renderbuffer" : "texture"; }
+
+const char *glt_capture_kind(const glt_capture *cap) { return kind_of(cap->target); }
 
 /* Reads size, format and sample count of the image from GL, restoring the binding it touches. */
 static glt_status query_image(const glt_gl *gl, GLuint name, GLenum target, image_desc *d) {
@@ -207,12 +184,12 @@ glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
     cap->width = d.width;
     cap->height = d.height;
     st = choose_backend(cap, desc);
-    if (st == GLT_OK) st = attach_backend(cap);
     if (st == GLT_OK) {
         cap->pool = glt_pool_create(cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
                                     cap->cuda_device);
-        if (!cap->pool) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+        if (!cap->pool) st = GLT_CUDA_ERROR;
     }
+    if (st == GLT_OK) st = attach_backend(cap);
     if (st != GLT_OK) {
         glt_capture_destroy(cap);
         return st;
@@ -222,8 +199,17 @@ glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
     return GLT_OK;
 }
 
+/* Reads still in flight use the registration: let them land before it goes. */
+static void drain_reads(glt_capture *cap) {
+    if (cap->backend != GLT_BACKEND_CUDA || !cap->cuda) return;
+    glt_cuda_stream_sync(glt_pool_stream(cap->pool), cap->cuda_device);
+    if (cap->last_stream && cap->last_stream != glt_pool_stream(cap->pool))
+        glt_cuda_stream_sync(cap->last_stream, cap->cuda_device);
+}
+
 void glt_capture_destroy(glt_capture *cap) {
     if (!cap) return;
+    if (cap->pool) drain_reads(cap);
     glt_cuda_image_unregister(cap->cuda);
     if (cap->cpu) {
         /* GL objects can only be deleted in their own context; elsewhere they are left to it. */
@@ -270,6 +256,7 @@ glt_status glt_capture_refresh(glt_capture *cap, int *changed) {
     st = check_format(cap->name, cap->target, &d, &fmt);
     if (st != GLT_OK) return st;
     /* The image was reallocated: the old registration points at storage GL no longer uses. */
+    drain_reads(cap);
     glt_cuda_image_unregister(cap->cuda);
     cap->cuda = NULL;
     cap->fmt = fmt;
@@ -281,179 +268,78 @@ glt_status glt_capture_refresh(glt_capture *cap, int *changed) {
     return attach_backend(cap);
 }
 
-static size_t frame_row_bytes(const glt_capture *cap) {
+size_t glt_capture_row_bytes(const glt_capture *cap) {
     return (size_t)cap->width * cap->fmt->channels * glt_dtype_size(cap->fmt->dtype);
 }
 
-static glt_status copy_image(glt_capture *cap, int flip, void *dst, size_t pitch, void *stream) {
-    if (cap->backend == GLT_BACKEND_CUDA) return glt_cuda_image_copy(cap->cuda, dst, pitch, flip, stream);
-    return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, dst, pitch, flip);
-}
-
-static glt_status check_stream(const glt_capture *cap, void *stream) {
-    if (stream && cap->backend != GLT_BACKEND_CUDA)
+glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, void **stream) {
+    glt_status st = glt_capture_refresh(cap, NULL);
+    if (st != GLT_OK) return st;
+    void *s = opts ? opts->cuda_stream : NULL;
+    if (s && cap->backend != GLT_BACKEND_CUDA)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "a CUDA stream was given to a capture on the CPU backend (%s); drop stream=, or use the CUDA "
                         "backend",
                         cap->backend_reason);
-    if (stream) return glt_cuda_check_stream(stream, cap->cuda_device);
+    if (s) {
+        st = glt_cuda_check_stream(s, cap->cuda_device);
+        if (st != GLT_OK) return st;
+    }
+    *stream = cap->backend == GLT_BACKEND_CUDA ? (s ? s : glt_pool_stream(cap->pool)) : NULL;
+    cap->last_stream = *stream;
     return GLT_OK;
 }
 
-glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, glt_frame **out) {
-    glt_read_options opts;
-    if (opts_in)
-        opts = *opts_in;
+/* The whole image into dst (pitched rows). */
+static glt_status copy_image(glt_capture *cap, int flip, void *dst, size_t pitch, void *stream) {
+    if (cap->backend == GLT_BACKEND_CUDA) {
+        glt_cuda_region r = {cap->cuda, 0, 0, cap->width, cap->height, dst, pitch};
+        return glt_cuda_copy_regions(&cap->cuda, 1, &r, 1, flip, stream);
+    }
+    return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, dst, pitch, flip);
+}
+
+static glt_read_options options_or_default(const glt_read_options *opts) {
+    glt_read_options o;
+    if (opts)
+        o = *opts;
     else
-        glt_read_options_init(&opts);
+        glt_read_options_init(&o);
+    return o;
+}
+
+glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, glt_frame **out) {
+    glt_read_options opts = options_or_default(opts_in);
     if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_read: out is NULL");
     *out = NULL;
-    glt_status st = glt_capture_refresh(cap, NULL);
-    if (st == GLT_OK) st = check_stream(cap, opts.cuda_stream);
-    if (st != GLT_OK) return st;
     void *stream = NULL;
-    if (cap->backend == GLT_BACKEND_CUDA)
-        stream = opts.cuda_stream ? opts.cuda_stream : glt_cuda_image_default_stream(cap->cuda);
-    size_t pitch = frame_row_bytes(cap);
-    glt_frame *f = malloc(sizeof *f);
-    if (!f) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    st = glt_pool_acquire(cap->pool, pitch * (size_t)cap->height, stream, &f->block);
+    glt_status st = glt_capture_prepare(cap, &opts, &stream);
+    if (st != GLT_OK) return st;
+    glt_frame *f = NULL;
+    st = glt_frame_create(cap->pool, stream, cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
+                          cap->cuda_device, cap->fmt->dtype, 0, cap->height, cap->width, cap->fmt->channels,
+                          opts.flip != 0, &f);
+    if (st != GLT_OK) return st;
+    st = copy_image(cap, opts.flip, glt_frame_data(f), glt_capture_row_bytes(cap), stream);
     if (st != GLT_OK) {
-        free(f);
+        glt_frame_destroy(f);
         return st;
     }
-    glt_block_add_stream(f->block, stream);
-    st = copy_image(cap, opts.flip, glt_block_data(f->block), pitch, stream);
-    if (st != GLT_OK) {
-        glt_pool_give_back(f->block);
-        free(f);
-        return st;
-    }
-    f->memory = cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST;
-    f->cuda_device = cap->cuda_device;
-    f->dtype = cap->fmt->dtype;
-    f->height = cap->height;
-    f->width = cap->width;
-    f->channels = cap->fmt->channels;
-    f->flipped = opts.flip != 0;
-    f->stream = stream;
     *out = f;
     return GLT_OK;
 }
 
-static glt_status check_view(const glt_capture *cap, const glt_buffer_view *v) {
-    const char *kind = kind_of(cap->target);
-    size_t es = glt_dtype_size(cap->fmt->dtype);
-    if (!v || !v->data) return glt_fail(GLT_INVALID_ARGUMENT, "out= has no data pointer");
-    if (v->read_only)
-        return glt_fail(GLT_INVALID_ARGUMENT, "out= is read-only; pass a writable tensor or array");
-    int want_cuda = cap->backend == GLT_BACKEND_CUDA;
-    int device = v->cuda_device;
-    if (want_cuda && v->memory == GLT_MEMORY_CUDA && device < 0) {
-        glt_status st = glt_cuda_pointer_device(v->data, &device);
-        if (st != GLT_OK) return st;
-    }
-    if ((v->memory == GLT_MEMORY_CUDA) != want_cuda || (want_cuda && device != cap->cuda_device)) {
-        char have[32], want[32];
-        snprintf(have, sizeof have, v->memory == GLT_MEMORY_CUDA ? "cuda:%d" : "cpu", device);
-        snprintf(want, sizeof want, want_cuda ? "cuda:%d" : "cpu", cap->cuda_device);
-        return glt_fail(GLT_INVALID_ARGUMENT,
-                        "out= is on device %s, but %s %u is captured to %s (%s backend); allocate out on %s", have,
-                        kind, cap->name, want, glt_backend_name(cap->backend), want);
-    }
-    if (v->dtype != cap->fmt->dtype)
-        return glt_fail(GLT_INVALID_ARGUMENT, "out= has dtype %s, but %s %u (%s) gives %s; allocate out as %s",
-                        glt_dtype_name(v->dtype), kind, cap->name, cap->fmt->name, glt_dtype_name(cap->fmt->dtype),
-                        glt_dtype_name(cap->fmt->dtype));
-    if (v->shape[0] != cap->height || v->shape[1] != cap->width || v->shape[2] != cap->fmt->channels)
-        return glt_fail(GLT_INVALID_ARGUMENT,
-                        "out= has shape (%lld, %lld, %lld), but %s %u (%s) is (%d, %d, %d) as (height, width, "
-                        "channels); allocate out with that shape",
-                        (long long)v->shape[0], (long long)v->shape[1], (long long)v->shape[2], kind, cap->name,
-                        cap->fmt->name, cap->height, cap->width, cap->fmt->channels);
-    int64_t row = (int64_t)cap->width * cap->fmt->channels * (int64_t)es;
-    int contiguous_pixels = (v->strides_bytes[2] == (int64_t)es || cap->fmt->channels == 1) &&
-                            (v->strides_bytes[1] == (int64_t)(cap->fmt->channels * es) || cap->width == 1);
-    if (!contiguous_pixels || (v->strides_bytes[0] < row && cap->height > 1))
-        return glt_fail(GLT_INVALID_ARGUMENT,
-                        "out= has byte strides (%lld, %lld, %lld); gltensor writes whole rows, so it needs pixel "
-                        "and channel strides (%lld, %lld) and a row stride of at least %lld bytes (rows may be "
-                        "padded); pass a contiguous tensor or a row slice of one",
-                        (long long)v->strides_bytes[0], (long long)v->strides_bytes[1],
-                        (long long)v->strides_bytes[2], (long long)(cap->fmt->channels * es), (long long)es,
-                        (long long)row);
-    return GLT_OK;
-}
-
 glt_status glt_capture_read_into(glt_capture *cap, const glt_read_options *opts_in, const glt_buffer_view *dst) {
-    glt_read_options opts;
-    if (opts_in)
-        opts = *opts_in;
-    else
-        glt_read_options_init(&opts);
-    glt_status st = glt_capture_refresh(cap, NULL);
-    if (st == GLT_OK) st = check_stream(cap, opts.cuda_stream);
-    if (st == GLT_OK) st = check_view(cap, dst);
+    glt_read_options opts = options_or_default(opts_in);
+    void *stream = NULL;
+    glt_status st = glt_capture_prepare(cap, &opts, &stream);
     if (st != GLT_OK) return st;
-    size_t pitch = cap->height > 1 ? (size_t)dst->strides_bytes[0] : frame_row_bytes(cap);
-    return copy_image(cap, opts.flip, dst->data, pitch, opts.cuda_stream);
-}
-
-void glt_frame_get_info(const glt_frame *f, glt_frame_info *info) {
-    info->data = glt_block_data(f->block);
-    info->memory = f->memory;
-    info->cuda_device = f->cuda_device;
-    info->dtype = f->dtype;
-    info->height = f->height;
-    info->width = f->width;
-    info->channels = f->channels;
-    info->row_pitch_bytes = (size_t)f->width * f->channels * glt_dtype_size(f->dtype);
-    info->nbytes = info->row_pitch_bytes * (size_t)f->height;
-    info->flipped = f->flipped;
-    info->stream = f->stream;
-}
-
-glt_status glt_frame_sync_stream(glt_frame *f, void *consumer) {
-    if (!f) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_sync_stream: frame is NULL");
-    if (f->memory != GLT_MEMORY_CUDA) return GLT_OK;
-    glt_status st = glt_cuda_stream_wait(consumer, f->stream, f->cuda_device);
-    if (st == GLT_OK) glt_block_add_stream(f->block, consumer);
-    return st;
-}
-
-glt_status glt_frame_clone(const glt_frame *f, glt_frame **out) {
-    if (!f || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_clone: NULL argument");
-    glt_frame *c = malloc(sizeof *c);
-    if (!c) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    *c = *f;
-    size_t bytes = glt_block_size(f->block);
-    glt_status st = glt_pool_acquire(glt_block_pool(f->block), bytes, f->stream, &c->block);
-    if (st != GLT_OK) {
-        free(c);
-        return st;
-    }
-    glt_block_add_stream(c->block, f->stream);
-    if (f->memory == GLT_MEMORY_HOST)
-        memcpy(glt_block_data(c->block), glt_block_data(f->block), bytes);
-    else
-        st = glt_cuda_copy_linear(glt_block_data(c->block), glt_block_data(f->block), bytes, f->stream,
-                                  f->cuda_device);
-    if (st != GLT_OK) {
-        glt_frame_destroy(c);
-        return st;
-    }
-    *out = c;
-    return GLT_OK;
-}
-
-glt_status glt_frame_synchronize(glt_frame *f) {
-    if (!f) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_synchronize: frame is NULL");
-    if (f->memory != GLT_MEMORY_CUDA) return GLT_OK;
-    return glt_cuda_stream_sync(f->stream, f->cuda_device);
-}
-
-void glt_frame_destroy(glt_frame *f) {
-    if (!f) return;
-    glt_pool_give_back(f->block);
-    free(f);
+    glt_layout want = {cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, cap->cuda_device,
+                       cap->fmt->dtype, 0, cap->height, cap->width, cap->fmt->channels};
+    char what[96];
+    snprintf(what, sizeof what, "%s %u (%s)", kind_of(cap->target), cap->name, cap->fmt->name);
+    size_t pitch = 0, image_stride = 0;
+    st = glt_view_check(dst, &want, what, &pitch, &image_stride);
+    if (st != GLT_OK) return st;
+    return copy_image(cap, opts.flip, dst->data, pitch, stream);
 }

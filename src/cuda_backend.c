@@ -8,6 +8,7 @@
  * texture object and writes the final layout, so no second pass is ever needed.
  */
 #include "internal.h"
+#include "kernels.h"
 
 #ifdef GLT_WITH_CUDA
 
@@ -31,7 +32,6 @@ struct glt_cuda_image {
     GLenum target;
     int width, height;
     const glt_format *fmt;
-    cudaStream_t own_stream;
     /* What the mapped array holds, learned at the first map and kept while the array stays the same. */
     cudaArray_t array;
     cudaTextureObject_t texture;
@@ -133,16 +133,6 @@ glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, 
         glt_device_guard_exit(&g);
         return st;
     }
-    /* Non-blocking: the implicit synchronisation of the legacy default stream would serialise
-     * reads with unrelated work of the caller. */
-    e = cudaStreamCreateWithFlags(&img->own_stream, cudaStreamNonBlocking);
-    if (e != cudaSuccess) {
-        st = cuda_fail(e, "cudaStreamCreateWithFlags", "creating the copy stream for %s %u", kind, name);
-        cudaGraphicsUnregisterResource(img->resource);
-        free(img);
-        glt_device_guard_exit(&g);
-        return st;
-    }
     glt_device_guard_exit(&g);
     *out = img;
     return GLT_OK;
@@ -152,18 +142,13 @@ void glt_cuda_image_unregister(glt_cuda_image *img) {
     if (!img) return;
     glt_device_guard g;
     if (glt_device_guard_enter(&g, img->device) == GLT_OK) {
-        /* Frames in flight were written on own_stream; let them land before the stream goes. */
-        cudaStreamSynchronize(img->own_stream);
         if (img->texture) cudaDestroyTextureObject(img->texture);
         cudaGraphicsUnregisterResource(img->resource);
-        cudaStreamDestroy(img->own_stream);
         cudaGetLastError();
         glt_device_guard_exit(&g);
     }
     free(img);
 }
-
-void *glt_cuda_image_default_stream(glt_cuda_image *img) { return img->own_stream; }
 
 /* Learns the mapped array's layout and checks it can hold what the GL format promises. */
 static glt_status learn_array(glt_cuda_image *img, cudaArray_t array) {
@@ -218,51 +203,96 @@ static glt_status ensure_texture(glt_cuda_image *img) {
     return GLT_OK;
 }
 
-glt_status glt_cuda_image_copy(glt_cuda_image *img, void *dst, size_t dst_pitch, int flip, void *stream_arg) {
-    cudaStream_t stream = stream_arg ? (cudaStream_t)stream_arg : img->own_stream;
+static const char *kind_of(const glt_cuda_image *img) {
+    return img->target == GL_RENDERBUFFER ? "renderbuffer" : "texture";
+}
+
+/* Two regions can share a launch when the kernel sees the same shapes and types. */
+static int same_launch(const glt_cuda_region *a, const glt_cuda_region *b) {
+    return a->width == b->width && a->height == b->height && a->pitch == b->pitch &&
+           a->img->array_channels == b->img->array_channels && a->img->elem_bytes == b->img->elem_bytes &&
+           a->img->array_is_float == b->img->array_is_float && a->img->fmt->channels == b->img->fmt->channels;
+}
+
+/* Copies the regions of already-mapped images: a 2D copy for one unflipped region the array holds as
+ * the output wants it, else the gather kernel, one launch per run of alike regions. */
+static glt_status copy_mapped(const glt_cuda_region *regions, int n, int flip, cudaStream_t stream) {
+    const glt_cuda_region *r0 = &regions[0];
+    if (n == 1 && !flip && r0->img->array_channels == r0->img->fmt->channels) {
+        size_t bpp = (size_t)r0->img->fmt->channels * r0->img->elem_bytes;
+        cudaError_t e = cudaMemcpy2DFromArrayAsync(r0->dst, r0->pitch, r0->img->array, (size_t)r0->x0 * bpp,
+                                                   (size_t)r0->y0, (size_t)r0->width * bpp, (size_t)r0->height,
+                                                   cudaMemcpyDeviceToDevice, stream);
+        if (e != cudaSuccess)
+            return cuda_fail(e, "cudaMemcpy2DFromArrayAsync", "copying %s %u (%dx%d %s)", kind_of(r0->img),
+                             r0->img->name, r0->width, r0->height, r0->img->fmt->name);
+        return GLT_OK;
+    }
+    glt_gather_item items[64];
+    for (int first = 0; first < n;) {
+        int end = first;
+        while (end < n && end - first < 64 && same_launch(&regions[first], &regions[end])) {
+            const glt_cuda_region *r = &regions[end];
+            glt_gather_item *it = &items[end - first];
+            it->texture = r->img->texture;
+            it->x0 = r->x0;
+            it->y0 = r->y0;
+            it->dst = r->dst;
+            ++end;
+        }
+        const glt_cuda_image *img = regions[first].img;
+        int rc = glt_launch_gather(items, end - first, img->array_channels, img->elem_bytes, img->array_is_float,
+                                   img->fmt->channels, regions[first].width, regions[first].height,
+                                   regions[first].pitch, flip, stream);
+        if (rc != 0)
+            return cuda_fail((cudaError_t)rc, "copy kernel launch", "%s %u (%s), %d region(s)", kind_of(img),
+                             img->name, img->fmt->name, end - first);
+        first = end;
+    }
+    return GLT_OK;
+}
+
+glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, const glt_cuda_region *regions,
+                                 int n_regions, int flip, void *stream_arg) {
+    if (n_images <= 0 || n_regions <= 0) return GLT_OK;
+    cudaStream_t stream = (cudaStream_t)stream_arg;
+    int device = images[0]->device;
     glt_device_guard g;
-    glt_status st = glt_device_guard_enter(&g, img->device);
+    glt_status st = glt_device_guard_enter(&g, device);
     if (st != GLT_OK) return st;
-    const char *kind = img->target == GL_RENDERBUFFER ? "renderbuffer" : "texture";
-    cudaError_t e = cudaGraphicsMapResources(1, &img->resource, stream);
+    cudaGraphicsResource_t local[32];
+    cudaGraphicsResource_t *res = n_images <= 32 ? local : malloc(sizeof *res * (size_t)n_images);
+    if (!res) {
+        glt_device_guard_exit(&g);
+        return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    }
+    for (int i = 0; i < n_images; ++i) res[i] = images[i]->resource;
+    /* The one handoff: every image in a single map call, whatever their number. */
+    cudaError_t e = cudaGraphicsMapResources(n_images, res, stream);
     if (e != cudaSuccess) {
         st = cuda_fail(e, "cudaGraphicsMapResources",
-                       "%s %u; make sure its GL context is current, the stream belongs to CUDA device %d, and the "
-                       "image is not mapped elsewhere",
-                       kind, img->name, img->device);
-        glt_device_guard_exit(&g);
-        return st;
+                       "%d image(s) starting with %s %u; make sure their GL context is current, the stream belongs "
+                       "to CUDA device %d, and no image is mapped elsewhere",
+                       n_images, kind_of(images[0]), images[0]->name, device);
+        goto out;
     }
-    cudaArray_t array = NULL;
-    e = cudaGraphicsSubResourceGetMappedArray(&array, img->resource, 0, 0);
-    if (e != cudaSuccess) {
-        st = cuda_fail(e, "cudaGraphicsSubResourceGetMappedArray", "%s %u", kind, img->name);
-        goto unmap;
-    }
-    if (array != img->array) {
-        st = learn_array(img, array);
-        if (st != GLT_OK) goto unmap;
-    }
-    size_t row_bytes = (size_t)img->width * img->fmt->channels * img->elem_bytes;
-    if (!flip && img->array_channels == img->fmt->channels) {
-        e = cudaMemcpy2DFromArrayAsync(dst, dst_pitch, array, 0, 0, row_bytes, img->height, cudaMemcpyDeviceToDevice,
-                                       stream);
+    for (int i = 0; i < n_images && st == GLT_OK; ++i) {
+        cudaArray_t array = NULL;
+        e = cudaGraphicsSubResourceGetMappedArray(&array, images[i]->resource, 0, 0);
         if (e != cudaSuccess)
-            st = cuda_fail(e, "cudaMemcpy2DFromArrayAsync", "copying %s %u (%dx%d %s)", kind, img->name, img->width,
-                           img->height, img->fmt->name);
-    } else {
-        st = ensure_texture(img);
-        if (st == GLT_OK) {
-            int rc = glt_launch_array_to_linear(img->texture, img->array_channels, img->elem_bytes,
-                                                img->array_is_float, img->fmt->channels, img->width, img->height, dst,
-                                                dst_pitch, flip, stream);
-            if (rc != 0) st = cuda_fail((cudaError_t)rc, "copy kernel launch", "%s %u (%s)", kind, img->name,
-                                        img->fmt->name);
-        }
+            st = cuda_fail(e, "cudaGraphicsSubResourceGetMappedArray", "%s %u", kind_of(images[i]), images[i]->name);
+        else if (array != images[i]->array)
+            st = learn_array(images[i], array);
+        if (st == GLT_OK && (flip || n_regions > 1 || images[i]->array_channels != images[i]->fmt->channels))
+            st = ensure_texture(images[i]);
     }
-unmap:
-    e = cudaGraphicsUnmapResources(1, &img->resource, stream);
-    if (e != cudaSuccess && st == GLT_OK) st = cuda_fail(e, "cudaGraphicsUnmapResources", "%s %u", kind, img->name);
+    if (st == GLT_OK) st = copy_mapped(regions, n_regions, flip, stream);
+    e = cudaGraphicsUnmapResources(n_images, res, stream);
+    if (e != cudaSuccess && st == GLT_OK)
+        st = cuda_fail(e, "cudaGraphicsUnmapResources", "%d image(s) starting with %s %u", n_images,
+                       kind_of(images[0]), images[0]->name);
+out:
+    if (res != local) free(res);
     glt_device_guard_exit(&g);
     return st;
 }
@@ -359,13 +389,10 @@ glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, 
     return no_cuda();
 }
 void glt_cuda_image_unregister(glt_cuda_image *img) { (void)img; }
-glt_status glt_cuda_image_copy(glt_cuda_image *img, void *dst, size_t dst_pitch, int flip, void *stream) {
-    (void)img, (void)dst, (void)dst_pitch, (void)flip, (void)stream;
+glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, const glt_cuda_region *regions,
+                                 int n_regions, int flip, void *stream) {
+    (void)images, (void)n_images, (void)regions, (void)n_regions, (void)flip, (void)stream;
     return no_cuda();
-}
-void *glt_cuda_image_default_stream(glt_cuda_image *img) {
-    (void)img;
-    return NULL;
 }
 glt_status glt_cuda_stream_wait(void *consumer, void *producer, int cuda_device) {
     (void)consumer, (void)producer, (void)cuda_device;

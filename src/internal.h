@@ -56,7 +56,10 @@ typedef struct glt_block glt_block;
 
 #define GLT_BLOCK_MAX_STREAMS 4
 
+/* A CUDA pool also owns the stream its frames are copied on by default, so that stream outlives
+ * every frame that names it. NULL on failure (message set). */
 glt_pool *glt_pool_create(glt_memory memory, int cuda_device);
+void *glt_pool_stream(const glt_pool *pool);
 void glt_pool_retain(glt_pool *pool);
 void glt_pool_release(glt_pool *pool); /* frees the pool and its idle blocks at zero */
 /* A block of exactly `bytes`, whose earlier users' work `stream` is made to wait for. */
@@ -77,10 +80,21 @@ typedef struct glt_cuda_image glt_cuda_image; /* a registered GL image */
 glt_status glt_cuda_device_of_current_context(int *cuda_device);
 glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt,
                                    int width, int height, glt_cuda_image **out);
+/* Work queued on the image must be complete or on a stream synchronised before this. */
 void glt_cuda_image_unregister(glt_cuda_image *img);
-/* map, copy (flip / channel drop inside the copy), unmap, all on `stream`. */
-glt_status glt_cuda_image_copy(glt_cuda_image *img, void *dst, size_t dst_pitch, int flip, void *stream);
-void *glt_cuda_image_default_stream(glt_cuda_image *img);
+
+/* A width x height region of an image (origin in GL's bottom-left convention) and where it goes. */
+typedef struct glt_cuda_region {
+    glt_cuda_image *img;
+    int x0, y0, width, height;
+    void *dst;
+    size_t pitch;
+} glt_cuda_region;
+
+/* Maps the distinct `images` with one call, copies every region (top row first when flip), and
+ * unmaps them with one call, all on `stream`: one GL->CUDA handoff however many regions. */
+glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, const glt_cuda_region *regions,
+                                 int n_regions, int flip, void *stream);
 glt_status glt_cuda_stream_wait(void *consumer, void *producer, int cuda_device);
 glt_status glt_cuda_stream_sync(void *stream, int cuda_device);
 /* GLT_INVALID_ARGUMENT unless stream is a live stream of cuda_device (0, 1 and 2 are CUDA's defaults). */
@@ -97,17 +111,60 @@ typedef struct glt_device_guard {
 glt_status glt_device_guard_enter(glt_device_guard *g, int device);
 void glt_device_guard_exit(glt_device_guard *g);
 
-/* ---- cuda_kernels.cu ---- */
-#ifdef GLT_WITH_CUDA
-/* Reads a CUDA array through a texture object and writes linear rows, optionally bottom-up,
- * keeping the first out_channels of the array's channels. */
-int glt_launch_array_to_linear(unsigned long long tex_object, int array_channels, int elem_bytes,
-                               int array_is_float, int out_channels, int width, int height,
-                               void *dst, size_t dst_pitch, int flip, void *stream);
-#endif
+typedef struct glt_cpu_reader glt_cpu_reader;
+
+/* ---- capture.c, frame.c, view.c: shared by captures, batches and atlases ---- */
+struct glt_capture {
+    glt_gl_context_id gl_context;
+    GLuint name;
+    GLenum target;
+    glt_backend backend;
+    char backend_reason[320];
+    int cuda_device;
+    GLenum internal_format;
+    const glt_format *fmt;
+    int width, height;
+    glt_cuda_image *cuda;
+    glt_cpu_reader *cpu;
+    glt_pool *pool;
+    void *last_stream; /* the last stream a read was issued on: synchronised before re-registering */
+};
+
+struct glt_frame {
+    glt_block *block;
+    glt_memory memory;
+    int cuda_device;
+    glt_dtype dtype;
+    int count, height, width, channels;
+    int flipped;
+    void *stream;
+};
+
+/* Checks the context, brings size and format up to date, validates opts->cuda_stream and resolves
+ * the stream to copy on (the pool's when none is given). */
+glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, void **stream);
+const char *glt_capture_kind(const glt_capture *cap); /* "texture" or "renderbuffer" */
+size_t glt_capture_row_bytes(const glt_capture *cap);
+
+/* A frame of `count` (0: single) images of the given layout, its buffer from `pool`. */
+glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int cuda_device, glt_dtype dtype,
+                            int count, int height, int width, int channels, int flipped, glt_frame **out);
+void *glt_frame_data(const glt_frame *f);
+size_t glt_frame_image_bytes(const glt_frame *f);
+
+/* What a destination must be; count 0 means (height, width, channels), N means (N, height, width, channels). */
+typedef struct glt_layout {
+    glt_memory memory;
+    int cuda_device;
+    glt_dtype dtype;
+    int count, height, width, channels;
+} glt_layout;
+
+/* Validates a caller's destination against `want`; gives its row pitch and image stride in bytes. */
+glt_status glt_view_check(const glt_buffer_view *v, const glt_layout *want, const char *what, size_t *row_pitch,
+                          size_t *image_stride);
 
 /* ---- cpu_backend.c ---- */
-typedef struct glt_cpu_reader glt_cpu_reader;
 glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out);
 void glt_cpu_reader_destroy(glt_cpu_reader *r); /* needs the context current to free GL objects */
 glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int width, int height, void *dst,

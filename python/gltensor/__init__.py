@@ -12,6 +12,8 @@ from ._gltensor import (  # noqa: F401  (re-exported API)
     GL_RENDERBUFFER,
     GL_TEXTURE_2D,
     GL_TEXTURE_RECTANGLE,
+    Atlas,
+    Batch,
     Capture,
     ClosedError,
     Context,
@@ -35,7 +37,7 @@ from ._gltensor import (  # noqa: F401  (re-exported API)
 )
 
 __all__ = [
-    "Capture", "Context", "Frame",
+    "Capture", "Batch", "Atlas", "Context", "Frame",
     "GL_TEXTURE_2D", "GL_TEXTURE_RECTANGLE", "GL_RENDERBUFFER",
     "cuda_available", "cuda_compiled", "cuda_unavailable_reason",
     "GLTensorError", "NoContextError", "WrongContextError", "InvalidObjectError", "UnsupportedFormatError",

@@ -3,16 +3,7 @@
 
 #include <structmember.h>
 
-typedef struct {
-    PyObject_HEAD
-    gltensor_state *st;
-    glt_capture *cap;
-    unsigned name;
-    unsigned target;
-    PyObject *weakreflist;
-} CaptureObject;
-
-static int parse_backend(PyObject *obj, glt_backend *out) {
+int glt_py_parse_backend(PyObject *obj, glt_backend *out) {
     if (!PyUnicode_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "backend must be 'auto', 'cuda' or 'cpu', not %.80s", Py_TYPE(obj)->tp_name);
         return -1;
@@ -29,7 +20,7 @@ static int parse_backend(PyObject *obj, glt_backend *out) {
     return 0;
 }
 
-static int as_gl_uint(PyObject *obj, const char *what, unsigned long *out) {
+int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out) {
     PyObject *i = PyNumber_Index(obj);
     if (!i) {
         PyErr_Format(PyExc_TypeError, "%s must be an integer GL name/enum, not %.80s", what, Py_TYPE(obj)->tp_name);
@@ -53,15 +44,15 @@ static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
                                      &device_obj))
         return NULL;
     /* Any integer-like name: PyOpenGL gives numpy.uint32, Panda3D and moderngl give int. */
-    if (as_gl_uint(name_obj, "name", &name) < 0) return NULL;
-    if (target_obj && as_gl_uint(target_obj, "target", &target) < 0) return NULL;
+    if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
+    if (target_obj && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
     glt_capture_desc desc;
     glt_capture_desc_init(&desc);
     desc.gl_name = (unsigned)name;
     desc.gl_target = (unsigned)target;
-    if (backend_obj && parse_backend(backend_obj, &desc.backend) < 0) return NULL;
+    if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
     if (device_obj != Py_None) {
         desc.cuda_device = PyLong_AsLong(device_obj);
         if (desc.cuda_device == -1 && PyErr_Occurred()) return NULL;
@@ -83,71 +74,34 @@ static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     return (PyObject *)self;
 }
 
-static PyObject *closed_error(CaptureObject *self) {
+PyObject *glt_py_capture_closed(CaptureObject *self) {
     PyErr_Format(self->st->errors[GLT_CLOSED],
                  "the capture of %s %u was closed; create a new gltensor.Capture to read it again",
                  self->target == GLT_RENDERBUFFER ? "renderbuffer" : "texture", self->name);
     return NULL;
 }
 
-/* read(flip=True, stream=None, out=None), parsed by hand: this is the per-step call. */
+/* read(flip=True, stream=None, out=None): the per-step call. */
 static PyObject *capture_read(CaptureObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     gltensor_state *st = self->st;
-    PyObject *flip_obj = NULL, *stream_obj = Py_None, *out_obj = Py_None;
-    if (nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, "read() takes at most 3 arguments (flip, stream, out)");
-        return NULL;
-    }
-    if (nargs > 0) flip_obj = args[0];
-    if (nargs > 1) stream_obj = args[1];
-    if (nargs > 2) out_obj = args[2];
-    if (kwnames) {
-        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
-        for (Py_ssize_t i = 0; i < nk; ++i) {
-            PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
-            if (k == st->str_flip || PyUnicode_Compare(k, st->str_flip) == 0) flip_obj = v;
-            else if (k == st->str_stream || PyUnicode_Compare(k, st->str_stream) == 0) stream_obj = v;
-            else if (k == st->str_out || PyUnicode_Compare(k, st->str_out) == 0) out_obj = v;
-            else {
-                PyErr_Format(PyExc_TypeError, "read() got an unexpected keyword argument '%U'", k);
-                return NULL;
-            }
-        }
-    }
-    if (!self->cap) return closed_error(self);
-    glt_read_options opts;
-    glt_read_options_init(&opts);
-    if (flip_obj) {
-        int f = PyObject_IsTrue(flip_obj);
-        if (f < 0) return NULL;
-        opts.flip = f;
-    }
-    int stream_given = stream_obj != Py_None;
-    if (stream_given && glt_py_parse_stream(st, stream_obj, &opts.cuda_stream) < 0) return NULL;
-
-    if (out_obj == Py_None) {
+    glt_py_read_args r;
+    if (glt_py_parse_read_args(st, "read", args, nargs, kwnames, &r) < 0) return NULL;
+    if (!self->cap) return glt_py_capture_closed(self);
+    if (r.out == Py_None) {
         glt_frame *frame = NULL;
-        glt_status s = glt_capture_read(self->cap, &opts, &frame);
+        glt_status s = glt_capture_read(self->cap, &r.opts, &frame);
         if (s != GLT_OK) return glt_py_raise(st, s);
         return glt_py_frame_new(st, frame);
     }
-
     glt_capture_info info;
     glt_capture_get_info(self->cap, &info);
-    int want_cuda = info.backend == GLT_BACKEND_CUDA;
-    /* Without stream=, write on the stream the tensor's owner named (CAI v3), else on CUDA's legacy
-     * default stream, which orders with the default stream that frameworks use unless told otherwise. */
-    void *hint = (void *)(uintptr_t)(want_cuda ? 1 : 0);
-    void *write_stream = stream_given ? opts.cuda_stream : hint;
     glt_buffer_view view;
     PyObject *keep = NULL;
-    if (glt_py_buffer_view(st, out_obj, want_cuda, write_stream, &view, &keep, stream_given ? NULL : &hint) < 0)
-        return NULL;
-    if (!stream_given) opts.cuda_stream = hint;
-    glt_status s = glt_capture_read_into(self->cap, &opts, &view);
+    if (glt_py_out_view(st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
+    glt_status s = glt_capture_read_into(self->cap, &r.opts, &view);
     Py_XDECREF(keep);
     if (s != GLT_OK) return glt_py_raise(st, s);
-    return Py_NewRef(out_obj);
+    return Py_NewRef(r.out);
 }
 
 static PyObject *capture_close(CaptureObject *self, PyObject *unused) {
@@ -159,7 +113,7 @@ static PyObject *capture_close(CaptureObject *self, PyObject *unused) {
 
 static PyObject *capture_enter(CaptureObject *self, PyObject *unused) {
     (void)unused;
-    if (!self->cap) return closed_error(self);
+    if (!self->cap) return glt_py_capture_closed(self);
     return Py_NewRef(self);
 }
 
@@ -170,7 +124,7 @@ static PyObject *capture_exit(CaptureObject *self, PyObject *args) {
 
 static PyObject *capture_refresh(CaptureObject *self, PyObject *unused) {
     (void)unused;
-    if (!self->cap) return closed_error(self);
+    if (!self->cap) return glt_py_capture_closed(self);
     int changed = 0;
     glt_status s = glt_capture_refresh(self->cap, &changed);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
@@ -187,7 +141,7 @@ static void capture_dealloc(CaptureObject *self) {
 
 static int info_of(CaptureObject *self, glt_capture_info *info) {
     if (!self->cap) {
-        closed_error(self);
+        glt_py_capture_closed(self);
         return -1;
     }
     glt_capture_get_info(self->cap, info);

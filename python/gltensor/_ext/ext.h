@@ -12,6 +12,8 @@ typedef struct gltensor_state {
     PyTypeObject *context_type;
     PyTypeObject *capture_type;
     PyTypeObject *frame_type;
+    PyTypeObject *batch_type;
+    PyTypeObject *atlas_type;
     PyObject *error;         /* GLTensorError(RuntimeError) */
     PyObject *errors[GLT_STATUS_COUNT_]; /* subclass per status */
     PyObject *str_flip, *str_stream, *str_out;                 /* interned keyword names */
@@ -29,11 +31,41 @@ gltensor_state *glt_py_state_of_type(PyTypeObject *type);
 extern PyType_Spec glt_context_spec;
 extern PyType_Spec glt_capture_spec;
 extern PyType_Spec glt_frame_spec;
+extern PyType_Spec glt_batch_spec;
+extern PyType_Spec glt_atlas_spec;
+
+/* gltensor.Capture's instance layout, shared with Batch (which reads its sources' handles). */
+typedef struct {
+    PyObject_HEAD
+    gltensor_state *st;
+    glt_capture *cap; /* NULL once closed */
+    unsigned name;
+    unsigned target;
+    PyObject *weakreflist;
+} CaptureObject;
+
+/* capture.c: the ClosedError for a closed capture; returns NULL. */
+PyObject *glt_py_capture_closed(CaptureObject *self);
+/* capture.c: parses backend="auto"|"cuda"|"cpu". */
+int glt_py_parse_backend(PyObject *obj, glt_backend *out);
+/* capture.c: parses an integer-like GL name or enum (numpy.uint32 from PyOpenGL, int from engines). */
+int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out);
 
 /* frame.c: wraps a glt_frame (taking ownership) in a Frame object. */
 PyObject *glt_py_frame_new(gltensor_state *st, glt_frame *frame);
 
 /* interop.c */
+/* The arguments of every read(flip=True, stream=None, out=None). */
+typedef struct glt_py_read_args {
+    glt_read_options opts;
+    int stream_given;
+    PyObject *out; /* borrowed; Py_None when absent */
+} glt_py_read_args;
+int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames, glt_py_read_args *r);
+/* Describes r->out as a view and settles the stream to write on: stream= if given, else the stream the
+ * tensor's owner named (CAI v3), else CUDA's legacy default stream. `keep` must be released after use. */
+int glt_py_out_view(gltensor_state *st, glt_py_read_args *r, int want_cuda, glt_buffer_view *view, PyObject **keep);
 /* None -> NULL, int handle, or an object with .cuda_stream / .ptr / .handle; -1 on error (exception set). */
 int glt_py_parse_stream(gltensor_state *st, PyObject *obj, void **stream);
 /* Describes a caller-owned tensor (CAI, DLPack or __array_interface__) as a glt_buffer_view. `keep` receives

@@ -73,11 +73,11 @@ static const char LEGACY_NAME[] = "dltensor";
 /* One allocation: the managed struct, then shape[3] and strides[3]. */
 typedef struct {
     DLManagedTensorVersioned managed;
-    int64_t shape[3], strides[3];
+    int64_t shape[4], strides[4];
 } versioned_block;
 typedef struct {
     DLManagedTensor managed;
-    int64_t shape[3], strides[3];
+    int64_t shape[4], strides[4];
 } legacy_block;
 
 static void release_owner(void *owner) {
@@ -119,17 +119,21 @@ static void legacy_capsule_destructor(PyObject *capsule) {
     PyErr_Restore(type, value, tb);
 }
 
+static int frame_ndim(const glt_frame_info *info) { return info->count > 0 ? 4 : 3; }
+
 static void fill_tensor(DLTensor *t, const glt_frame_info *info, int64_t *shape, int64_t *strides) {
-    shape[0] = info->height;
-    shape[1] = info->width;
-    shape[2] = info->channels;
-    strides[2] = 1;
-    strides[1] = info->channels;
-    strides[0] = (int64_t)info->width * info->channels;
+    int64_t dims[4] = {info->count, info->height, info->width, info->channels};
+    int nd = frame_ndim(info);
+    int64_t s = 1;
+    for (int i = nd - 1; i >= 0; --i) {
+        shape[i] = dims[4 - nd + i];
+        strides[i] = s;
+        s *= shape[i];
+    }
     t->data = info->data;
     t->device.device_type = info->memory == GLT_MEMORY_CUDA ? kDLCUDA : kDLCPU;
     t->device.device_id = info->memory == GLT_MEMORY_CUDA ? info->cuda_device : 0;
-    t->ndim = 3;
+    t->ndim = nd;
     t->dtype = dl_dtype(info->dtype);
     t->shape = shape;
     t->strides = strides;
@@ -273,9 +277,14 @@ static PyObject *frame_dlpack_device(FrameObject *self, PyObject *unused) {
     return Py_BuildValue("(ii)", kDLCPU, 0);
 }
 
+static PyObject *shape_tuple(const glt_frame_info *i) {
+    if (i->count > 0) return Py_BuildValue("(iiii)", i->count, i->height, i->width, i->channels);
+    return Py_BuildValue("(iii)", i->height, i->width, i->channels);
+}
+
 static PyObject *interface_dict(FrameObject *self, int cuda) {
     const glt_frame_info *i = &self->info;
-    PyObject *d = Py_BuildValue("{s:(iii),s:s,s:(NO),s:i,s:O}", "shape", i->height, i->width, i->channels, "typestr",
+    PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:O}", "shape", shape_tuple(i), "typestr",
                                 glt_py_typestr(i->dtype), "data", PyLong_FromVoidPtr(i->data), Py_False, "version", 3,
                                 "strides", Py_None);
     if (!d || !cuda) return d;
@@ -322,13 +331,16 @@ static PyObject *frame_synchronize(FrameObject *self, PyObject *unused) {
 
 static PyObject *get_shape(FrameObject *self, void *c) {
     (void)c;
-    return Py_BuildValue("(iii)", self->info.height, self->info.width, self->info.channels);
+    return shape_tuple(&self->info);
 }
 static PyObject *get_strides(FrameObject *self, void *c) {
     (void)c;
     size_t es = glt_dtype_size(self->info.dtype);
-    return Py_BuildValue("(nnn)", (Py_ssize_t)self->info.row_pitch_bytes, (Py_ssize_t)(self->info.channels * es),
-                         (Py_ssize_t)es);
+    Py_ssize_t row = (Py_ssize_t)self->info.row_pitch_bytes;
+    if (self->info.count > 0)
+        return Py_BuildValue("(nnnn)", row * self->info.height, row, (Py_ssize_t)(self->info.channels * es),
+                             (Py_ssize_t)es);
+    return Py_BuildValue("(nnn)", row, (Py_ssize_t)(self->info.channels * es), (Py_ssize_t)es);
 }
 static PyObject *get_dtype(FrameObject *self, void *c) {
     (void)c;
@@ -358,9 +370,13 @@ static PyObject *get_stream(FrameObject *self, void *c) {
 }
 
 static PyObject *frame_repr(FrameObject *self) {
-    return PyUnicode_FromFormat("<gltensor.Frame shape=(%d, %d, %d) dtype=%s device=%s%s>", self->info.height,
-                                self->info.width, self->info.channels, glt_dtype_name(self->info.dtype),
-                                is_cuda(self) ? "cuda" : "cpu", self->info.flipped ? "" : " bottom-up");
+    PyObject *shape = shape_tuple(&self->info);
+    if (!shape) return NULL;
+    PyObject *r = PyUnicode_FromFormat("<gltensor.Frame shape=%R dtype=%s device=%s%s>", shape,
+                                       glt_dtype_name(self->info.dtype), is_cuda(self) ? "cuda" : "cpu",
+                                       self->info.flipped ? "" : " bottom-up");
+    Py_DECREF(shape);
+    return r;
 }
 
 static PyMethodDef frame_methods[] = {

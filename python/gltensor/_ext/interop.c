@@ -104,8 +104,19 @@ static int dtype_from_dl(gltensor_state *st, DLDataType t, glt_dtype *out) {
 
 static int shape_error(gltensor_state *st, Py_ssize_t ndim) {
     PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
-                 "out= has %zd dimensions; it must be (height, width, channels), also for one-channel formats", ndim);
+                 "out= has %zd dimensions; it must be (height, width, channels), also for one-channel formats, or "
+                 "(count, height, width, channels) for batches and atlases",
+                 ndim);
     return -1;
+}
+
+/* Compact row-major byte strides for v->shape[0..ndim). */
+static void compact_strides(glt_buffer_view *v) {
+    int64_t s = (int64_t)glt_dtype_size(v->dtype);
+    for (int i = v->ndim - 1; i >= 0; --i) {
+        v->strides_bytes[i] = s;
+        s *= v->shape[i];
+    }
 }
 
 /* Fills shape and byte strides from an interface dict ('shape', 'strides', 'typestr', 'data'). */
@@ -122,24 +133,23 @@ static int view_from_interface(gltensor_state *st, PyObject *d, glt_buffer_view 
         PyErr_SetString(st->errors[GLT_INVALID_ARGUMENT], "out='s array interface lacks shape, typestr or data");
         return -1;
     }
-    if (PyTuple_GET_SIZE(shape) != 3) return shape_error(st, PyTuple_GET_SIZE(shape));
+    Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+    if (ndim != 3 && ndim != 4) return shape_error(st, ndim);
+    v->ndim = (int)ndim;
     const char *ts = PyUnicode_AsUTF8(typestr);
     if (!ts || dtype_from_typestr(st, ts, &v->dtype) < 0) return -1;
     v->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
     if (!v->data && PyErr_Occurred()) return -1;
     v->read_only = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1));
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < v->ndim; ++i) {
         v->shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
         if (v->shape[i] == -1 && PyErr_Occurred()) return -1;
     }
-    size_t es = glt_dtype_size(v->dtype);
     if (!strides || strides == Py_None) {
-        v->strides_bytes[2] = (int64_t)es;
-        v->strides_bytes[1] = v->shape[2] * (int64_t)es;
-        v->strides_bytes[0] = v->shape[1] * v->shape[2] * (int64_t)es;
+        compact_strides(v);
     } else {
-        if (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != 3) return shape_error(st, -1);
-        for (int i = 0; i < 3; ++i) {
+        if (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != v->ndim) return shape_error(st, -1);
+        for (int i = 0; i < v->ndim; ++i) {
             v->strides_bytes[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
             if (v->strides_bytes[i] == -1 && PyErr_Occurred()) return -1;
         }
@@ -169,18 +179,17 @@ static int view_from_capsule(gltensor_state *st, PyObject *capsule, glt_buffer_v
         PyErr_SetString(st->errors[GLT_INVALID_ARGUMENT], "out.__dlpack__() did not return a DLPack capsule");
         return -1;
     }
-    if (t->ndim != 3) return shape_error(st, t->ndim);
+    if (t->ndim != 3 && t->ndim != 4) return shape_error(st, t->ndim);
+    v->ndim = t->ndim;
     if (dtype_from_dl(st, t->dtype, &v->dtype) < 0) return -1;
     v->data = (char *)t->data + t->byte_offset;
     v->read_only = (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
     size_t es = glt_dtype_size(v->dtype);
-    for (int i = 0; i < 3; ++i) v->shape[i] = t->shape[i];
+    for (int i = 0; i < v->ndim; ++i) v->shape[i] = t->shape[i];
     if (t->strides) {
-        for (int i = 0; i < 3; ++i) v->strides_bytes[i] = t->strides[i] * (int64_t)es;
+        for (int i = 0; i < v->ndim; ++i) v->strides_bytes[i] = t->strides[i] * (int64_t)es;
     } else {
-        v->strides_bytes[2] = (int64_t)es;
-        v->strides_bytes[1] = t->shape[2] * (int64_t)es;
-        v->strides_bytes[0] = t->shape[1] * t->shape[2] * (int64_t)es;
+        compact_strides(v);
     }
     switch (t->device.device_type) {
     case kDLCUDA:
@@ -285,4 +294,51 @@ int glt_py_buffer_view(gltensor_state *st, PyObject *obj, int want_cuda, void *w
                  "out= must be a tensor exposing %s or __dlpack__ (torch, cupy, jax, numba, numpy); got %.100s",
                  want_cuda ? "__cuda_array_interface__" : "__array_interface__", Py_TYPE(obj)->tp_name);
     return -1;
+}
+
+int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames, glt_py_read_args *r) {
+    PyObject *flip_obj = NULL, *stream_obj = Py_None;
+    r->out = Py_None;
+    if (nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most 3 arguments (flip, stream, out)", fname);
+        return -1;
+    }
+    if (nargs > 0) flip_obj = args[0];
+    if (nargs > 1) stream_obj = args[1];
+    if (nargs > 2) r->out = args[2];
+    if (kwnames) {
+        /* Interned names compare by identity first: no string compare on the usual call. */
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < nk; ++i) {
+            PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+            if (k == st->str_flip || PyUnicode_Compare(k, st->str_flip) == 0) flip_obj = v;
+            else if (k == st->str_stream || PyUnicode_Compare(k, st->str_stream) == 0) stream_obj = v;
+            else if (k == st->str_out || PyUnicode_Compare(k, st->str_out) == 0) r->out = v;
+            else {
+                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, k);
+                return -1;
+            }
+        }
+    }
+    glt_read_options_init(&r->opts);
+    if (flip_obj) {
+        int f = PyObject_IsTrue(flip_obj);
+        if (f < 0) return -1;
+        r->opts.flip = f;
+    }
+    r->stream_given = stream_obj != Py_None;
+    if (r->stream_given && glt_py_parse_stream(st, stream_obj, &r->opts.cuda_stream) < 0) return -1;
+    return 0;
+}
+
+int glt_py_out_view(gltensor_state *st, glt_py_read_args *r, int want_cuda, glt_buffer_view *view, PyObject **keep) {
+    /* Without stream=, write on the stream the tensor's owner named (CAI v3), else on CUDA's legacy
+     * default stream, which orders with the default stream frameworks use unless told otherwise. */
+    void *hint = (void *)(uintptr_t)(want_cuda ? 1 : 0);
+    void *write_stream = r->stream_given ? r->opts.cuda_stream : hint;
+    if (glt_py_buffer_view(st, r->out, want_cuda, write_stream, view, keep, r->stream_given ? NULL : &hint) < 0)
+        return -1;
+    if (!r->stream_given) r->opts.cuda_stream = hint;
+    return 0;
 }

@@ -95,9 +95,12 @@ static int module_exec(PyObject *m) {
     st->context_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_context_spec, NULL);
     st->capture_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_capture_spec, NULL);
     st->frame_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_frame_spec, NULL);
-    if (!st->context_type || !st->capture_type || !st->frame_type) return -1;
+    st->batch_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_batch_spec, NULL);
+    st->atlas_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_atlas_spec, NULL);
+    if (!st->context_type || !st->capture_type || !st->frame_type || !st->batch_type || !st->atlas_type) return -1;
     if (PyModule_AddType(m, st->context_type) < 0 || PyModule_AddType(m, st->capture_type) < 0 ||
-        PyModule_AddType(m, st->frame_type) < 0)
+        PyModule_AddType(m, st->frame_type) < 0 || PyModule_AddType(m, st->batch_type) < 0 ||
+        PyModule_AddType(m, st->atlas_type) < 0)
         return -1;
     if (!(st->str_flip = intern("flip")) || !(st->str_stream = intern("stream")) || !(st->str_out = intern("out")) ||
         !(st->str_cuda_stream = intern("cuda_stream")) || !(st->str_ptr = intern("ptr")) ||
@@ -117,6 +120,8 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
     Py_VISIT(st->context_type);
     Py_VISIT(st->capture_type);
     Py_VISIT(st->frame_type);
+    Py_VISIT(st->batch_type);
+    Py_VISIT(st->atlas_type);
     Py_VISIT(st->error);
     for (int i = 0; i < GLT_STATUS_COUNT_; ++i) Py_VISIT(st->errors[i]);
     return 0;
@@ -127,6 +132,8 @@ static int module_clear(PyObject *m) {
     Py_CLEAR(st->context_type);
     Py_CLEAR(st->capture_type);
     Py_CLEAR(st->frame_type);
+    Py_CLEAR(st->batch_type);
+    Py_CLEAR(st->atlas_type);
     Py_CLEAR(st->error);
     for (int i = 0; i < GLT_STATUS_COUNT_; ++i) Py_CLEAR(st->errors[i]);
     Py_CLEAR(st->str_flip);

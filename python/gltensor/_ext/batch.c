@@ -1,0 +1,247 @@
+/* gltensor.Batch: many textures/renderbuffers (or captures) read with one GL->CUDA handoff. */
+#include "ext.h"
+
+typedef struct {
+    PyObject_HEAD
+    gltensor_state *st;
+    glt_batch *batch;
+    PyObject *captures; /* tuple of Capture objects; the C batch borrows their handles */
+} BatchObject;
+
+static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"sources", "target", "backend", "cuda_device", NULL};
+    PyObject *sources, *target = NULL, *backend = NULL, *device = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Batch", kwlist, &sources, &target, &backend, &device))
+        return NULL;
+    gltensor_state *st = glt_py_state_of_type(type);
+    if (!st) return NULL;
+    PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of GL names or gltensor.Capture objects");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    BatchObject *self = (BatchObject *)type->tp_alloc(type, 0);
+    PyObject *caps = PyTuple_New(n);
+    glt_capture **handles = PyMem_Malloc(sizeof *handles * (size_t)(n ? n : 1));
+    if (!self || !caps || !handles) goto fail;
+    self->st = st;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *src = PySequence_Fast_GET_ITEM(seq, i), *cap;
+        if (PyObject_TypeCheck(src, st->capture_type)) {
+            cap = Py_NewRef(src);
+        } else {
+            /* A bare name: the batch makes (and owns) its capture, with the batch's options. */
+            PyObject *kw = PyDict_New();
+            if (!kw) goto fail;
+            if ((backend && PyDict_SetItemString(kw, "backend", backend) < 0) ||
+                (device && PyDict_SetItemString(kw, "cuda_device", device) < 0)) {
+                Py_DECREF(kw);
+                goto fail;
+            }
+            PyObject *a = target ? PyTuple_Pack(2, src, target) : PyTuple_Pack(1, src);
+            cap = a ? PyObject_Call((PyObject *)st->capture_type, a, kw) : NULL;
+            Py_XDECREF(a);
+            Py_DECREF(kw);
+            if (!cap) goto fail;
+        }
+        PyTuple_SET_ITEM(caps, i, cap);
+        handles[i] = ((CaptureObject *)cap)->cap;
+        if (!handles[i]) {
+            glt_py_capture_closed((CaptureObject *)cap);
+            goto fail;
+        }
+    }
+    glt_status s = glt_batch_create(handles, (int)n, &self->batch);
+    if (s != GLT_OK) {
+        glt_py_raise(st, s);
+        goto fail;
+    }
+    self->captures = caps;
+    PyMem_Free(handles);
+    Py_DECREF(seq);
+    return (PyObject *)self;
+fail:
+    PyMem_Free(handles);
+    Py_XDECREF(caps);
+    Py_XDECREF(self);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+static PyObject *closed_error(BatchObject *self) {
+    PyErr_SetString(self->st->errors[GLT_CLOSED], "the batch was closed; create a new gltensor.Batch");
+    return NULL;
+}
+
+/* The C batch borrows the captures' handles: refuse to read once any of them was closed. */
+static int sources_open(BatchObject *self) {
+    if (!self->batch) {
+        closed_error(self);
+        return 0;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(self->captures);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        CaptureObject *c = (CaptureObject *)PyTuple_GET_ITEM(self->captures, i);
+        if (!c->cap) {
+            PyErr_Format(self->st->errors[GLT_CLOSED],
+                         "batch source %zd (%s %u) was closed; create a new Batch without it", i,
+                         c->target == GLT_RENDERBUFFER ? "renderbuffer" : "texture", c->name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int is_cuda(BatchObject *self) {
+    glt_capture_info info;
+    glt_capture_get_info(((CaptureObject *)PyTuple_GET_ITEM(self->captures, 0))->cap, &info);
+    return info.backend == GLT_BACKEND_CUDA;
+}
+
+static PyObject *batch_read(BatchObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    glt_py_read_args r;
+    if (glt_py_parse_read_args(self->st, "read", args, nargs, kwnames, &r) < 0) return NULL;
+    if (!sources_open(self)) return NULL;
+    if (r.out == Py_None) {
+        glt_frame *frame = NULL;
+        glt_status s = glt_batch_read(self->batch, &r.opts, &frame);
+        if (s != GLT_OK) return glt_py_raise(self->st, s);
+        return glt_py_frame_new(self->st, frame);
+    }
+    glt_buffer_view view;
+    PyObject *keep = NULL;
+    if (glt_py_out_view(self->st, &r, is_cuda(self), &view, &keep) < 0) return NULL;
+    glt_status s = glt_batch_read_into(self->batch, &r.opts, &view);
+    Py_XDECREF(keep);
+    if (s != GLT_OK) return glt_py_raise(self->st, s);
+    return Py_NewRef(r.out);
+}
+
+static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    glt_py_read_args r;
+    if (glt_py_parse_read_args(self->st, "read_list", args, nargs, kwnames, &r) < 0) return NULL;
+    if (r.out != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "read_list() takes no out=; use read(out=) with an (N, H, W, C) tensor, or "
+                                         "Capture.read(out=) per source");
+        return NULL;
+    }
+    if (!sources_open(self)) return NULL;
+    int n = glt_batch_count(self->batch);
+    glt_frame **frames = PyMem_Calloc((size_t)n, sizeof *frames);
+    if (!frames) return PyErr_NoMemory();
+    glt_status s = glt_batch_read_each(self->batch, &r.opts, frames);
+    if (s != GLT_OK) {
+        PyMem_Free(frames);
+        return glt_py_raise(self->st, s);
+    }
+    PyObject *list = PyList_New(n);
+    for (int i = 0; i < n; ++i) {
+        PyObject *f = glt_py_frame_new(self->st, frames[i]); /* owns frames[i] from here, even on failure */
+        if (!f || !list) {
+            Py_XDECREF(f);
+            Py_CLEAR(list);
+            for (int j = i + 1; j < n; ++j) glt_frame_destroy(frames[j]);
+            break;
+        }
+        PyList_SET_ITEM(list, i, f);
+    }
+    PyMem_Free(frames);
+    return list;
+}
+
+static PyObject *batch_close(BatchObject *self, PyObject *unused) {
+    (void)unused;
+    glt_batch_destroy(self->batch);
+    self->batch = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *batch_enter(BatchObject *self, PyObject *unused) {
+    (void)unused;
+    if (!self->batch) return closed_error(self);
+    return Py_NewRef(self);
+}
+
+static PyObject *batch_exit(BatchObject *self, PyObject *args) {
+    (void)args;
+    return batch_close(self, NULL);
+}
+
+static void batch_dealloc(BatchObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    glt_batch_destroy(self->batch);
+    Py_CLEAR(self->captures);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int batch_traverse(BatchObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->captures);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static PyObject *get_captures(BatchObject *self, void *c) {
+    (void)c;
+    return Py_NewRef(self->captures ? self->captures : Py_None);
+}
+static PyObject *get_closed(BatchObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->batch == NULL);
+}
+static Py_ssize_t batch_len(BatchObject *self) { return self->captures ? PyTuple_GET_SIZE(self->captures) : 0; }
+
+static PyObject *get_shape(BatchObject *self, void *c) {
+    (void)c;
+    if (!sources_open(self)) return NULL;
+    CaptureObject *c0 = (CaptureObject *)PyTuple_GET_ITEM(self->captures, 0);
+    glt_capture_info i;
+    glt_capture_get_info(c0->cap, &i);
+    return Py_BuildValue("(niii)", PyTuple_GET_SIZE(self->captures), i.height, i.width, i.channels);
+}
+
+static PyObject *get_backend(BatchObject *self, void *c) {
+    (void)c;
+    if (!sources_open(self)) return NULL;
+    return PyUnicode_FromString(is_cuda(self) ? "cuda" : "cpu");
+}
+
+static PyMethodDef batch_methods[] = {
+    {"read", (PyCFunction)(void (*)(void))batch_read, METH_FASTCALL | METH_KEYWORDS,
+     "read(flip=True, stream=None, out=None) -> Frame | out\n\nAll sources as one (N, H, W, C) frame with a single "
+     "map and unmap (and one kernel launch). Sources must share size and format; see read_list() otherwise."},
+    {"read_list", (PyCFunction)(void (*)(void))batch_read_list, METH_FASTCALL | METH_KEYWORDS,
+     "read_list(flip=True, stream=None) -> list[Frame]\n\nOne frame per source, sizes and formats may differ, "
+     "still with a single map and unmap for all."},
+    {"close", (PyCFunction)batch_close, METH_NOARGS, "Release the batch (idempotent); captures it made stay "
+                                                     "open until collected."},
+    {"__enter__", (PyCFunction)batch_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)batch_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef batch_getset[] = {
+    {"captures", (getter)get_captures, NULL, "the Capture of each source, in order", NULL},
+    {"shape", (getter)get_shape, NULL, "(N, H, W, C) of read(), from the first source", NULL},
+    {"backend", (getter)get_backend, NULL, "'cuda' or 'cpu'", NULL},
+    {"closed", (getter)get_closed, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot batch_slots[] = {
+    {Py_tp_new, batch_new},
+    {Py_tp_dealloc, batch_dealloc},
+    {Py_tp_traverse, batch_traverse},
+    {Py_tp_methods, batch_methods},
+    {Py_tp_getset, batch_getset},
+    {Py_sq_length, batch_len},
+    {Py_tp_doc, "Batch(sources, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None)\n\nMany cameras read "
+                "with one GL->CUDA handoff per step. sources: GL names (of `target`) or gltensor.Capture objects."},
+    {0, NULL},
+};
+
+PyType_Spec glt_batch_spec = {
+    .name = "gltensor.Batch",
+    .basicsize = sizeof(BatchObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = batch_slots,
+};

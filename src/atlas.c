@@ -1,0 +1,214 @@
+/*
+ * Atlases: one texture holding a grid of equal tiles (one camera each), read
+ * into (count, tile_height, tile_width, channels) with one map and one kernel
+ * launch for the whole split. Tile 0 is the top-left tile as seen on screen;
+ * glt_atlas_viewport tells renderers where to draw tile k.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct glt_atlas {
+    glt_capture *cap;
+    int rows, cols, tile_h, tile_w, count;
+    glt_cuda_region *regions;
+    unsigned char *scratch; /* CPU backend: the whole image, bottom-up */
+    size_t scratch_size;
+};
+
+void glt_atlas_desc_init(glt_atlas_desc *d) {
+    memset(d, 0, sizeof *d);
+    glt_capture_desc_init(&d->source);
+}
+
+/* Derives the grid from the request and the image size; refuses grids that do not fit. */
+static glt_status solve_grid(const glt_atlas_desc *d, int width, int height, unsigned name, glt_atlas *a) {
+    int rows = d->rows, cols = d->cols, th = d->tile_height, tw = d->tile_width;
+    if (rows < 0 || cols < 0 || th < 0 || tw < 0 || d->count < 0 || (rows > 0) != (cols > 0) || (th > 0) != (tw > 0))
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "atlas of texture %u: give tiles=(rows, cols), tile_size=(height, width), or both, with "
+                        "positive numbers",
+                        name);
+    if (rows == 0 && th == 0)
+        return glt_fail(GLT_INVALID_ARGUMENT, "atlas of texture %u: give tiles=(rows, cols) or tile_size=(height, "
+                                              "width)",
+                        name);
+    if (th == 0) {
+        if (height % rows || width % cols)
+            return glt_fail(GLT_INVALID_ARGUMENT,
+                            "atlas of texture %u: a %dx%d image does not split into %d rows x %d cols of equal tiles; "
+                            "pass tile_size=(height, width) as well",
+                            name, width, height, rows, cols);
+        th = height / rows;
+        tw = width / cols;
+    }
+    if (rows == 0) {
+        rows = height / th;
+        cols = width / tw;
+    }
+    if (rows == 0 || cols == 0 || rows * th > height || cols * tw > width)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "atlas of texture %u: a grid of %d rows x %d cols of %dx%d tiles needs %dx%d pixels, but the "
+                        "image is %dx%d; make the texture larger or the grid smaller",
+                        name, rows, cols, tw, th, cols * tw, rows * th, width, height);
+    int count = d->count ? d->count : rows * cols;
+    if (count > rows * cols)
+        return glt_fail(GLT_INVALID_ARGUMENT, "atlas of texture %u: %d tiles do not fit a grid of %d x %d", name,
+                        count, rows, cols);
+    a->rows = rows;
+    a->cols = cols;
+    a->tile_h = th;
+    a->tile_w = tw;
+    a->count = count;
+    return GLT_OK;
+}
+
+glt_status glt_atlas_create(const glt_atlas_desc *desc, glt_atlas **out) {
+    if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_create: NULL argument");
+    *out = NULL;
+    glt_atlas *a = calloc(1, sizeof *a);
+    if (!a) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    glt_status st = glt_capture_create(&desc->source, &a->cap);
+    if (st == GLT_OK) st = solve_grid(desc, a->cap->width, a->cap->height, desc->source.gl_name, a);
+    if (st == GLT_OK) {
+        a->regions = malloc(sizeof *a->regions * (size_t)a->count);
+        if (!a->regions) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    }
+    if (st != GLT_OK) {
+        glt_atlas_destroy(a);
+        return st;
+    }
+    *out = a;
+    return GLT_OK;
+}
+
+void glt_atlas_destroy(glt_atlas *a) {
+    if (!a) return;
+    glt_capture_destroy(a->cap);
+    free(a->regions);
+    free(a->scratch);
+    free(a);
+}
+
+glt_capture *glt_atlas_capture(glt_atlas *a) { return a ? a->cap : NULL; }
+
+void glt_atlas_grid(const glt_atlas *a, int *rows, int *cols, int *tile_height, int *tile_width, int *count) {
+    if (rows) *rows = a->rows;
+    if (cols) *cols = a->cols;
+    if (tile_height) *tile_height = a->tile_h;
+    if (tile_width) *tile_width = a->tile_w;
+    if (count) *count = a->count;
+}
+
+/* Tile k's bottom-left corner in GL coordinates: rows are counted from the top of the image. */
+static void tile_origin(const glt_atlas *a, int k, int *x0, int *y0) {
+    *x0 = (k % a->cols) * a->tile_w;
+    *y0 = a->cap->height - (k / a->cols + 1) * a->tile_h;
+}
+
+glt_status glt_atlas_viewport(const glt_atlas *a, int k, int viewport[4]) {
+    if (!a || !viewport) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_viewport: NULL argument");
+    if (k < 0 || k >= a->count)
+        return glt_fail(GLT_INVALID_ARGUMENT, "tile %d is out of range: the atlas has %d tiles (0..%d)", k, a->count,
+                        a->count - 1);
+    tile_origin(a, k, &viewport[0], &viewport[1]);
+    viewport[2] = a->tile_w;
+    viewport[3] = a->tile_h;
+    return GLT_OK;
+}
+
+static glt_status prepare(glt_atlas *a, const glt_read_options *opts, void **stream) {
+    glt_status st = glt_capture_prepare(a->cap, opts, stream);
+    if (st != GLT_OK) return st;
+    if (a->rows * a->tile_h > a->cap->height || a->cols * a->tile_w > a->cap->width)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "texture %u was resized to %dx%d, which no longer holds the atlas grid of %d x %d tiles of "
+                        "%dx%d; create a new Atlas for the new size",
+                        a->cap->name, a->cap->width, a->cap->height, a->rows, a->cols, a->tile_w, a->tile_h);
+    return GLT_OK;
+}
+
+static glt_status copy_tiles(glt_atlas *a, char *base, size_t stride, size_t pitch, int flip, void *stream) {
+    glt_capture *c = a->cap;
+    size_t bpp = (size_t)c->fmt->channels * glt_dtype_size(c->fmt->dtype);
+    if (c->backend == GLT_BACKEND_CUDA) {
+        for (int k = 0; k < a->count; ++k) {
+            glt_cuda_region r = {c->cuda, 0, 0, a->tile_w, a->tile_h, base + (size_t)k * stride, pitch};
+            tile_origin(a, k, &r.x0, &r.y0);
+            a->regions[k] = r;
+        }
+        return glt_cuda_copy_regions(&c->cuda, 1, a->regions, a->count, flip, stream);
+    }
+    /* CPU backend: one readback of the whole atlas, then rows of each tile out of it. */
+    size_t full_row = glt_capture_row_bytes(c), need = full_row * (size_t)c->height;
+    if (a->scratch_size < need) {
+        unsigned char *p = realloc(a->scratch, need);
+        if (!p) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a %zu-byte atlas readback", need);
+        a->scratch = p;
+        a->scratch_size = need;
+    }
+    glt_status st = glt_cpu_reader_read(c->cpu, c->fmt, c->width, c->height, a->scratch, full_row, 0);
+    if (st != GLT_OK) return st;
+    for (int k = 0; k < a->count; ++k) {
+        int x0, y0;
+        tile_origin(a, k, &x0, &y0);
+        char *dst = base + (size_t)k * stride;
+        for (int y = 0; y < a->tile_h; ++y) {
+            int src_y = y0 + (flip ? a->tile_h - 1 - y : y);
+            memcpy(dst + (size_t)y * pitch, a->scratch + (size_t)src_y * full_row + (size_t)x0 * bpp,
+                   (size_t)a->tile_w * bpp);
+        }
+    }
+    return GLT_OK;
+}
+
+static glt_read_options options_or_default(const glt_read_options *opts) {
+    glt_read_options o;
+    if (opts)
+        o = *opts;
+    else
+        glt_read_options_init(&o);
+    return o;
+}
+
+glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_frame **out) {
+    if (!a || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read: NULL argument");
+    *out = NULL;
+    glt_read_options opts = options_or_default(opts_in);
+    void *stream = NULL;
+    glt_status st = prepare(a, &opts, &stream);
+    if (st != GLT_OK) return st;
+    glt_capture *c = a->cap;
+    glt_frame *f = NULL;
+    st = glt_frame_create(c->pool, stream, c->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
+                          c->cuda_device, c->fmt->dtype, a->count, a->tile_h, a->tile_w, c->fmt->channels,
+                          opts.flip != 0, &f);
+    if (st != GLT_OK) return st;
+    size_t row = (size_t)a->tile_w * c->fmt->channels * glt_dtype_size(c->fmt->dtype);
+    st = copy_tiles(a, glt_frame_data(f), glt_frame_image_bytes(f), row, opts.flip, stream);
+    if (st != GLT_OK) {
+        glt_frame_destroy(f);
+        return st;
+    }
+    *out = f;
+    return GLT_OK;
+}
+
+glt_status glt_atlas_read_into(glt_atlas *a, const glt_read_options *opts_in, const glt_buffer_view *dst) {
+    if (!a) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read_into: atlas is NULL");
+    glt_read_options opts = options_or_default(opts_in);
+    void *stream = NULL;
+    glt_status st = prepare(a, &opts, &stream);
+    if (st != GLT_OK) return st;
+    glt_capture *c = a->cap;
+    glt_layout want = {c->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, c->cuda_device,
+                       c->fmt->dtype, a->count, a->tile_h, a->tile_w, c->fmt->channels};
+    char what[96];
+    snprintf(what, sizeof what, "the atlas of texture %u (%d tiles of %s)", c->name, a->count, c->fmt->name);
+    size_t pitch = 0, stride = 0;
+    st = glt_view_check(dst, &want, what, &pitch, &stride);
+    if (st != GLT_OK) return st;
+    return copy_tiles(a, dst->data, stride, pitch, opts.flip, stream);
+}

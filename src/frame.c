@@ -1,0 +1,93 @@
+/*
+ * Frames: a buffer from a pool plus what it holds. A frame is never written
+ * after its read returns; its buffer goes back to the pool when it is destroyed,
+ * to be reused once every stream that used it is done.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+size_t glt_frame_image_bytes(const glt_frame *f) {
+    return (size_t)f->height * f->width * f->channels * glt_dtype_size(f->dtype);
+}
+
+void *glt_frame_data(const glt_frame *f) { return glt_block_data(f->block); }
+
+glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int cuda_device, glt_dtype dtype,
+                            int count, int height, int width, int channels, int flipped, glt_frame **out) {
+    glt_frame *f = malloc(sizeof *f);
+    if (!f) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    f->memory = memory;
+    f->cuda_device = cuda_device;
+    f->dtype = dtype;
+    f->count = count;
+    f->height = height;
+    f->width = width;
+    f->channels = channels;
+    f->flipped = flipped;
+    f->stream = stream;
+    size_t bytes = glt_frame_image_bytes(f) * (size_t)(count > 0 ? count : 1);
+    glt_status st = glt_pool_acquire(pool, bytes, stream, &f->block);
+    if (st != GLT_OK) {
+        free(f);
+        return st;
+    }
+    glt_block_add_stream(f->block, stream);
+    *out = f;
+    return GLT_OK;
+}
+
+void glt_frame_get_info(const glt_frame *f, glt_frame_info *info) {
+    info->data = glt_block_data(f->block);
+    info->memory = f->memory;
+    info->cuda_device = f->cuda_device;
+    info->dtype = f->dtype;
+    info->count = f->count;
+    info->height = f->height;
+    info->width = f->width;
+    info->channels = f->channels;
+    info->row_pitch_bytes = (size_t)f->width * f->channels * glt_dtype_size(f->dtype);
+    info->nbytes = glt_block_size(f->block);
+    info->flipped = f->flipped;
+    info->stream = f->stream;
+}
+
+glt_status glt_frame_sync_stream(glt_frame *f, void *consumer) {
+    if (!f) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_sync_stream: frame is NULL");
+    if (f->memory != GLT_MEMORY_CUDA) return GLT_OK;
+    glt_status st = glt_cuda_stream_wait(consumer, f->stream, f->cuda_device);
+    if (st == GLT_OK) glt_block_add_stream(f->block, consumer);
+    return st;
+}
+
+glt_status glt_frame_clone(const glt_frame *f, glt_frame **out) {
+    if (!f || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_clone: NULL argument");
+    glt_frame *c = NULL;
+    glt_status st = glt_frame_create(glt_block_pool(f->block), f->stream, f->memory, f->cuda_device, f->dtype,
+                                     f->count, f->height, f->width, f->channels, f->flipped, &c);
+    if (st != GLT_OK) return st;
+    size_t bytes = glt_block_size(f->block);
+    if (f->memory == GLT_MEMORY_HOST)
+        memcpy(glt_frame_data(c), glt_frame_data(f), bytes);
+    else
+        st = glt_cuda_copy_linear(glt_frame_data(c), glt_frame_data(f), bytes, f->stream, f->cuda_device);
+    if (st != GLT_OK) {
+        glt_frame_destroy(c);
+        return st;
+    }
+    *out = c;
+    return GLT_OK;
+}
+
+glt_status glt_frame_synchronize(glt_frame *f) {
+    if (!f) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_synchronize: frame is NULL");
+    if (f->memory != GLT_MEMORY_CUDA) return GLT_OK;
+    return glt_cuda_stream_sync(f->stream, f->cuda_device);
+}
+
+void glt_frame_destroy(glt_frame *f) {
+    if (!f) return;
+    glt_pool_give_back(f->block);
+    free(f);
+}
