@@ -86,7 +86,8 @@ typedef enum glt_dtype {
     GLT_DTYPE_UINT16,
     GLT_DTYPE_UINT32,
     GLT_DTYPE_FLOAT16,
-    GLT_DTYPE_FLOAT32
+    GLT_DTYPE_FLOAT32,
+    GLT_DTYPE_BFLOAT16
 } glt_dtype;
 
 /* "uint8", "float16", ... */
@@ -163,16 +164,32 @@ GLT_API glt_status glt_capture_get_info(const glt_capture *cap, glt_capture_info
 /* Re-reads size and format from GL; re-registers if they changed (*changed = 1). */
 GLT_API glt_status glt_capture_refresh(glt_capture *cap, int *changed);
 
+/* Axis order of each output image. */
+typedef enum glt_order { GLT_ORDER_HWC, GLT_ORDER_CHW } glt_order;
+
+/* How to read. The conversions happen inside the one copy pass, never as a second pass:
+ *   channels: output channel i is source channel channels[i] (0 = R, 1 = G, 2 = B, 3 = A), for
+ *             i < n_channels; n_channels = 0 keeps every channel as stored.
+ *   dtype:    with convert_dtype = 1, the output element type. Unsigned-normalised sources (RGBA8, R16,
+ *             ...) become [0, 1] in float types; float sources become uint8 as round(clamp(x, 0, 1) * 255);
+ *             integer sources (R32UI, ...) keep their values in float types and saturate to uint8.
+ *   order:    GLT_ORDER_CHW gives (C, H, W) per image, (N, C, H, W) for batches. */
 typedef struct glt_read_options {
     int flip;          /* 1: top row first, as seen on screen; 0: GL's bottom-up rows */
-    void *cuda_stream; /* stream the copy is issued on; NULL: the capture's own stream */
+    void *cuda_stream; /* stream the copy is issued on; NULL: the object's own stream */
+    int n_channels;
+    int channels[4];
+    int convert_dtype;
+    glt_dtype dtype; /* GLT_DTYPE_UINT8, FLOAT16, BFLOAT16 or FLOAT32 when convert_dtype */
+    glt_order order;
 } glt_read_options;
 
-GLT_API void glt_read_options_init(glt_read_options *opts); /* flip = 1, own stream */
+/* flip = 1, own stream, no conversion (channels, dtype and HWC order as stored). */
+GLT_API void glt_read_options_init(glt_read_options *opts);
 
 /* A destination the caller owns: (height, width, channels), or (count, height, width, channels) for
- * batches and atlases, with byte strides. Pixels and channels must be contiguous; rows and images may
- * be padded. */
+ * batches and atlases, with byte strides; (channels, height, width) axes when reading in CHW order.
+ * Elements within a row must be contiguous; rows (and images) may be padded. */
 typedef struct glt_buffer_view {
     void *data;
     glt_memory memory;
@@ -197,7 +214,8 @@ typedef struct glt_frame_info {
     glt_dtype dtype;
     int count;              /* 0: one image (height, width, channels); N: a batch (N, height, width, channels) */
     int height, width, channels;
-    size_t row_pitch_bytes; /* == width * channels * dtype size: frames are contiguous */
+    glt_order order;        /* CHW: each image is (channels, height, width) */
+    size_t row_pitch_bytes; /* bytes of one row (HWC: width * channels * size; CHW: width * size); compact */
     size_t nbytes;
     int flipped;
     void *stream; /* stream the copy was issued on (NULL on the CPU backend) */

@@ -14,8 +14,6 @@ struct glt_atlas {
     glt_capture *cap;
     int rows, cols, tile_h, tile_w, count;
     glt_cuda_region *regions;
-    unsigned char *scratch; /* CPU backend: the whole image, bottom-up */
-    size_t scratch_size;
 };
 
 void glt_atlas_desc_init(glt_atlas_desc *d) {
@@ -88,7 +86,6 @@ void glt_atlas_destroy(glt_atlas *a) {
     if (!a) return;
     glt_capture_destroy(a->cap);
     free(a->regions);
-    free(a->scratch);
     free(a);
 }
 
@@ -130,36 +127,29 @@ static glt_status prepare(glt_atlas *a, const glt_read_options *opts, void **str
     return GLT_OK;
 }
 
-static glt_status copy_tiles(glt_atlas *a, char *base, size_t stride, size_t pitch, int flip, void *stream) {
+static glt_status copy_tiles(glt_atlas *a, const glt_out_spec *spec, char *base, size_t stride, size_t pitch,
+                             size_t plane, int flip, void *stream) {
     glt_capture *c = a->cap;
-    size_t bpp = (size_t)c->fmt->channels * glt_dtype_size(c->fmt->dtype);
     if (c->backend == GLT_BACKEND_CUDA) {
         for (int k = 0; k < a->count; ++k) {
-            glt_cuda_region r = {c->cuda, 0, 0, a->tile_w, a->tile_h, base + (size_t)k * stride, pitch};
+            glt_cuda_region r = {c->cuda, spec, 0, 0, a->tile_w, a->tile_h, base + (size_t)k * stride, pitch, plane};
             tile_origin(a, k, &r.x0, &r.y0);
             a->regions[k] = r;
         }
         return glt_cuda_copy_regions(&c->cuda, 1, a->regions, a->count, flip, stream);
     }
-    /* CPU backend: one readback of the whole atlas, then rows of each tile out of it. */
-    size_t full_row = glt_capture_row_bytes(c), need = full_row * (size_t)c->height;
-    if (a->scratch_size < need) {
-        unsigned char *p = realloc(a->scratch, need);
-        if (!p) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a %zu-byte atlas readback", need);
-        a->scratch = p;
-        a->scratch_size = need;
-    }
-    glt_status st = glt_cpu_reader_read(c->cpu, c->fmt, c->width, c->height, a->scratch, full_row, 0);
+    /* CPU backend: one readback of the whole atlas, then each tile out of it. */
+    glt_status st = glt_capture_read_scratch(c);
     if (st != GLT_OK) return st;
+    ptrdiff_t full_row = (ptrdiff_t)glt_capture_row_bytes(c);
+    size_t bpp = (size_t)c->fmt->channels * glt_dtype_size(c->fmt->dtype);
     for (int k = 0; k < a->count; ++k) {
         int x0, y0;
         tile_origin(a, k, &x0, &y0);
-        char *dst = base + (size_t)k * stride;
-        for (int y = 0; y < a->tile_h; ++y) {
-            int src_y = y0 + (flip ? a->tile_h - 1 - y : y);
-            memcpy(dst + (size_t)y * pitch, a->scratch + (size_t)src_y * full_row + (size_t)x0 * bpp,
-                   (size_t)a->tile_w * bpp);
-        }
+        const unsigned char *first = c->scratch + (ptrdiff_t)(y0 + (flip ? a->tile_h - 1 : 0)) * full_row +
+                                     (ptrdiff_t)((size_t)x0 * bpp);
+        glt_convert_host(c->fmt, spec, first, flip ? -full_row : full_row, a->tile_w, a->tile_h,
+                         base + (size_t)k * stride, pitch, plane);
     }
     return GLT_OK;
 }
@@ -173,6 +163,10 @@ static glt_read_options options_or_default(const glt_read_options *opts) {
     return o;
 }
 
+static void describe(const glt_atlas *a, char *what, size_t n) {
+    snprintf(what, n, "the atlas of texture %u (%d tiles of %s)", a->cap->name, a->count, a->cap->fmt->name);
+}
+
 glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_frame **out) {
     if (!a || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read: NULL argument");
     *out = NULL;
@@ -181,13 +175,18 @@ glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_fra
     glt_status st = prepare(a, &opts, &stream);
     if (st != GLT_OK) return st;
     glt_capture *c = a->cap;
+    char what[96];
+    describe(a, what, sizeof what);
+    glt_out_spec spec;
+    st = glt_out_spec_make(c->fmt, &opts, what, &spec);
+    if (st != GLT_OK) return st;
     glt_frame *f = NULL;
     st = glt_frame_create(c->pool, stream, c->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
-                          c->cuda_device, c->fmt->dtype, a->count, a->tile_h, a->tile_w, c->fmt->channels,
-                          opts.flip != 0, &f);
+                          c->cuda_device, &spec, a->count, a->tile_h, a->tile_w, opts.flip != 0, &f);
     if (st != GLT_OK) return st;
-    size_t row = (size_t)a->tile_w * c->fmt->channels * glt_dtype_size(c->fmt->dtype);
-    st = copy_tiles(a, glt_frame_data(f), glt_frame_image_bytes(f), row, opts.flip, stream);
+    size_t pitch = glt_out_row_bytes(&spec, a->tile_w);
+    st = copy_tiles(a, &spec, glt_frame_data(f), glt_frame_image_bytes(f), pitch, pitch * (size_t)a->tile_h,
+                    opts.flip, stream);
     if (st != GLT_OK) {
         glt_frame_destroy(f);
         return st;
@@ -203,12 +202,15 @@ glt_status glt_atlas_read_into(glt_atlas *a, const glt_read_options *opts_in, co
     glt_status st = prepare(a, &opts, &stream);
     if (st != GLT_OK) return st;
     glt_capture *c = a->cap;
-    glt_layout want = {c->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, c->cuda_device,
-                       c->fmt->dtype, a->count, a->tile_h, a->tile_w, c->fmt->channels};
     char what[96];
-    snprintf(what, sizeof what, "the atlas of texture %u (%d tiles of %s)", c->name, a->count, c->fmt->name);
-    size_t pitch = 0, stride = 0;
-    st = glt_view_check(dst, &want, what, &pitch, &stride);
+    describe(a, what, sizeof what);
+    glt_out_spec spec;
+    st = glt_out_spec_make(c->fmt, &opts, what, &spec);
     if (st != GLT_OK) return st;
-    return copy_tiles(a, dst->data, stride, pitch, opts.flip, stream);
+    glt_dest_shape want = {c->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, c->cuda_device, &spec,
+                           a->count, a->tile_h, a->tile_w};
+    glt_dest_strides d;
+    st = glt_view_check(dst, &want, what, &d);
+    if (st != GLT_OK) return st;
+    return copy_tiles(a, &spec, dst->data, d.image, d.pitch, d.plane, opts.flip, stream);
 }

@@ -99,13 +99,19 @@ static glt_status prepare(glt_batch *b, const glt_read_options *opts, int stacke
     return GLT_OK;
 }
 
-/* One handoff for all sources: capture i goes to dsts[i] with the given pitch. */
-static glt_status copy_all(glt_batch *b, void *const *dsts, const size_t *pitches, int flip, void *stream) {
+/* Where source i goes and how: its conversions, first row, row pitch and plane stride. */
+typedef struct dest {
+    const glt_out_spec *spec;
+    void *data;
+    size_t pitch, plane;
+} dest;
+
+/* One handoff for all sources. */
+static glt_status copy_all(glt_batch *b, const dest *d, int flip, void *stream) {
     if (!is_cuda(b)) {
         /* CPU backend: one readback per texture. */
         for (int i = 0; i < b->count; ++i) {
-            glt_capture *c = b->caps[i];
-            glt_status st = glt_cpu_reader_read(c->cpu, c->fmt, c->width, c->height, dsts[i], pitches[i], flip);
+            glt_status st = glt_capture_copy(b->caps[i], d[i].spec, flip, d[i].data, d[i].pitch, d[i].plane, NULL);
             if (st != GLT_OK) return st;
         }
         return GLT_OK;
@@ -113,7 +119,7 @@ static glt_status copy_all(glt_batch *b, void *const *dsts, const size_t *pitche
     for (int i = 0; i < b->count; ++i) {
         glt_capture *c = b->caps[i];
         b->images[i] = c->cuda;
-        glt_cuda_region r = {c->cuda, 0, 0, c->width, c->height, dsts[i], pitches[i]};
+        glt_cuda_region r = {c->cuda, d[i].spec, 0, 0, c->width, c->height, d[i].data, d[i].pitch, d[i].plane};
         b->regions[i] = r;
     }
     return glt_cuda_copy_regions(b->images, b->count, b->regions, b->count, flip, stream);
@@ -128,24 +134,24 @@ static glt_read_options options_or_default(const glt_read_options *opts) {
     return o;
 }
 
-/* Destinations of a stacked read: image i at base + i * stride. */
-static glt_status stacked_copy(glt_batch *b, char *base, size_t stride, size_t pitch, int flip, void *stream) {
-    void *local_d[16] = {0};
-    size_t local_p[16] = {0};
-    void **dsts = b->count <= 16 ? local_d : malloc(sizeof *dsts * (size_t)b->count);
-    size_t *pitches = b->count <= 16 ? local_p : malloc(sizeof *pitches * (size_t)b->count);
-    glt_status st;
-    if (!dsts || !pitches) {
-        st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    } else {
-        for (int i = 0; i < b->count; ++i) {
-            dsts[i] = base + (size_t)i * stride;
-            pitches[i] = pitch;
-        }
-        st = copy_all(b, dsts, pitches, flip, stream);
+static void describe(const glt_batch *b, char *what, size_t n) {
+    snprintf(what, n, "a batch of %d %s images", b->count, b->caps[0]->fmt->name);
+}
+
+/* A stacked read: image i at base + i * stride, all with one spec. */
+static glt_status stacked_copy(glt_batch *b, const glt_out_spec *spec, char *base, size_t stride, size_t pitch,
+                               size_t plane, int flip, void *stream) {
+    dest local[16] = {{0}};
+    dest *d = b->count <= 16 ? local : malloc(sizeof *d * (size_t)b->count);
+    if (!d) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    for (int i = 0; i < b->count; ++i) {
+        d[i].spec = spec;
+        d[i].data = base + (size_t)i * stride;
+        d[i].pitch = pitch;
+        d[i].plane = plane;
     }
-    if (dsts != local_d) free(dsts);
-    if (pitches != local_p) free(pitches);
+    glt_status st = copy_all(b, d, flip, stream);
+    if (d != local) free(d);
     return st;
 }
 
@@ -157,11 +163,18 @@ glt_status glt_batch_read(glt_batch *b, const glt_read_options *opts_in, glt_fra
     glt_status st = prepare(b, &opts, 1, &stream);
     if (st != GLT_OK) return st;
     const glt_capture *a = b->caps[0];
-    glt_frame *f = NULL;
-    st = glt_frame_create(b->pool, stream, is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, a->cuda_device,
-                          a->fmt->dtype, b->count, a->height, a->width, a->fmt->channels, opts.flip != 0, &f);
+    char what[96];
+    describe(b, what, sizeof what);
+    glt_out_spec spec;
+    st = glt_out_spec_make(a->fmt, &opts, what, &spec);
     if (st != GLT_OK) return st;
-    st = stacked_copy(b, glt_frame_data(f), glt_frame_image_bytes(f), glt_capture_row_bytes(a), opts.flip, stream);
+    glt_frame *f = NULL;
+    st = glt_frame_create(b->pool, stream, is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, a->cuda_device, &spec,
+                          b->count, a->height, a->width, opts.flip != 0, &f);
+    if (st != GLT_OK) return st;
+    size_t pitch = glt_out_row_bytes(&spec, a->width);
+    st = stacked_copy(b, &spec, glt_frame_data(f), glt_frame_image_bytes(f), pitch, pitch * (size_t)a->height,
+                      opts.flip, stream);
     if (st != GLT_OK) {
         glt_frame_destroy(f);
         return st;
@@ -177,14 +190,17 @@ glt_status glt_batch_read_into(glt_batch *b, const glt_read_options *opts_in, co
     glt_status st = prepare(b, &opts, 1, &stream);
     if (st != GLT_OK) return st;
     const glt_capture *a = b->caps[0];
-    glt_layout want = {is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, a->cuda_device, a->fmt->dtype, b->count,
-                       a->height, a->width, a->fmt->channels};
     char what[96];
-    snprintf(what, sizeof what, "a batch of %d %s images", b->count, a->fmt->name);
-    size_t pitch = 0, stride = 0;
-    st = glt_view_check(dst, &want, what, &pitch, &stride);
+    describe(b, what, sizeof what);
+    glt_out_spec spec;
+    st = glt_out_spec_make(a->fmt, &opts, what, &spec);
     if (st != GLT_OK) return st;
-    return stacked_copy(b, dst->data, stride, pitch, opts.flip, stream);
+    glt_dest_shape want = {is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, a->cuda_device, &spec, b->count,
+                           a->height, a->width};
+    glt_dest_strides d;
+    st = glt_view_check(dst, &want, what, &d);
+    if (st != GLT_OK) return st;
+    return stacked_copy(b, &spec, dst->data, d.image, d.pitch, d.plane, opts.flip, stream);
 }
 
 glt_status glt_batch_read_each(glt_batch *b, const glt_read_options *opts_in, glt_frame **frames) {
@@ -194,22 +210,28 @@ glt_status glt_batch_read_each(glt_batch *b, const glt_read_options *opts_in, gl
     void *stream = NULL;
     glt_status st = prepare(b, &opts, 0, &stream);
     if (st != GLT_OK) return st;
-    void **dsts = malloc(sizeof *dsts * (size_t)b->count);
-    size_t *pitches = malloc(sizeof *pitches * (size_t)b->count);
-    if (!dsts || !pitches) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    dest *d = malloc(sizeof *d * (size_t)b->count);
+    glt_out_spec *specs = malloc(sizeof *specs * (size_t)b->count);
+    if (!d || !specs) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     for (int i = 0; i < b->count && st == GLT_OK; ++i) {
         const glt_capture *c = b->caps[i];
+        char what[96];
+        snprintf(what, sizeof what, "batch source %d (%s %u, %s)", i, glt_capture_kind(c), c->name, c->fmt->name);
+        st = glt_out_spec_make(c->fmt, &opts, what, &specs[i]);
         /* From the batch's pool, so that each frame keeps the stream it names alive. */
-        st = glt_frame_create(b->pool, stream, is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, c->cuda_device,
-                              c->fmt->dtype, 0, c->height, c->width, c->fmt->channels, opts.flip != 0, &frames[i]);
+        if (st == GLT_OK)
+            st = glt_frame_create(b->pool, stream, is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, c->cuda_device,
+                                  &specs[i], 0, c->height, c->width, opts.flip != 0, &frames[i]);
         if (st == GLT_OK) {
-            dsts[i] = glt_frame_data(frames[i]);
-            pitches[i] = glt_capture_row_bytes(c);
+            d[i].spec = &specs[i];
+            d[i].data = glt_frame_data(frames[i]);
+            d[i].pitch = glt_out_row_bytes(&specs[i], c->width);
+            d[i].plane = d[i].pitch * (size_t)c->height;
         }
     }
-    if (st == GLT_OK) st = copy_all(b, dsts, pitches, opts.flip, stream);
-    free(dsts);
-    free(pitches);
+    if (st == GLT_OK) st = copy_all(b, d, opts.flip, stream);
+    free(d);
+    free(specs);
     if (st != GLT_OK)
         for (int i = 0; i < b->count; ++i) {
             glt_frame_destroy(frames[i]);

@@ -219,6 +219,7 @@ void glt_capture_destroy(glt_capture *cap) {
             free(cap->cpu);
     }
     glt_pool_release(cap->pool); /* frames still alive keep the pool until they go */
+    free(cap->scratch);
     free(cap);
 }
 
@@ -290,13 +291,30 @@ glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, v
     return GLT_OK;
 }
 
-/* The whole image into dst (pitched rows). */
-static glt_status copy_image(glt_capture *cap, int flip, void *dst, size_t pitch, void *stream) {
+glt_status glt_capture_read_scratch(glt_capture *cap) {
+    size_t row = glt_capture_row_bytes(cap), need = row * (size_t)cap->height;
+    if (cap->scratch_size < need) {
+        unsigned char *p = realloc(cap->scratch, need);
+        if (!p) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a %zu-byte readback", need);
+        cap->scratch = p;
+        cap->scratch_size = need;
+    }
+    return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, cap->scratch, row, 0);
+}
+
+glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip, void *dst, size_t pitch,
+                            size_t plane, void *stream) {
     if (cap->backend == GLT_BACKEND_CUDA) {
-        glt_cuda_region r = {cap->cuda, 0, 0, cap->width, cap->height, dst, pitch};
+        glt_cuda_region r = {cap->cuda, spec, 0, 0, cap->width, cap->height, dst, pitch, plane};
         return glt_cuda_copy_regions(&cap->cuda, 1, &r, 1, flip, stream);
     }
-    return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, dst, pitch, flip);
+    if (spec->raw) return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, dst, pitch, flip);
+    glt_status st = glt_capture_read_scratch(cap);
+    if (st != GLT_OK) return st;
+    ptrdiff_t row = (ptrdiff_t)glt_capture_row_bytes(cap);
+    const unsigned char *first = flip ? cap->scratch + (cap->height - 1) * row : cap->scratch;
+    glt_convert_host(cap->fmt, spec, first, flip ? -row : row, cap->width, cap->height, dst, pitch, plane);
+    return GLT_OK;
 }
 
 static glt_read_options options_or_default(const glt_read_options *opts) {
@@ -308,6 +326,10 @@ static glt_read_options options_or_default(const glt_read_options *opts) {
     return o;
 }
 
+static void describe(const glt_capture *cap, char *what, size_t n) {
+    snprintf(what, n, "%s %u (%s)", kind_of(cap->target), cap->name, cap->fmt->name);
+}
+
 glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, glt_frame **out) {
     glt_read_options opts = options_or_default(opts_in);
     if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_read: out is NULL");
@@ -315,12 +337,17 @@ glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, g
     void *stream = NULL;
     glt_status st = glt_capture_prepare(cap, &opts, &stream);
     if (st != GLT_OK) return st;
+    char what[96];
+    describe(cap, what, sizeof what);
+    glt_out_spec spec;
+    st = glt_out_spec_make(cap->fmt, &opts, what, &spec);
+    if (st != GLT_OK) return st;
     glt_frame *f = NULL;
     st = glt_frame_create(cap->pool, stream, cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
-                          cap->cuda_device, cap->fmt->dtype, 0, cap->height, cap->width, cap->fmt->channels,
-                          opts.flip != 0, &f);
+                          cap->cuda_device, &spec, 0, cap->height, cap->width, opts.flip != 0, &f);
     if (st != GLT_OK) return st;
-    st = copy_image(cap, opts.flip, glt_frame_data(f), glt_capture_row_bytes(cap), stream);
+    size_t pitch = glt_out_row_bytes(&spec, cap->width);
+    st = glt_capture_copy(cap, &spec, opts.flip, glt_frame_data(f), pitch, pitch * (size_t)cap->height, stream);
     if (st != GLT_OK) {
         glt_frame_destroy(f);
         return st;
@@ -334,12 +361,15 @@ glt_status glt_capture_read_into(glt_capture *cap, const glt_read_options *opts_
     void *stream = NULL;
     glt_status st = glt_capture_prepare(cap, &opts, &stream);
     if (st != GLT_OK) return st;
-    glt_layout want = {cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, cap->cuda_device,
-                       cap->fmt->dtype, 0, cap->height, cap->width, cap->fmt->channels};
     char what[96];
-    snprintf(what, sizeof what, "%s %u (%s)", kind_of(cap->target), cap->name, cap->fmt->name);
-    size_t pitch = 0, image_stride = 0;
-    st = glt_view_check(dst, &want, what, &pitch, &image_stride);
+    describe(cap, what, sizeof what);
+    glt_out_spec spec;
+    st = glt_out_spec_make(cap->fmt, &opts, what, &spec);
     if (st != GLT_OK) return st;
-    return copy_image(cap, opts.flip, dst->data, pitch, stream);
+    glt_dest_shape want = {cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, cap->cuda_device,
+                           &spec, 0, cap->height, cap->width};
+    glt_dest_strides d;
+    st = glt_view_check(dst, &want, what, &d);
+    if (st != GLT_OK) return st;
+    return glt_capture_copy(cap, &spec, opts.flip, dst->data, d.pitch, d.plane, stream);
 }

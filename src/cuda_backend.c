@@ -8,7 +8,6 @@
  * texture object and writes the final layout, so no second pass is ever needed.
  */
 #include "internal.h"
-#include "kernels.h"
 
 #ifdef GLT_WITH_CUDA
 
@@ -207,18 +206,24 @@ static const char *kind_of(const glt_cuda_image *img) {
     return img->target == GL_RENDERBUFFER ? "renderbuffer" : "texture";
 }
 
-/* Two regions can share a launch when the kernel sees the same shapes and types. */
+/* Two regions can share a launch when the kernel sees the same shapes, types and conversions. */
 static int same_launch(const glt_cuda_region *a, const glt_cuda_region *b) {
-    return a->width == b->width && a->height == b->height && a->pitch == b->pitch &&
-           a->img->array_channels == b->img->array_channels && a->img->elem_bytes == b->img->elem_bytes &&
-           a->img->array_is_float == b->img->array_is_float && a->img->fmt->channels == b->img->fmt->channels;
+    return a->spec == b->spec && a->width == b->width && a->height == b->height && a->pitch == b->pitch &&
+           a->plane == b->plane && a->img->array_channels == b->img->array_channels &&
+           a->img->elem_bytes == b->img->elem_bytes && a->img->array_is_float == b->img->array_is_float &&
+           a->img->fmt == b->img->fmt;
 }
 
-/* Copies the regions of already-mapped images: a 2D copy for one unflipped region the array holds as
- * the output wants it, else the gather kernel, one launch per run of alike regions. */
+/* A plain 2D copy suffices: one region, unflipped, no conversion, and the array holds what the format says. */
+static int plain_copy(const glt_cuda_region *r, int n, int flip) {
+    return n == 1 && !flip && r->spec->raw && r->img->array_channels == r->img->fmt->channels;
+}
+
+/* Copies the regions of already-mapped images: a 2D copy when plain_copy(), else the gather kernel,
+ * one launch per run of alike regions. */
 static glt_status copy_mapped(const glt_cuda_region *regions, int n, int flip, cudaStream_t stream) {
     const glt_cuda_region *r0 = &regions[0];
-    if (n == 1 && !flip && r0->img->array_channels == r0->img->fmt->channels) {
+    if (plain_copy(r0, n, flip)) {
         size_t bpp = (size_t)r0->img->fmt->channels * r0->img->elem_bytes;
         cudaError_t e = cudaMemcpy2DFromArrayAsync(r0->dst, r0->pitch, r0->img->array, (size_t)r0->x0 * bpp,
                                                    (size_t)r0->y0, (size_t)r0->width * bpp, (size_t)r0->height,
@@ -240,10 +245,23 @@ static glt_status copy_mapped(const glt_cuda_region *regions, int n, int flip, c
             it->dst = r->dst;
             ++end;
         }
-        const glt_cuda_image *img = regions[first].img;
-        int rc = glt_launch_gather(items, end - first, img->array_channels, img->elem_bytes, img->array_is_float,
-                                   img->fmt->channels, regions[first].width, regions[first].height,
-                                   regions[first].pitch, flip, stream);
+        const glt_cuda_region *r = &regions[first];
+        const glt_cuda_image *img = r->img;
+        glt_gather_spec sp;
+        sp.array_channels = img->array_channels;
+        sp.elem_bytes = img->elem_bytes;
+        sp.array_is_float = img->array_is_float;
+        sp.kind = r->spec->kind;
+        sp.out_type = r->spec->out_type;
+        sp.out_channels = r->spec->channels;
+        for (int c = 0; c < 4; ++c) sp.map[c] = r->spec->map[c];
+        sp.chw = r->spec->order == GLT_ORDER_CHW;
+        sp.width = r->width;
+        sp.height = r->height;
+        sp.flip = flip;
+        sp.pitch = r->pitch;
+        sp.plane = r->plane;
+        int rc = glt_launch_gather(items, end - first, &sp, stream);
         if (rc != 0)
             return cuda_fail((cudaError_t)rc, "copy kernel launch", "%s %u (%s), %d region(s)", kind_of(img),
                              img->name, img->fmt->name, end - first);
@@ -283,8 +301,7 @@ glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, co
             st = cuda_fail(e, "cudaGraphicsSubResourceGetMappedArray", "%s %u", kind_of(images[i]), images[i]->name);
         else if (array != images[i]->array)
             st = learn_array(images[i], array);
-        if (st == GLT_OK && (flip || n_regions > 1 || images[i]->array_channels != images[i]->fmt->channels))
-            st = ensure_texture(images[i]);
+        if (st == GLT_OK && !plain_copy(regions, n_regions, flip)) st = ensure_texture(images[i]);
     }
     if (st == GLT_OK) st = copy_mapped(regions, n_regions, flip, stream);
     e = cudaGraphicsUnmapResources(n_images, res, stream);

@@ -1,8 +1,10 @@
 // The one copy kernel: reads regions of mapped CUDA arrays through texture
-// objects and writes linear rows, top row first when flipping, keeping the
-// first out_channels channels (RGB8 is stored by the driver as four 8-bit
-// channels). One launch serves a whole batch of cameras or atlas tiles.
-// Values are moved as they are stored: no normalisation, no rounding.
+// objects and writes linear output, with every conversion the caller asked for
+// done in the same pass: rows top-first (flip), channel selection and order,
+// element type (unsigned-normalised to [0, 1] floats, floats to uint8, ...),
+// and HWC or CHW axis order. One launch serves a whole batch of cameras or
+// atlas tiles. Without conversions, values are moved exactly as stored.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -14,96 +16,149 @@ namespace {
 
 // Component i of a texel, whatever its vector width.
 template <typename T> __device__ __forceinline__ T comp(T v, int) { return v; }
-#define GLT_VEC_COMP(V, S)                                                                  \
+#define GLT_VEC2_COMP(V, S) \
     __device__ __forceinline__ S comp(V v, int i) { return i == 0 ? v.x : v.y; }
-#define GLT_VEC4_COMP(V, S)                                                                 \
+#define GLT_VEC4_COMP(V, S) \
     __device__ __forceinline__ S comp(V v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
-GLT_VEC_COMP(uchar2, unsigned char)
-GLT_VEC_COMP(ushort2, unsigned short)
-GLT_VEC_COMP(uint2, unsigned int)
-GLT_VEC_COMP(float2, float)
+GLT_VEC2_COMP(uchar2, unsigned char)
+GLT_VEC2_COMP(ushort2, unsigned short)
+GLT_VEC2_COMP(uint2, unsigned int)
+GLT_VEC2_COMP(float2, float)
 GLT_VEC4_COMP(uchar4, unsigned char)
 GLT_VEC4_COMP(ushort4, unsigned short)
 GLT_VEC4_COMP(uint4, unsigned int)
 GLT_VEC4_COMP(float4, float)
 
-template <typename O, typename S> __device__ __forceinline__ O convert(S s) { return (O)s; }
-// Half arrays are always fetched promoted to float; converting back is exact.
-template <> __device__ __forceinline__ __half convert<__half, float>(float s) { return __float2half_rn(s); }
+template <typename S> struct unorm_max;
+template <> struct unorm_max<unsigned char> { static constexpr float value = 255.0f; };
+template <> struct unorm_max<unsigned short> { static constexpr float value = 65535.0f; };
+template <> struct unorm_max<unsigned int> { static constexpr float value = 4294967295.0f; };
+template <> struct unorm_max<float> { static constexpr float value = 1.0f; };
 
-// Up to GLT_GATHER_MAX images per launch travel in the kernel's parameters (about 2.3 KB, under the
-// 4 KB every architecture accepts), so a whole batch or atlas is one launch, or a few.
-#define GLT_GATHER_MAX 96
+// A source value as a float, per the source kind (unsigned-normalised scale to [0, 1]).
+template <typename S> __device__ __forceinline__ float as_float(S s, int kind) {
+    float f = (float)s;
+    return kind == GLT_KIND_UNORM ? f / unorm_max<S>::value : f; // IEEE division, as NumPy does
+}
+
+template <typename O, typename S> struct convert_to {
+    __device__ static O run(S s, int) { return (O)s; } // same type: exact
+};
+template <typename S> struct convert_to<float, S> {
+    __device__ static float run(S s, int kind) { return as_float(s, kind); }
+};
+template <typename S> struct convert_to<__half, S> {
+    __device__ static __half run(S s, int kind) { return __float2half_rn(as_float(s, kind)); }
+};
+template <typename S> struct convert_to<__nv_bfloat16, S> {
+    __device__ static __nv_bfloat16 run(S s, int kind) { return __float2bfloat16_rn(as_float(s, kind)); }
+};
+template <typename S> struct convert_to<unsigned char, S> {
+    __device__ static unsigned char run(S s, int kind) {
+        if (kind == GLT_KIND_UINT) return (unsigned char)(s > (S)255 ? 255 : s); // saturate integers
+        // Normalised or float: round(clamp(x, 0, 1) * 255), ties to even.
+        return (unsigned char)__float2uint_rn(__saturatef(as_float(s, kind)) * 255.0f);
+    }
+};
+template <> struct convert_to<unsigned char, unsigned char> {
+    __device__ static unsigned char run(unsigned char s, int) { return s; }
+};
+
+// Up to GLT_GATHER_MAX images per launch travel in the kernel's parameters (under the 4 KB every
+// architecture accepts), so a whole batch or atlas is one launch, or a few.
+#define GLT_GATHER_MAX 80
 struct gather_params {
     unsigned long long tex[GLT_GATHER_MAX];
     int x0[GLT_GATHER_MAX], y0[GLT_GATHER_MAX]; // region origin in the array, GL's bottom-left convention
     char *dst[GLT_GATHER_MAX];
+    int map[4];   // output channel c <- source channel map[c]
+    int n_out;    // output channels
+    int kind;     // GLT_KIND_*
+    int chw;      // planar output
+    size_t plane; // bytes between channel planes (chw)
 };
 
 // blockIdx.z picks the image; each thread writes one pixel of it.
-template <typename V, typename O, int OC>
-__global__ void gather(gather_params p, int width, int height, size_t pitch, int flip) {
+template <typename V, typename S, typename O>
+__global__ void gather(const gather_params p, int width, int height, size_t pitch, int flip) {
     int x = blockIdx.x * blockDim.x + threadIdx.x;
     int y = blockIdx.y * blockDim.y + threadIdx.y;
     int i = blockIdx.z;
     if (x >= width || y >= height) return;
     int src_y = p.y0[i] + (flip ? height - 1 - y : y);
     V v = tex2D<V>((cudaTextureObject_t)p.tex[i], p.x0[i] + x + 0.5f, src_y + 0.5f);
-    O *out = reinterpret_cast<O *>(p.dst[i] + (size_t)y * pitch) + (size_t)x * OC;
-#pragma unroll
-    for (int c = 0; c < OC; ++c) out[c] = convert<O>(comp(v, c));
+    char *row = p.dst[i] + (size_t)y * pitch;
+    if (p.chw) {
+        for (int c = 0; c < p.n_out; ++c)
+            reinterpret_cast<O *>(row + c * p.plane)[x] = convert_to<O, S>::run((S)comp(v, p.map[c]), p.kind);
+    } else {
+        O *out = reinterpret_cast<O *>(row) + (size_t)x * p.n_out;
+        for (int c = 0; c < p.n_out; ++c) out[c] = convert_to<O, S>::run((S)comp(v, p.map[c]), p.kind);
+    }
 }
 
-template <typename V, typename O, int OC>
-int launch(const glt_gather_item *items, int count, int w, int h, size_t pitch, int flip, cudaStream_t s) {
+template <typename V, typename S, typename O>
+int launch(const glt_gather_item *items, int count, const glt_gather_spec *spec, cudaStream_t s) {
     dim3 block(32, 8);
+    gather_params p;
+    for (int c = 0; c < 4; ++c) p.map[c] = spec->map[c];
+    p.n_out = spec->out_channels;
+    p.kind = spec->kind;
+    p.chw = spec->chw;
+    p.plane = spec->plane;
     for (int first = 0; first < count; first += GLT_GATHER_MAX) {
         int n = count - first < GLT_GATHER_MAX ? count - first : GLT_GATHER_MAX;
-        gather_params p;
         for (int i = 0; i < n; ++i) {
             p.tex[i] = items[first + i].texture;
             p.x0[i] = items[first + i].x0;
             p.y0[i] = items[first + i].y0;
             p.dst[i] = (char *)items[first + i].dst;
         }
-        dim3 grid((w + block.x - 1) / block.x, (h + block.y - 1) / block.y, n);
-        gather<V, O, OC><<<grid, block, 0, s>>>(p, w, h, pitch, flip);
+        dim3 grid((spec->width + block.x - 1) / block.x, (spec->height + block.y - 1) / block.y, n);
+        gather<V, S, O><<<grid, block, 0, s>>>(p, spec->width, spec->height, spec->pitch, spec->flip);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return (int)e;
     }
     return 0;
 }
 
-// One array element type (scalar S, vectors V2, V4) and output scalar O: pick by channel counts.
+// Texel vector by the array's channel count, for one source scalar S (the fetched type).
 template <typename S, typename V2, typename V4, typename O>
-int dispatch(int ac, int oc, const glt_gather_item *it, int n, int w, int h, size_t p, int f, cudaStream_t s) {
-    if (ac == 1 && oc == 1) return launch<S, O, 1>(it, n, w, h, p, f, s);
-    if (ac == 2 && oc == 1) return launch<V2, O, 1>(it, n, w, h, p, f, s);
-    if (ac == 2 && oc == 2) return launch<V2, O, 2>(it, n, w, h, p, f, s);
-    if (ac == 4 && oc == 1) return launch<V4, O, 1>(it, n, w, h, p, f, s);
-    if (ac == 4 && oc == 2) return launch<V4, O, 2>(it, n, w, h, p, f, s);
-    if (ac == 4 && oc == 3) return launch<V4, O, 3>(it, n, w, h, p, f, s);
-    if (ac == 4 && oc == 4) return launch<V4, O, 4>(it, n, w, h, p, f, s);
+int by_width(const glt_gather_item *it, int n, const glt_gather_spec *sp, cudaStream_t s) {
+    switch (sp->array_channels) {
+    case 1: return launch<S, S, O>(it, n, sp, s);
+    case 2: return launch<V2, S, O>(it, n, sp, s);
+    case 4: return launch<V4, S, O>(it, n, sp, s);
+    }
+    return (int)cudaErrorInvalidValue;
+}
+
+// Output type for one fetched scalar S; `same` is the output type of an unconverted read.
+template <typename S, typename V2, typename V4, typename Same>
+int by_output(const glt_gather_item *it, int n, const glt_gather_spec *sp, cudaStream_t s) {
+    switch (sp->out_type) {
+    case GLT_OUT_SAME: return by_width<S, V2, V4, Same>(it, n, sp, s);
+    case GLT_OUT_UINT8: return by_width<S, V2, V4, unsigned char>(it, n, sp, s);
+    case GLT_OUT_FLOAT16: return by_width<S, V2, V4, __half>(it, n, sp, s);
+    case GLT_OUT_BFLOAT16: return by_width<S, V2, V4, __nv_bfloat16>(it, n, sp, s);
+    case GLT_OUT_FLOAT32: return by_width<S, V2, V4, float>(it, n, sp, s);
+    }
     return (int)cudaErrorInvalidValue;
 }
 
 } // namespace
 
-extern "C" int glt_launch_gather(const glt_gather_item *items, int count, int array_channels, int elem_bytes,
-                                 int array_is_float, int out_channels, int width, int height, size_t dst_pitch,
-                                 int flip, void *stream) {
+extern "C" int glt_launch_gather(const glt_gather_item *items, int count, const glt_gather_spec *sp, void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
-    int ac = array_channels, oc = out_channels;
-    const glt_gather_item *it = items;
-    if (elem_bytes == 1 && !array_is_float)
-        return dispatch<unsigned char, uchar2, uchar4, unsigned char>(ac, oc, it, count, width, height, dst_pitch, flip, s);
-    if (elem_bytes == 2 && !array_is_float)
-        return dispatch<unsigned short, ushort2, ushort4, unsigned short>(ac, oc, it, count, width, height, dst_pitch, flip, s);
-    if (elem_bytes == 2 && array_is_float)
-        return dispatch<float, float2, float4, __half>(ac, oc, it, count, width, height, dst_pitch, flip, s);
-    if (elem_bytes == 4 && !array_is_float)
-        return dispatch<unsigned int, uint2, uint4, unsigned int>(ac, oc, it, count, width, height, dst_pitch, flip, s);
-    if (elem_bytes == 4 && array_is_float)
-        return dispatch<float, float2, float4, float>(ac, oc, it, count, width, height, dst_pitch, flip, s);
+    int eb = sp->elem_bytes;
+    if (sp->array_is_float) {
+        // Half arrays are fetched promoted to float; converting back to half is exact.
+        if (eb == 2) return by_output<float, float2, float4, __half>(items, count, sp, s);
+        if (eb == 4) return by_output<float, float2, float4, float>(items, count, sp, s);
+    } else {
+        if (eb == 1) return by_output<unsigned char, uchar2, uchar4, unsigned char>(items, count, sp, s);
+        if (eb == 2) return by_output<unsigned short, ushort2, ushort4, unsigned short>(items, count, sp, s);
+        if (eb == 4) return by_output<unsigned int, uint2, uint4, unsigned int>(items, count, sp, s);
+    }
     return (int)cudaErrorInvalidValue;
 }

@@ -14,17 +14,18 @@ size_t glt_frame_image_bytes(const glt_frame *f) {
 
 void *glt_frame_data(const glt_frame *f) { return glt_block_data(f->block); }
 
-glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int cuda_device, glt_dtype dtype,
-                            int count, int height, int width, int channels, int flipped, glt_frame **out) {
+glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int cuda_device, const glt_out_spec *spec,
+                            int count, int height, int width, int flipped, glt_frame **out) {
     glt_frame *f = malloc(sizeof *f);
     if (!f) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     f->memory = memory;
     f->cuda_device = cuda_device;
-    f->dtype = dtype;
+    f->dtype = spec->dtype;
     f->count = count;
     f->height = height;
     f->width = width;
-    f->channels = channels;
+    f->channels = spec->channels;
+    f->order = spec->order;
     f->flipped = flipped;
     f->stream = stream;
     size_t bytes = glt_frame_image_bytes(f) * (size_t)(count > 0 ? count : 1);
@@ -47,7 +48,8 @@ void glt_frame_get_info(const glt_frame *f, glt_frame_info *info) {
     info->height = f->height;
     info->width = f->width;
     info->channels = f->channels;
-    info->row_pitch_bytes = (size_t)f->width * f->channels * glt_dtype_size(f->dtype);
+    info->order = f->order;
+    info->row_pitch_bytes = (size_t)f->width * (f->order == GLT_ORDER_CHW ? 1 : f->channels) * glt_dtype_size(f->dtype);
     info->nbytes = glt_block_size(f->block);
     info->flipped = f->flipped;
     info->stream = f->stream;
@@ -63,10 +65,15 @@ glt_status glt_frame_sync_stream(glt_frame *f, void *consumer) {
 
 glt_status glt_frame_clone(const glt_frame *f, glt_frame **out) {
     if (!f || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_clone: NULL argument");
-    glt_frame *c = NULL;
-    glt_status st = glt_frame_create(glt_block_pool(f->block), f->stream, f->memory, f->cuda_device, f->dtype,
-                                     f->count, f->height, f->width, f->channels, f->flipped, &c);
-    if (st != GLT_OK) return st;
+    glt_frame *c = malloc(sizeof *c);
+    if (!c) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    *c = *f;
+    glt_status st = glt_pool_acquire(glt_block_pool(f->block), glt_block_size(f->block), f->stream, &c->block);
+    if (st != GLT_OK) {
+        free(c);
+        return st;
+    }
+    glt_block_add_stream(c->block, f->stream);
     size_t bytes = glt_block_size(f->block);
     if (f->memory == GLT_MEMORY_HOST)
         memcpy(glt_frame_data(c), glt_frame_data(f), bytes);

@@ -4,6 +4,7 @@
 
 #include "gltensor.h"
 #include "gl_api.h"
+#include "kernels.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -44,6 +45,29 @@ typedef struct glt_format {
 
 /* The capturable format, or NULL. */
 const glt_format *glt_format_find(GLenum internal_format);
+/* GLT_KIND_UNORM, GLT_KIND_UINT or GLT_KIND_FLOAT (kernels.h): how conversions read its values. */
+int glt_format_kind(const glt_format *fmt);
+
+/* ---- convert.c: what one output image looks like after the read options' conversions ---- */
+typedef struct glt_out_spec {
+    glt_dtype dtype;   /* output element type */
+    int channels;      /* output channels */
+    int map[4];        /* output channel i <- source channel map[i] */
+    glt_order order;   /* HWC or CHW */
+    int raw;           /* 1: exactly as stored (first channels, same dtype, HWC): plain copies suffice */
+    int out_type;      /* GLT_OUT_* for the kernel */
+    int kind;          /* GLT_KIND_* of the source */
+} glt_out_spec;
+
+/* Resolves opts' conversions against a source format; `what` names the source in errors. */
+glt_status glt_out_spec_make(const glt_format *fmt, const glt_read_options *opts, const char *what,
+                             glt_out_spec *out);
+size_t glt_out_row_bytes(const glt_out_spec *s, int width);   /* one row (of one plane when CHW) */
+size_t glt_out_image_bytes(const glt_out_spec *s, int width, int height);
+/* CPU backend: converts height rows of width source pixels into dst. The first output row comes from
+ * `src`, each next one from src_stride bytes further (negative to flip). */
+void glt_convert_host(const glt_format *fmt, const glt_out_spec *s, const void *src, ptrdiff_t src_stride,
+                      int width, int height, void *dst, size_t dst_pitch, size_t dst_plane);
 /* "GL_DEPTH_COMPONENT24" for any enum we know, else "0x1234" in a static thread-local buffer. */
 const char *glt_format_name(GLenum internal_format);
 /* Why an uncapturable format is refused and what to do, for error messages. */
@@ -86,13 +110,15 @@ void glt_cuda_image_unregister(glt_cuda_image *img);
 /* A width x height region of an image (origin in GL's bottom-left convention) and where it goes. */
 typedef struct glt_cuda_region {
     glt_cuda_image *img;
+    const glt_out_spec *spec; /* conversions for this region */
     int x0, y0, width, height;
     void *dst;
-    size_t pitch;
+    size_t pitch; /* bytes between output rows */
+    size_t plane; /* bytes between channel planes (CHW) */
 } glt_cuda_region;
 
-/* Maps the distinct `images` with one call, copies every region (top row first when flip), and
- * unmaps them with one call, all on `stream`: one GL->CUDA handoff however many regions. */
+/* Maps the distinct `images` with one call, copies every region (top row first when flip, converted
+ * per its spec), and unmaps them with one call, all on `stream`: one GL->CUDA handoff. */
 glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, const glt_cuda_region *regions,
                                  int n_regions, int flip, void *stream);
 glt_status glt_cuda_stream_wait(void *consumer, void *producer, int cuda_device);
@@ -128,7 +154,15 @@ struct glt_capture {
     glt_cpu_reader *cpu;
     glt_pool *pool;
     void *last_stream; /* the last stream a read was issued on: synchronised before re-registering */
+    unsigned char *scratch; /* CPU backend with conversions: the image as read back */
+    size_t scratch_size;
 };
+
+/* CPU backend: the whole image, as stored and bottom-up, in cap->scratch (grown as needed). */
+glt_status glt_capture_read_scratch(glt_capture *cap);
+/* Copies the whole image into dst per spec (CPU or CUDA backend). */
+glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip, void *dst, size_t pitch,
+                            size_t plane, void *stream);
 
 struct glt_frame {
     glt_block *block;
@@ -136,6 +170,7 @@ struct glt_frame {
     int cuda_device;
     glt_dtype dtype;
     int count, height, width, channels;
+    glt_order order;
     int flipped;
     void *stream;
 };
@@ -144,25 +179,30 @@ struct glt_frame {
  * the stream to copy on (the pool's when none is given). */
 glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, void **stream);
 const char *glt_capture_kind(const glt_capture *cap); /* "texture" or "renderbuffer" */
-size_t glt_capture_row_bytes(const glt_capture *cap);
+size_t glt_capture_row_bytes(const glt_capture *cap); /* as stored */
 
-/* A frame of `count` (0: single) images of the given layout, its buffer from `pool`. */
-glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int cuda_device, glt_dtype dtype,
-                            int count, int height, int width, int channels, int flipped, glt_frame **out);
+/* A frame of `count` (0: single) images of spec's layout, its buffer from `pool`. */
+glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int cuda_device, const glt_out_spec *spec,
+                            int count, int height, int width, int flipped, glt_frame **out);
 void *glt_frame_data(const glt_frame *f);
 size_t glt_frame_image_bytes(const glt_frame *f);
 
-/* What a destination must be; count 0 means (height, width, channels), N means (N, height, width, channels). */
-typedef struct glt_layout {
+/* What a destination must be: count 0 means one image, N a batch of N; axes per spec->order. */
+typedef struct glt_dest_shape {
     glt_memory memory;
     int cuda_device;
-    glt_dtype dtype;
-    int count, height, width, channels;
-} glt_layout;
+    const glt_out_spec *spec;
+    int count, height, width;
+} glt_dest_shape;
 
-/* Validates a caller's destination against `want`; gives its row pitch and image stride in bytes. */
-glt_status glt_view_check(const glt_buffer_view *v, const glt_layout *want, const char *what, size_t *row_pitch,
-                          size_t *image_stride);
+/* Where a validated destination puts rows, channel planes and images (bytes). */
+typedef struct glt_dest_strides {
+    size_t pitch, plane, image;
+} glt_dest_strides;
+
+/* Validates a caller's destination against `want`. */
+glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, const char *what,
+                          glt_dest_strides *out);
 
 /* ---- cpu_backend.c ---- */
 glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out);

@@ -8,18 +8,32 @@
 extern "C" {
 #endif
 
+/* How source values are interpreted when converting. */
+enum { GLT_KIND_UNORM = 0, GLT_KIND_UINT = 1, GLT_KIND_FLOAT = 2 };
+/* Output element type: as stored, or converted. */
+enum { GLT_OUT_SAME = 0, GLT_OUT_UINT8, GLT_OUT_FLOAT16, GLT_OUT_BFLOAT16, GLT_OUT_FLOAT32 };
+
 /* One output image: a width x height region of a mapped array, read through a texture object. */
 typedef struct glt_gather_item {
     unsigned long long texture; /* cudaTextureObject_t */
     int x0, y0;                 /* region origin in the array (GL convention: row 0 is the bottom row) */
-    void *dst;                  /* first output row */
+    void *dst;                  /* first output row (first plane when chw) */
 } glt_gather_item;
 
-/* Copies count regions of equal size and layout, rows top-first when flip, keeping the first
- * out_channels of the array's channels. Returns 0 or a cudaError_t. */
-int glt_launch_gather(const glt_gather_item *items, int count, int array_channels, int elem_bytes,
-                      int array_is_float, int out_channels, int width, int height, size_t dst_pitch, int flip,
-                      void *stream);
+/* What every item of one launch shares. */
+typedef struct glt_gather_spec {
+    int array_channels, elem_bytes, array_is_float; /* the arrays' layout */
+    int kind;                                       /* GLT_KIND_* of the source format */
+    int out_type;                                   /* GLT_OUT_* */
+    int out_channels, map[4];                       /* output channel c <- source channel map[c] */
+    int chw;                                        /* planar output */
+    int width, height, flip;
+    size_t pitch; /* bytes between output rows */
+    size_t plane; /* bytes between channel planes when chw */
+} glt_gather_spec;
+
+/* Returns 0 or a cudaError_t. */
+int glt_launch_gather(const glt_gather_item *items, int count, const glt_gather_spec *spec, void *stream);
 
 #ifdef __cplusplus
 }

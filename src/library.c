@@ -19,6 +19,7 @@ const char *glt_dtype_name(glt_dtype dtype) {
     case GLT_DTYPE_UINT32: return "uint32";
     case GLT_DTYPE_FLOAT16: return "float16";
     case GLT_DTYPE_FLOAT32: return "float32";
+    case GLT_DTYPE_BFLOAT16: return "bfloat16";
     }
     return "unknown";
 }
@@ -30,6 +31,7 @@ size_t glt_dtype_size(glt_dtype dtype) {
     case GLT_DTYPE_FLOAT16: return 2;
     case GLT_DTYPE_UINT32: return 4;
     case GLT_DTYPE_FLOAT32: return 4;
+    case GLT_DTYPE_BFLOAT16: return 2;
     }
     return 0;
 }
@@ -61,4 +63,9 @@ void glt_capture_desc_init(glt_capture_desc *desc) {
 void glt_read_options_init(glt_read_options *opts) {
     opts->flip = 1;
     opts->cuda_stream = NULL;
+    opts->n_channels = 0;
+    for (int i = 0; i < 4; ++i) opts->channels[i] = i;
+    opts->convert_dtype = 0;
+    opts->dtype = GLT_DTYPE_UINT8;
+    opts->order = GLT_ORDER_HWC;
 }

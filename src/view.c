@@ -10,8 +10,15 @@ static void device_name(char *buf, size_t n, glt_memory memory, int device) {
         snprintf(buf, n, "cpu");
 }
 
-glt_status glt_view_check(const glt_buffer_view *v, const glt_layout *want, const char *what, size_t *row_pitch,
-                          size_t *image_stride) {
+static void format_dims(char *buf, size_t n, const int64_t *v, int nd) {
+    buf[0] = '\0';
+    for (int i = 0, k = 0; i < nd && i < 4 && (size_t)k < n; ++i)
+        k += snprintf(buf + k, n - (size_t)k, "%s%lld", i ? ", " : "", (long long)v[i]);
+}
+
+glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, const char *what,
+                          glt_dest_strides *out) {
+    const glt_out_spec *spec = want->spec;
     if (!v || !v->data) return glt_fail(GLT_INVALID_ARGUMENT, "out= has no data pointer");
     if (v->read_only) return glt_fail(GLT_INVALID_ARGUMENT, "out= is read-only; pass a writable tensor or array");
     int device = v->cuda_device;
@@ -26,45 +33,60 @@ glt_status glt_view_check(const glt_buffer_view *v, const glt_layout *want, cons
         return glt_fail(GLT_INVALID_ARGUMENT, "out= is on device %s, but %s is captured to %s; allocate out on %s",
                         have, what, need, need);
     }
-    if (v->dtype != want->dtype)
-        return glt_fail(GLT_INVALID_ARGUMENT, "out= has dtype %s, but %s gives %s; allocate out as %s",
-                        glt_dtype_name(v->dtype), what, glt_dtype_name(want->dtype), glt_dtype_name(want->dtype));
-    int want_ndim = want->count > 0 ? 4 : 3;
-    int64_t shape[4] = {want->count, want->height, want->width, want->channels};
-    const int64_t *ws = want->count > 0 ? shape : shape + 1;
-    int shape_ok = v->ndim == want_ndim;
-    for (int i = 0; shape_ok && i < want_ndim; ++i) shape_ok = v->shape[i] == ws[i];
+    if (v->dtype != spec->dtype)
+        return glt_fail(GLT_INVALID_ARGUMENT, "out= has dtype %s, but reading %s gives %s; allocate out as %s",
+                        glt_dtype_name(v->dtype), what, glt_dtype_name(spec->dtype), glt_dtype_name(spec->dtype));
+    int chw = spec->order == GLT_ORDER_CHW;
+    int nd = want->count > 0 ? 4 : 3;
+    int64_t dims[4] = {want->count, chw ? spec->channels : want->height, chw ? want->height : want->width,
+                       chw ? want->width : spec->channels};
+    const int64_t *ws = want->count > 0 ? dims : dims + 1;
+    int shape_ok = v->ndim == nd;
+    for (int i = 0; shape_ok && i < nd; ++i) shape_ok = v->shape[i] == ws[i];
     if (!shape_ok) {
-        char have[96] = "", need[96] = "";
-        for (int i = 0, n = 0; i < v->ndim && i < 4; ++i)
-            n += snprintf(have + n, sizeof have - (size_t)n, "%s%lld", i ? ", " : "", (long long)v->shape[i]);
-        for (int i = 0, n = 0; i < want_ndim; ++i)
-            n += snprintf(need + n, sizeof need - (size_t)n, "%s%lld", i ? ", " : "", (long long)ws[i]);
-        return glt_fail(GLT_INVALID_ARGUMENT,
-                        "out= has shape (%s), but %s is (%s) as (%sheight, width, channels); allocate out with that "
-                        "shape",
-                        have, what, need, want->count > 0 ? "count, " : "");
+        char have[96], need[96];
+        format_dims(have, sizeof have, v->shape, v->ndim);
+        format_dims(need, sizeof need, ws, nd);
+        return glt_fail(GLT_INVALID_ARGUMENT, "out= has shape (%s), but reading %s gives (%s) as (%s); allocate out "
+                                              "with that shape",
+                        have, what, need,
+                        want->count > 0 ? (chw ? "count, channels, height, width" : "count, height, width, channels")
+                                        : (chw ? "channels, height, width" : "height, width, channels"));
     }
-    /* Strides of the trailing (row, pixel, channel) axes. */
-    const int64_t *st = v->strides_bytes + (want_ndim - 3);
-    int64_t es = (int64_t)glt_dtype_size(want->dtype);
-    int64_t row = (int64_t)want->width * want->channels * es;
-    int contiguous_pixels = (st[2] == es || want->channels == 1) && (st[1] == want->channels * es || want->width == 1);
-    int rows_ok = st[0] >= row || want->height == 1;
-    int64_t image_bytes = (int64_t)(want->height - 1) * (st[0] > row ? st[0] : row) + row;
-    int images_ok = want->count <= 1 || v->strides_bytes[0] >= image_bytes;
-    if (!contiguous_pixels || !rows_ok || !images_ok) {
-        char have[128] = "";
-        for (int i = 0, n = 0; i < v->ndim && i < 4; ++i)
-            n += snprintf(have + n, sizeof have - (size_t)n, "%s%lld", i ? ", " : "", (long long)v->strides_bytes[i]);
+    /* The trailing three axes: (row, pixel, channel) for HWC, (plane, row, element) for CHW. */
+    const int64_t *st = v->strides_bytes + (nd - 3);
+    int64_t es = (int64_t)glt_dtype_size(spec->dtype);
+    int64_t w = want->width, h = want->height, c = spec->channels;
+    int64_t row_min = chw ? w * es : w * c * es, pitch, plane = 0, image_min;
+    int ok;
+    if (chw) {
+        pitch = st[1];
+        plane = st[0];
+        ok = (st[2] == es || w == 1) && (pitch >= row_min || h == 1) && (plane >= (h - 1) * pitch + row_min || c == 1);
+        if (h == 1) pitch = row_min;
+        if (c == 1) plane = h * pitch;
+        image_min = (c - 1) * plane + (h - 1) * pitch + row_min;
+    } else {
+        pitch = st[0];
+        ok = (st[2] == es || c == 1) && (st[1] == c * es || w == 1) && (pitch >= row_min || h == 1);
+        if (h == 1) pitch = row_min;
+        image_min = (h - 1) * pitch + row_min;
+    }
+    ok = ok && (want->count <= 1 || v->strides_bytes[0] >= image_min);
+    if (!ok) {
+        char have[128];
+        format_dims(have, sizeof have, v->strides_bytes, v->ndim);
         return glt_fail(GLT_INVALID_ARGUMENT,
-                        "out= has byte strides (%s); gltensor writes whole rows, so it needs pixel and channel "
-                        "strides (%lld, %lld), rows of at least %lld bytes%s (padding allowed); pass a contiguous "
+                        "out= has byte strides (%s); gltensor writes whole rows, so elements within a row must be "
+                        "contiguous (%s), rows at least %lld bytes apart%s, padding allowed; pass a contiguous "
                         "tensor or a slice of one",
-                        have, (long long)(want->channels * es), (long long)es, (long long)row,
-                        want->count > 1 ? " and images that do not overlap" : "");
+                        have, chw ? "element stride = itemsize" : "pixel stride = channels x itemsize, channel "
+                                                                  "stride = itemsize",
+                        (long long)row_min,
+                        chw ? ", planes and images not overlapping" : (want->count > 1 ? ", images not overlapping" : ""));
     }
-    *row_pitch = want->height > 1 ? (size_t)st[0] : (size_t)row;
-    *image_stride = want->count > 0 ? (size_t)v->strides_bytes[0] : 0;
+    out->pitch = (size_t)pitch;
+    out->plane = (size_t)plane;
+    out->image = want->count > 0 ? (size_t)v->strides_bytes[0] : 0;
     return GLT_OK;
 }

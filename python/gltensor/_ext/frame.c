@@ -51,6 +51,7 @@ const char *glt_py_typestr(glt_dtype dtype) {
     case GLT_DTYPE_UINT32: return "<u4";
     case GLT_DTYPE_FLOAT16: return "<f2";
     case GLT_DTYPE_FLOAT32: return "<f4";
+    case GLT_DTYPE_BFLOAT16: return "<V2"; /* no standard type string; interface_dict refuses it */
     }
     return "|V1";
 }
@@ -59,7 +60,9 @@ static DLDataType dl_dtype(glt_dtype dtype) {
     DLDataType t;
     t.lanes = 1;
     t.bits = (uint8_t)(glt_dtype_size(dtype) * 8);
-    t.code = (dtype == GLT_DTYPE_FLOAT16 || dtype == GLT_DTYPE_FLOAT32) ? kDLFloat : kDLUInt;
+    t.code = dtype == GLT_DTYPE_BFLOAT16                                  ? kDLBfloat
+             : (dtype == GLT_DTYPE_FLOAT16 || dtype == GLT_DTYPE_FLOAT32) ? kDLFloat
+                                                                          : kDLUInt;
     return t;
 }
 
@@ -119,14 +122,26 @@ static void legacy_capsule_destructor(PyObject *capsule) {
     PyErr_Restore(type, value, tb);
 }
 
-static int frame_ndim(const glt_frame_info *info) { return info->count > 0 ? 4 : 3; }
+/* The frame's axes: [count,] then (H, W, C) or (C, H, W). Returns the number of dimensions. */
+static int frame_dims(const glt_frame_info *info, int64_t *dims) {
+    int nd = 0;
+    if (info->count > 0) dims[nd++] = info->count;
+    if (info->order == GLT_ORDER_CHW) {
+        dims[nd++] = info->channels;
+        dims[nd++] = info->height;
+        dims[nd++] = info->width;
+    } else {
+        dims[nd++] = info->height;
+        dims[nd++] = info->width;
+        dims[nd++] = info->channels;
+    }
+    return nd;
+}
 
 static void fill_tensor(DLTensor *t, const glt_frame_info *info, int64_t *shape, int64_t *strides) {
-    int64_t dims[4] = {info->count, info->height, info->width, info->channels};
-    int nd = frame_ndim(info);
+    int nd = frame_dims(info, shape);
     int64_t s = 1;
     for (int i = nd - 1; i >= 0; --i) {
-        shape[i] = dims[4 - nd + i];
         strides[i] = s;
         s *= shape[i];
     }
@@ -277,13 +292,31 @@ static PyObject *frame_dlpack_device(FrameObject *self, PyObject *unused) {
     return Py_BuildValue("(ii)", kDLCPU, 0);
 }
 
+static PyObject *dims_tuple(const int64_t *v, int nd) {
+    PyObject *t = PyTuple_New(nd);
+    for (int i = 0; t && i < nd; ++i) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (!x) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
 static PyObject *shape_tuple(const glt_frame_info *i) {
-    if (i->count > 0) return Py_BuildValue("(iiii)", i->count, i->height, i->width, i->channels);
-    return Py_BuildValue("(iii)", i->height, i->width, i->channels);
+    int64_t dims[4];
+    return dims_tuple(dims, frame_dims(i, dims));
 }
 
 static PyObject *interface_dict(FrameObject *self, int cuda) {
     const glt_frame_info *i = &self->info;
+    if (i->dtype == GLT_DTYPE_BFLOAT16) {
+        PyErr_SetString(PyExc_AttributeError, "bfloat16 has no array-interface type string; consume bfloat16 frames "
+                                              "through DLPack (torch.from_dlpack)");
+        return NULL;
+    }
     PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:O}", "shape", shape_tuple(i), "typestr",
                                 glt_py_typestr(i->dtype), "data", PyLong_FromVoidPtr(i->data), Py_False, "version", 3,
                                 "strides", Py_None);
@@ -335,12 +368,18 @@ static PyObject *get_shape(FrameObject *self, void *c) {
 }
 static PyObject *get_strides(FrameObject *self, void *c) {
     (void)c;
-    size_t es = glt_dtype_size(self->info.dtype);
-    Py_ssize_t row = (Py_ssize_t)self->info.row_pitch_bytes;
-    if (self->info.count > 0)
-        return Py_BuildValue("(nnnn)", row * self->info.height, row, (Py_ssize_t)(self->info.channels * es),
-                             (Py_ssize_t)es);
-    return Py_BuildValue("(nnn)", row, (Py_ssize_t)(self->info.channels * es), (Py_ssize_t)es);
+    int64_t dims[4], strides[4];
+    int nd = frame_dims(&self->info, dims);
+    int64_t s = (int64_t)glt_dtype_size(self->info.dtype);
+    for (int i = nd - 1; i >= 0; --i) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+    return dims_tuple(strides, nd);
+}
+static PyObject *get_layout(FrameObject *self, void *c) {
+    (void)c;
+    return PyUnicode_FromString(self->info.order == GLT_ORDER_CHW ? "chw" : "hwc");
 }
 static PyObject *get_dtype(FrameObject *self, void *c) {
     (void)c;
@@ -398,6 +437,7 @@ static PyGetSetDef frame_getset[] = {
     {"data_ptr", (getter)get_data_ptr, NULL, NULL, NULL},
     {"nbytes", (getter)get_nbytes, NULL, NULL, NULL},
     {"flipped", (getter)get_flipped, NULL, "True when rows are top-first", NULL},
+    {"layout", (getter)get_layout, NULL, "'hwc' or 'chw'", NULL},
     {"stream", (getter)get_stream, NULL, "handle of the stream the copy was issued on (None on CPU)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

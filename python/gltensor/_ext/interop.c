@@ -87,7 +87,8 @@ bad:
 }
 
 static int dtype_from_dl(gltensor_state *st, DLDataType t, glt_dtype *out) {
-    if (t.lanes == 1 && t.code == kDLUInt && t.bits == 8) *out = GLT_DTYPE_UINT8;
+    if (t.lanes == 1 && t.code == kDLBfloat && t.bits == 16) *out = GLT_DTYPE_BFLOAT16;
+    else if (t.lanes == 1 && t.code == kDLUInt && t.bits == 8) *out = GLT_DTYPE_UINT8;
     else if (t.lanes == 1 && t.code == kDLUInt && t.bits == 16) *out = GLT_DTYPE_UINT16;
     else if (t.lanes == 1 && t.code == kDLUInt && t.bits == 32) *out = GLT_DTYPE_UINT32;
     else if (t.lanes == 1 && t.code == kDLFloat && t.bits == 16) *out = GLT_DTYPE_FLOAT16;
@@ -95,7 +96,7 @@ static int dtype_from_dl(gltensor_state *st, DLDataType t, glt_dtype *out) {
     else {
         PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
                      "out= has DLPack dtype (code %d, %d bits, %d lanes), which no capturable format produces; "
-                     "use uint8, uint16, uint32, float16 or float32 to match the capture's dtype",
+                     "use uint8, uint16, uint32, float16, bfloat16 or float32 to match what the read gives",
                      t.code, t.bits, t.lanes);
         return -1;
     }
@@ -296,9 +297,96 @@ int glt_py_buffer_view(gltensor_state *st, PyObject *obj, int want_cuda, void *w
     return -1;
 }
 
+static int parse_channels(PyObject *obj, glt_read_options *o) {
+    if (PyUnicode_Check(obj)) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(obj, &n);
+        if (!s) return -1;
+        if (n < 1 || n > 4) goto bad;
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            const char *p = strchr("rgba", s[i] | 0x20);
+            if (!p || !s[i]) goto bad;
+            o->channels[i] = (int)(p - "rgba");
+        }
+        o->n_channels = (int)n;
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(obj, "channels must be a string like 'rgb' or 'bgr', or a tuple of indices");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > 4) {
+        Py_DECREF(seq);
+        goto bad;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        o->channels[i] = (int)v;
+    }
+    Py_DECREF(seq);
+    o->n_channels = (int)n;
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "channels must be 1 to 4 of 'r', 'g', 'b', 'a' (e.g. 'rgb', 'bgr', 'bgra', "
+                                      "'r') or 1 to 4 source channel indices");
+    return -1;
+}
+
+/* dtype= accepts names ('float32'), NumPy dtypes and scalar types, and torch dtypes. */
+static int parse_dtype(PyObject *obj, glt_read_options *o) {
+    PyObject *name = NULL;
+    if (PyUnicode_Check(obj)) name = Py_NewRef(obj);
+    else if (PyObject_HasAttrString(obj, "name") && !PyType_Check(obj)) name = PyObject_GetAttrString(obj, "name");
+    else if (PyType_Check(obj)) name = PyObject_GetAttrString(obj, "__name__");
+    if (!name || !PyUnicode_Check(name)) {
+        Py_XDECREF(name);
+        PyErr_Clear();
+        name = PyObject_Str(obj); /* torch.float32 -> "torch.float32" */
+        if (!name) return -1;
+    }
+    const char *s = PyUnicode_AsUTF8(name);
+    if (!s) {
+        Py_DECREF(name);
+        return -1;
+    }
+    const char *dot = strrchr(s, '.');
+    if (dot) s = dot + 1;
+    static const struct {
+        const char *name;
+        glt_dtype dtype;
+    } names[] = {{"uint8", GLT_DTYPE_UINT8},       {"float16", GLT_DTYPE_FLOAT16}, {"half", GLT_DTYPE_FLOAT16},
+                 {"bfloat16", GLT_DTYPE_BFLOAT16}, {"float32", GLT_DTYPE_FLOAT32}, {"float", GLT_DTYPE_FLOAT32}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; ++i)
+        if (!strcmp(s, names[i].name)) {
+            o->convert_dtype = 1;
+            o->dtype = names[i].dtype;
+            Py_DECREF(name);
+            return 0;
+        }
+    PyErr_Format(PyExc_ValueError, "dtype must be uint8, float16, bfloat16 or float32 (or None for the stored type), "
+                                   "not %R", obj);
+    Py_DECREF(name);
+    return -1;
+}
+
+static int parse_layout(PyObject *obj, glt_read_options *o) {
+    const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : NULL;
+    if (s && (!strcmp(s, "hwc") || !strcmp(s, "HWC"))) o->order = GLT_ORDER_HWC;
+    else if (s && (!strcmp(s, "chw") || !strcmp(s, "CHW"))) o->order = GLT_ORDER_CHW;
+    else {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "layout must be 'hwc' or 'chw'");
+        return -1;
+    }
+    return 0;
+}
+
 int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames, glt_py_read_args *r) {
     PyObject *flip_obj = NULL, *stream_obj = Py_None;
+    PyObject *channels = Py_None, *dtype = Py_None, *layout = Py_None;
     r->out = Py_None;
     if (nargs > 3) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most 3 arguments (flip, stream, out)", fname);
@@ -315,6 +403,9 @@ int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *cons
             if (k == st->str_flip || PyUnicode_Compare(k, st->str_flip) == 0) flip_obj = v;
             else if (k == st->str_stream || PyUnicode_Compare(k, st->str_stream) == 0) stream_obj = v;
             else if (k == st->str_out || PyUnicode_Compare(k, st->str_out) == 0) r->out = v;
+            else if (PyUnicode_CompareWithASCIIString(k, "channels") == 0) channels = v;
+            else if (PyUnicode_CompareWithASCIIString(k, "dtype") == 0) dtype = v;
+            else if (PyUnicode_CompareWithASCIIString(k, "layout") == 0) layout = v;
             else {
                 PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, k);
                 return -1;
@@ -329,6 +420,9 @@ int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *cons
     }
     r->stream_given = stream_obj != Py_None;
     if (r->stream_given && glt_py_parse_stream(st, stream_obj, &r->opts.cuda_stream) < 0) return -1;
+    if (channels != Py_None && parse_channels(channels, &r->opts) < 0) return -1;
+    if (dtype != Py_None && parse_dtype(dtype, &r->opts) < 0) return -1;
+    if (layout != Py_None && parse_layout(layout, &r->opts) < 0) return -1;
     return 0;
 }
 
