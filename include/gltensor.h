@@ -80,6 +80,7 @@ GLT_API glt_status glt_cuda_probe(int *device_count);
 #define GLT_TEXTURE_2D 0x0DE1u
 #define GLT_TEXTURE_RECTANGLE 0x84F5u
 #define GLT_RENDERBUFFER 0x8D41u
+#define GLT_TEXTURE_2D_MULTISAMPLE 0x9100u
 
 typedef enum glt_dtype {
     GLT_DTYPE_UINT8,
@@ -137,7 +138,7 @@ typedef struct glt_capture glt_capture;
 
 typedef struct glt_capture_desc {
     unsigned gl_name;   /* texture or renderbuffer name in the current context */
-    unsigned gl_target; /* GLT_TEXTURE_2D, GLT_TEXTURE_RECTANGLE or GLT_RENDERBUFFER */
+    unsigned gl_target; /* GLT_TEXTURE_2D, GLT_TEXTURE_RECTANGLE, GLT_TEXTURE_2D_MULTISAMPLE or GLT_RENDERBUFFER */
     glt_backend backend;
     int cuda_device; /* -1: the device the current GL context runs on */
 } glt_capture_desc;
@@ -167,6 +168,13 @@ GLT_API glt_status glt_capture_refresh(glt_capture *cap, int *changed);
 /* Axis order of each output image. */
 typedef enum glt_order { GLT_ORDER_HWC, GLT_ORDER_CHW } glt_order;
 
+/* What depth images give (they are read as float32, one channel). */
+typedef enum glt_depth_mode {
+    GLT_DEPTH_WINDOW,             /* window-space depth in [0, 1], as glReadPixels(GL_DEPTH_COMPONENT) */
+    GLT_DEPTH_LINEAR_PERSPECTIVE, /* eye-space distance for a perspective projection with near/far planes */
+    GLT_DEPTH_LINEAR_ORTHOGRAPHIC /* eye-space distance for an orthographic projection with near/far planes */
+} glt_depth_mode;
+
 /* How to read. The conversions happen inside the one copy pass, never as a second pass:
  *   channels: output channel i is source channel channels[i] (0 = R, 1 = G, 2 = B, 3 = A), for
  *             i < n_channels; n_channels = 0 keeps every channel as stored.
@@ -182,6 +190,8 @@ typedef struct glt_read_options {
     int convert_dtype;
     glt_dtype dtype; /* GLT_DTYPE_UINT8, FLOAT16, BFLOAT16 or FLOAT32 when convert_dtype */
     glt_order order;
+    glt_depth_mode depth; /* depth images only; assumes glDepthRange(0, 1) */
+    double near_plane, far_plane;
 } glt_read_options;
 
 /* flip = 1, own stream, no conversion (channels, dtype and HWC order as stored). */

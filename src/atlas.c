@@ -69,6 +69,11 @@ glt_status glt_atlas_create(const glt_atlas_desc *desc, glt_atlas **out) {
     glt_atlas *a = calloc(1, sizeof *a);
     if (!a) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     glt_status st = glt_capture_create(&desc->source, &a->cap);
+    if (st == GLT_OK && a->cap->fmt->depth)
+        st = glt_fail(GLT_UNSUPPORTED_FORMAT,
+                      "texture %u is depth (%s); atlases split colour images, so read a depth atlas with a plain "
+                      "Capture and slice it",
+                      desc->source.gl_name, a->cap->fmt->name);
     if (st == GLT_OK) st = solve_grid(desc, a->cap->width, a->cap->height, desc->source.gl_name, a);
     if (st == GLT_OK) {
         a->regions = malloc(sizeof *a->regions * (size_t)a->count);

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct glt_batch {
     glt_capture **caps;
@@ -36,6 +37,11 @@ glt_status glt_batch_create(glt_capture *const *captures, int count, glt_batch *
                             "device %d; create all captures with the same backend",
                             i, glt_capture_kind(b), b->name, glt_backend_name(b->backend), b->cuda_device,
                             glt_backend_name(a->backend), a->cuda_device);
+        if (b->fmt->depth && b->backend == GLT_BACKEND_CUDA)
+            return glt_fail(GLT_UNSUPPORTED_FORMAT,
+                            "batch source %d (%s %u) is depth (%s); batches map colour images, so read depth "
+                            "cameras with their own Capture (or pack depth into a GL_R32F colour attachment)",
+                            i, glt_capture_kind(b), b->name, b->fmt->name);
         for (int j = 0; j < i; ++j)
             if (captures[j] == b || (captures[j]->name == b->name && captures[j]->target == b->target))
                 return glt_fail(GLT_INVALID_ARGUMENT,
@@ -87,8 +93,7 @@ static glt_status prepare(glt_batch *b, const glt_read_options *opts, int stacke
     const glt_capture *a = b->caps[0];
     for (int i = 1; i < b->count; ++i) {
         const glt_capture *c = b->caps[i];
-        if (c->width != a->width || c->height != a->height || c->fmt->dtype != a->fmt->dtype ||
-            c->fmt->channels != a->fmt->channels)
+        if (c->width != a->width || c->height != a->height || strcmp(c->fmt->name, a->fmt->name) != 0)
             return glt_fail(GLT_INVALID_ARGUMENT,
                             "batch source %d (%s %u) is %dx%d %s, source 0 (%s %u) is %dx%d %s; a stacked (N, H, W, "
                             "C) read needs one size and format: use read_list() (one map for all, a frame per "

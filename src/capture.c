@@ -48,7 +48,10 @@ static glt_status query_image(const glt_gl *gl, GLuint name, GLenum target, imag
                             "name (Panda3D: texture.getNativeId() after the texture was prepared and rendered)",
                             name);
         GLint prev = 0;
-        gl->GetIntegerv(target == GL_TEXTURE_RECTANGLE ? GL_TEXTURE_BINDING_RECTANGLE : GL_TEXTURE_BINDING_2D, &prev);
+        gl->GetIntegerv(target == GL_TEXTURE_RECTANGLE           ? GL_TEXTURE_BINDING_RECTANGLE
+                        : target == GL_TEXTURE_2D_MULTISAMPLE ? GL_TEXTURE_BINDING_2D_MULTISAMPLE
+                                                              : GL_TEXTURE_BINDING_2D,
+                        &prev);
         gl->BindTexture(target, name);
         GLenum err = gl->GetError();
         if (err != GL_NO_ERROR) {
@@ -80,12 +83,6 @@ static glt_status query_image(const glt_gl *gl, GLuint name, GLenum target, imag
 
 /* The format to use for this image, or the refusal that says why not and what to do. */
 static glt_status check_format(GLuint name, GLenum target, const image_desc *d, const glt_format **out) {
-    if (d->samples > 0)
-        return glt_fail(GLT_UNSUPPORTED_FORMAT,
-                        "%s %u (%s) is multisampled (%d samples); CUDA cannot map multisampled images. Resolve it "
-                        "with glBlitFramebuffer into a single-sample texture and capture that (a later release "
-                        "does this for you, issue #4)",
-                        kind_of(target), name, glt_format_name((GLenum)d->internal_format), d->samples);
     const glt_format *f = glt_format_find((GLenum)d->internal_format);
     if (!f)
         return glt_fail(GLT_UNSUPPORTED_FORMAT, "%s %u is %s, which cannot be captured: %s", kind_of(target), name,
@@ -134,30 +131,57 @@ static glt_status choose_backend(glt_capture *cap, const glt_capture_desc *desc)
 }
 
 /* (Re)creates the backend's hold on the image for its current size and format. */
+/* Drops the backend's hold on the image (before a re-registration or at close). */
+static void detach_backend(glt_capture *cap, int context_current) {
+    glt_cuda_image_unregister(cap->cuda);
+    cap->cuda = NULL;
+    glt_cuda_buffer_unregister(cap->cuda_depth);
+    cap->cuda_depth = NULL;
+    /* GL objects can only be deleted in their own context; elsewhere they are left to it. */
+    if (context_current) {
+        glt_cpu_reader_destroy(cap->cpu);
+        glt_stage_destroy(cap->stage);
+    } else {
+        free(cap->cpu);
+        free(cap->stage);
+    }
+    cap->cpu = NULL;
+    cap->stage = NULL;
+}
+
+/* (Re)creates the backend's hold on the image for its current size and format: the GL-side stage
+ * for multisampled and depth images, then what CUDA maps (the image, its single-sample resolve, or
+ * the depth readback buffer) or what the CPU backend reads back. */
 static glt_status attach_backend(glt_capture *cap) {
+    GLuint name = cap->name;
+    GLenum target = cap->target;
+    if (glt_stage_needed(cap->fmt, cap->target, cap->samples)) {
+        glt_status st = glt_stage_create(cap->name, cap->target, cap->fmt, cap->width, cap->height, cap->samples,
+                                         &cap->stage);
+        if (st != GLT_OK) return st;
+        if (glt_stage_resolved(cap->stage)) {
+            name = glt_stage_resolved(cap->stage);
+            target = GL_RENDERBUFFER;
+        }
+    }
+    if (cap->fmt->depth)
+        return cap->backend == GLT_BACKEND_CUDA
+                   ? glt_cuda_buffer_register(glt_stage_depth_buffer(cap->stage), cap->cuda_device, &cap->cuda_depth)
+                   : GLT_OK;
     if (cap->backend == GLT_BACKEND_CUDA)
-        return glt_cuda_image_register(cap->name, cap->target, cap->cuda_device, cap->fmt, cap->width, cap->height,
-                                       &cap->cuda);
-    if (!cap->cpu) return glt_cpu_reader_create(cap->name, cap->target, &cap->cpu);
-    return GLT_OK;
+        return glt_cuda_image_register(name, target, cap->cuda_device, cap->fmt, cap->width, cap->height, &cap->cuda);
+    return glt_cpu_reader_create(name, target, &cap->cpu);
 }
 
 glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
     if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_create: desc and out must not be NULL");
     *out = NULL;
     if (desc->gl_target != GL_TEXTURE_2D && desc->gl_target != GL_TEXTURE_RECTANGLE &&
-        desc->gl_target != GL_RENDERBUFFER) {
-        if (desc->gl_target == GL_TEXTURE_2D_MULTISAMPLE)
-            return glt_fail(GLT_UNSUPPORTED_FORMAT,
-                            "texture %u is GL_TEXTURE_2D_MULTISAMPLE; CUDA cannot map multisampled images. Resolve "
-                            "it with glBlitFramebuffer into a GL_TEXTURE_2D and capture that (a later release does "
-                            "this for you, issue #4)",
-                            desc->gl_name);
+        desc->gl_target != GL_RENDERBUFFER && desc->gl_target != GL_TEXTURE_2D_MULTISAMPLE)
         return glt_fail(GLT_INVALID_ARGUMENT,
-                        "target 0x%04X is not capturable; use GL_TEXTURE_2D (0x0DE1), GL_TEXTURE_RECTANGLE (0x84F5) "
-                        "or GL_RENDERBUFFER (0x8D41)",
+                        "target 0x%04X is not capturable; use GL_TEXTURE_2D (0x0DE1), GL_TEXTURE_RECTANGLE (0x84F5), "
+                        "GL_TEXTURE_2D_MULTISAMPLE (0x9100) or GL_RENDERBUFFER (0x8D41)",
                         desc->gl_target);
-    }
     if (desc->backend != GLT_BACKEND_AUTO && desc->backend != GLT_BACKEND_CUDA && desc->backend != GLT_BACKEND_CPU)
         return glt_fail(GLT_INVALID_ARGUMENT, "unknown backend %d; use auto, cuda or cpu", (int)desc->backend);
     char what[64];
@@ -183,6 +207,7 @@ glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
     cap->fmt = fmt;
     cap->width = d.width;
     cap->height = d.height;
+    cap->samples = d.samples;
     st = choose_backend(cap, desc);
     if (st == GLT_OK) {
         cap->pool = glt_pool_create(cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
@@ -210,14 +235,7 @@ static void drain_reads(glt_capture *cap) {
 void glt_capture_destroy(glt_capture *cap) {
     if (!cap) return;
     if (cap->pool) drain_reads(cap);
-    glt_cuda_image_unregister(cap->cuda);
-    if (cap->cpu) {
-        /* GL objects can only be deleted in their own context; elsewhere they are left to it. */
-        if (glt_same_gl_context(glt_current_gl_context(), cap->gl_context))
-            glt_cpu_reader_destroy(cap->cpu);
-        else
-            free(cap->cpu);
-    }
+    detach_backend(cap, glt_same_gl_context(glt_current_gl_context(), cap->gl_context));
     glt_pool_release(cap->pool); /* frames still alive keep the pool until they go */
     free(cap->scratch);
     free(cap);
@@ -251,16 +269,16 @@ glt_status glt_capture_refresh(glt_capture *cap, int *changed) {
     st = query_image(gl, cap->name, cap->target, &d);
     if (st != GLT_OK) return st;
     if (d.width == cap->width && d.height == cap->height && (GLenum)d.internal_format == cap->internal_format &&
-        d.samples == 0)
+        d.samples == cap->samples)
         return GLT_OK;
     const glt_format *fmt = NULL;
     st = check_format(cap->name, cap->target, &d, &fmt);
     if (st != GLT_OK) return st;
     /* The image was reallocated: the old registration points at storage GL no longer uses. */
     drain_reads(cap);
-    glt_cuda_image_unregister(cap->cuda);
-    cap->cuda = NULL;
+    detach_backend(cap, 1);
     cap->fmt = fmt;
+    cap->samples = d.samples;
     cap->internal_format = (GLenum)d.internal_format;
     cap->width = d.width;
     cap->height = d.height;
@@ -288,7 +306,7 @@ glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, v
     }
     *stream = cap->backend == GLT_BACKEND_CUDA ? (s ? s : glt_pool_stream(cap->pool)) : NULL;
     cap->last_stream = *stream;
-    return GLT_OK;
+    return cap->stage ? glt_stage_run(cap->stage) : GLT_OK;
 }
 
 glt_status glt_capture_read_scratch(glt_capture *cap) {
@@ -304,6 +322,11 @@ glt_status glt_capture_read_scratch(glt_capture *cap) {
 
 glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip, void *dst, size_t pitch,
                             size_t plane, void *stream) {
+    if (cap->fmt->depth) /* one channel: HWC and CHW rows are the same */
+        return cap->backend == GLT_BACKEND_CUDA
+                   ? glt_cuda_depth_copy(cap->cuda_depth, cap->width, cap->height, spec, flip, dst, pitch, stream)
+                   : glt_stage_read_depth_host(cap->stage, flip, spec->depth_mode, spec->near_plane, spec->far_plane,
+                                               dst, pitch);
     if (cap->backend == GLT_BACKEND_CUDA) {
         glt_cuda_region r = {cap->cuda, spec, 0, 0, cap->width, cap->height, dst, pitch, plane};
         return glt_cuda_copy_regions(&cap->cuda, 1, &r, 1, flip, stream);

@@ -60,6 +60,22 @@ glt_status glt_out_spec_make(const glt_format *fmt, const glt_read_options *o, c
             s->out_type = t;
         }
     }
+    if (fmt->depth) {
+        if (s->out_type != GLT_OUT_SAME)
+            return glt_fail(GLT_INVALID_ARGUMENT, "%s is depth, read as float32; drop dtype= (or pass float32)", what);
+        if (o->depth != GLT_DEPTH_WINDOW && (!(o->near_plane < o->far_plane) ||
+                                             (o->depth == GLT_DEPTH_LINEAR_PERSPECTIVE && !(o->near_plane > 0))))
+            return glt_fail(GLT_INVALID_ARGUMENT,
+                            "linear depth of %s needs near < far%s (got near=%g, far=%g); pass the planes of the "
+                            "projection it was rendered with",
+                            what, o->depth == GLT_DEPTH_LINEAR_PERSPECTIVE ? " and near > 0" : "", o->near_plane,
+                            o->far_plane);
+    } else if (o->depth != GLT_DEPTH_WINDOW) {
+        return glt_fail(GLT_INVALID_ARGUMENT, "depth= applies to depth images, and %s is a colour image", what);
+    }
+    s->depth_mode = o->depth;
+    s->near_plane = o->near_plane;
+    s->far_plane = o->far_plane;
     if (o->order != GLT_ORDER_HWC && o->order != GLT_ORDER_CHW)
         return glt_fail(GLT_INVALID_ARGUMENT, "unknown axis order %d; use HWC or CHW", (int)o->order);
     s->order = o->order;
@@ -200,4 +216,12 @@ void glt_convert_host(const glt_format *fmt, const glt_out_spec *s, const void *
             }
         }
     }
+}
+
+float glt_depth_value(float d, int mode, double n, double f) {
+    /* Same formulas, in double, as the CUDA kernel: perspective f*n / (f - d*(f - n)), orthographic
+     * n + d*(f - n). */
+    if (mode == GLT_DEPTH_LINEAR_PERSPECTIVE) return (float)(f * n / (f - (double)d * (f - n)));
+    if (mode == GLT_DEPTH_LINEAR_ORTHOGRAPHIC) return (float)(n + (double)d * (f - n));
+    return d;
 }

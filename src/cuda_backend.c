@@ -23,6 +23,8 @@ extern cudaError_t cudaGLGetDevices(unsigned int *pCudaDeviceCount, int *pCudaDe
                                     enum glt_cudaGLDeviceList deviceList);
 extern cudaError_t cudaGraphicsGLRegisterImage(struct cudaGraphicsResource **resource, unsigned int image,
                                                unsigned int target, unsigned int flags);
+extern cudaError_t cudaGraphicsGLRegisterBuffer(struct cudaGraphicsResource **resource, unsigned int buffer,
+                                                unsigned int flags);
 
 struct glt_cuda_image {
     cudaGraphicsResource_t resource;
@@ -353,6 +355,77 @@ glt_status glt_cuda_copy_linear(void *dst, const void *src, size_t bytes, void *
     return st;
 }
 
+struct glt_cuda_buffer {
+    cudaGraphicsResource_t resource;
+    int device;
+    GLuint name;
+};
+
+glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buffer **out) {
+    glt_device_guard g;
+    glt_status st = glt_device_guard_enter(&g, cuda_device);
+    if (st != GLT_OK) return st;
+    glt_cuda_buffer *b = calloc(1, sizeof *b);
+    if (!b) {
+        glt_device_guard_exit(&g);
+        return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    }
+    b->device = cuda_device;
+    b->name = buffer;
+    cudaError_t e = cudaGraphicsGLRegisterBuffer(&b->resource, buffer, cudaGraphicsRegisterFlagsReadOnly);
+    glt_device_guard_exit(&g);
+    if (e != cudaSuccess) {
+        free(b);
+        return cuda_fail(e, "cudaGraphicsGLRegisterBuffer", "the depth readback buffer %u on CUDA device %d", buffer,
+                         cuda_device);
+    }
+    *out = b;
+    return GLT_OK;
+}
+
+void glt_cuda_buffer_unregister(glt_cuda_buffer *b) {
+    if (!b) return;
+    glt_device_guard g;
+    if (glt_device_guard_enter(&g, b->device) == GLT_OK) {
+        cudaGraphicsUnregisterResource(b->resource);
+        cudaGetLastError();
+        glt_device_guard_exit(&g);
+    }
+    free(b);
+}
+
+glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
+                               void *dst, size_t pitch, void *stream) {
+    glt_device_guard g;
+    glt_status st = glt_device_guard_enter(&g, b->device);
+    if (st != GLT_OK) return st;
+    cudaError_t e = cudaGraphicsMapResources(1, &b->resource, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        st = cuda_fail(e, "cudaGraphicsMapResources", "the depth readback buffer %u; make sure its GL context is "
+                                                      "current",
+                       b->name);
+        glt_device_guard_exit(&g);
+        return st;
+    }
+    void *src = NULL;
+    size_t size = 0;
+    e = cudaGraphicsResourceGetMappedPointer(&src, &size, b->resource);
+    if (e != cudaSuccess)
+        st = cuda_fail(e, "cudaGraphicsResourceGetMappedPointer", "the depth readback buffer %u", b->name);
+    else if (size < (size_t)width * height * sizeof(float))
+        st = glt_fail(GLT_CUDA_ERROR, "the depth readback buffer %u holds %zu bytes, fewer than %dx%d floats", b->name,
+                      size, width, height);
+    else {
+        int rc = glt_launch_depth(src, width, height, flip, spec->depth_mode, spec->near_plane, spec->far_plane, dst,
+                                  pitch, stream);
+        if (rc != 0) st = cuda_fail((cudaError_t)rc, "depth kernel launch", "%dx%d depth", width, height);
+    }
+    e = cudaGraphicsUnmapResources(1, &b->resource, (cudaStream_t)stream);
+    if (e != cudaSuccess && st == GLT_OK) st = cuda_fail(e, "cudaGraphicsUnmapResources", "depth buffer %u", b->name);
+    glt_device_guard_exit(&g);
+    return st;
+}
+
 glt_status glt_cuda_check_stream(void *stream, int cuda_device) {
     if ((uintptr_t)stream <= 2) return GLT_OK; /* default, legacy default and per-thread default streams */
     int dev = -1;
@@ -425,6 +498,16 @@ glt_status glt_cuda_copy_linear(void *dst, const void *src, size_t bytes, void *
 }
 glt_status glt_cuda_check_stream(void *stream, int cuda_device) {
     (void)stream, (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buffer **out) {
+    (void)buffer, (void)cuda_device, (void)out;
+    return no_cuda();
+}
+void glt_cuda_buffer_unregister(glt_cuda_buffer *b) { (void)b; }
+glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
+                               void *dst, size_t pitch, void *stream) {
+    (void)b, (void)width, (void)height, (void)spec, (void)flip, (void)dst, (void)pitch, (void)stream;
     return no_cuda();
 }
 glt_status glt_cuda_pointer_device(const void *ptr, int *cuda_device) {

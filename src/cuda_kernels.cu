@@ -146,7 +146,30 @@ int by_output(const glt_gather_item *it, int n, const glt_gather_spec *sp, cudaS
     return (int)cudaErrorInvalidValue;
 }
 
+// Eye-space distance from window depth d (glDepthRange(0, 1)); double precision because the
+// perspective denominator cancels near the far plane.
+__global__ void depth_kernel(const float *src, int width, int height, int flip, int mode, double n, double f,
+                             char *dst, size_t pitch) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= width || y >= height) return;
+    float d = src[(size_t)(flip ? height - 1 - y : y) * width + x];
+    float out = d;
+    if (mode == 1) out = (float)(f * n / (f - (double)d * (f - n)));
+    else if (mode == 2) out = (float)(n + (double)d * (f - n));
+    reinterpret_cast<float *>(dst + (size_t)y * pitch)[x] = out;
+}
+
 } // namespace
+
+extern "C" int glt_launch_depth(const float *src, int width, int height, int flip, int mode, double near_plane,
+                                double far_plane, void *dst, size_t pitch, void *stream) {
+    dim3 block(32, 8);
+    dim3 grid((width + block.x - 1) / block.x, (height + block.y - 1) / block.y);
+    depth_kernel<<<grid, block, 0, (cudaStream_t)stream>>>(src, width, height, flip, mode, near_plane, far_plane,
+                                                           (char *)dst, pitch);
+    return (int)cudaGetLastError();
+}
 
 extern "C" int glt_launch_gather(const glt_gather_item *items, int count, const glt_gather_spec *sp, void *stream) {
     cudaStream_t s = (cudaStream_t)stream;

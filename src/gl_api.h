@@ -55,6 +55,18 @@ typedef unsigned char GLubyte;
 #define GL_COLOR_ATTACHMENT0 0x8CE0
 #define GL_FRAMEBUFFER_COMPLETE 0x8CD5
 
+#define GL_DRAW_FRAMEBUFFER 0x8CA9
+#define GL_DRAW_FRAMEBUFFER_BINDING 0x8CA6
+#define GL_DEPTH_ATTACHMENT 0x8D00
+#define GL_DEPTH_STENCIL_ATTACHMENT 0x821A
+#define GL_COLOR_BUFFER_BIT 0x00004000
+#define GL_DEPTH_BUFFER_BIT 0x00000100
+#define GL_NEAREST 0x2600
+#define GL_NONE 0
+#define GL_SCISSOR_TEST 0x0C11
+#define GL_FRAMEBUFFER_SRGB 0x8DB9
+#define GL_TEXTURE_BINDING_2D_MULTISAMPLE 0x9104
+#define GL_DEPTH_COMPONENT 0x1902
 #define GL_PIXEL_PACK_BUFFER 0x88EB
 #define GL_PIXEL_PACK_BUFFER_BINDING 0x88ED
 #define GL_STREAM_READ 0x88E1
@@ -105,6 +117,15 @@ typedef void (*PFN_glBindBuffer)(GLenum, GLuint);
 typedef void (*PFN_glBufferData)(GLenum, GLsizeiptr, const void *, GLenum);
 typedef void *(*PFN_glMapBufferRange)(GLenum, GLintptr, GLsizeiptr, GLbitfield);
 typedef GLboolean (*PFN_glUnmapBuffer)(GLenum);
+typedef void (*PFN_glBlitFramebuffer)(GLint, GLint, GLint, GLint, GLint, GLint, GLint, GLint, GLbitfield, GLenum);
+typedef void (*PFN_glFramebufferTexture2D)(GLenum, GLenum, GLenum, GLuint, GLint);
+typedef void (*PFN_glDrawBuffer)(GLenum);
+typedef void (*PFN_glGenRenderbuffers)(GLsizei, GLuint *);
+typedef void (*PFN_glDeleteRenderbuffers)(GLsizei, const GLuint *);
+typedef void (*PFN_glRenderbufferStorage)(GLenum, GLenum, GLsizei, GLsizei);
+typedef GLboolean (*PFN_glIsEnabled)(GLenum);
+typedef void (*PFN_glEnable)(GLenum);
+typedef void (*PFN_glDisable)(GLenum);
 
 /* The GL entry points gltensor uses; filled once by glt_gl_load(). */
 typedef struct glt_gl {
@@ -132,6 +153,15 @@ typedef struct glt_gl {
     PFN_glBufferData BufferData;
     PFN_glMapBufferRange MapBufferRange;
     PFN_glUnmapBuffer UnmapBuffer;
+    PFN_glBlitFramebuffer BlitFramebuffer;
+    PFN_glFramebufferTexture2D FramebufferTexture2D;
+    PFN_glDrawBuffer DrawBuffer;
+    PFN_glGenRenderbuffers GenRenderbuffers;
+    PFN_glDeleteRenderbuffers DeleteRenderbuffers;
+    PFN_glRenderbufferStorage RenderbufferStorage;
+    PFN_glIsEnabled IsEnabled;
+    PFN_glEnable Enable;
+    PFN_glDisable Disable;
 } glt_gl;
 
 /* ---- EGL ---- */

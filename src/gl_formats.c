@@ -6,7 +6,9 @@
 
 #include <stdio.h>
 
-#define F(fmt, name, dtype, ch, rf, rt) {fmt, name, GLT_DTYPE_##dtype, ch, rf, rt}
+#define F(fmt, name, dtype, ch, rf, rt) {fmt, name, GLT_DTYPE_##dtype, ch, rf, rt, 0}
+/* Depth images: read through GL as float window depth (CUDA cannot map them), one channel. */
+#define D(fmt, name) {fmt, name, GLT_DTYPE_FLOAT32, 1, GL_DEPTH_COMPONENT, GL_FLOAT, 1}
 
 static const glt_format formats[] = {
     F(0x8058, "GL_RGBA8", UINT8, 4, GL_RGBA, GL_UNSIGNED_BYTE),
@@ -35,9 +37,18 @@ static const glt_format formats[] = {
     F(0x8236, "GL_R32UI", UINT32, 1, GL_RED_INTEGER, GL_UNSIGNED_INT),
     F(0x823C, "GL_RG32UI", UINT32, 2, GL_RG_INTEGER, GL_UNSIGNED_INT),
     F(0x8D70, "GL_RGBA32UI", UINT32, 4, GL_RGBA_INTEGER, GL_UNSIGNED_INT),
+    D(0x1902, "GL_DEPTH_COMPONENT"),
+    D(0x81A5, "GL_DEPTH_COMPONENT16"),
+    D(0x81A6, "GL_DEPTH_COMPONENT24"),
+    D(0x81A7, "GL_DEPTH_COMPONENT32"),
+    D(0x8CAC, "GL_DEPTH_COMPONENT32F"),
+    D(0x84F9, "GL_DEPTH_STENCIL"),
+    D(0x88F0, "GL_DEPTH24_STENCIL8"),
+    D(0x8CAD, "GL_DEPTH32F_STENCIL8"),
 };
 
 #undef F
+#undef D
 
 const glt_format *glt_format_find(GLenum internal_format) {
     for (size_t i = 0; i < sizeof formats / sizeof *formats; ++i)
@@ -51,14 +62,6 @@ static const struct {
     const char *name;
     int kind; /* 1 depth/stencil, 2 other */
 } known[] = {
-    {0x1902, "GL_DEPTH_COMPONENT", 1},
-    {0x81A5, "GL_DEPTH_COMPONENT16", 1},
-    {0x81A6, "GL_DEPTH_COMPONENT24", 1},
-    {0x81A7, "GL_DEPTH_COMPONENT32", 1},
-    {0x8CAC, "GL_DEPTH_COMPONENT32F", 1},
-    {0x84F9, "GL_DEPTH_STENCIL", 1},
-    {0x88F0, "GL_DEPTH24_STENCIL8", 1},
-    {0x8CAD, "GL_DEPTH32F_STENCIL8", 1},
     {0x8D48, "GL_STENCIL_INDEX8", 1},
     {0x1901, "GL_STENCIL_INDEX", 1},
     {0x8C41, "GL_SRGB8", 2},
@@ -91,10 +94,9 @@ const char *glt_format_name(GLenum internal_format) {
 const char *glt_format_refusal_hint(GLenum internal_format) {
     for (size_t i = 0; i < sizeof known / sizeof *known; ++i)
         if (known[i].fmt == internal_format && known[i].kind == 1)
-            return "CUDA cannot map depth or stencil images (cudaErrorInvalidValue); depth capture through "
-                   "a GL-side copy is planned for a later release (issue #4). Until then, write depth into an "
-                   "GL_R32F colour attachment in your shader and capture that";
-    return "capturable formats are GL_RGBA8, GL_RGB8, GL_SRGB8_ALPHA8, GL_R8, GL_RG8, GL_R16, GL_RG16, "
+            return "stencil-only images hold no depth or colour to capture; capture the depth or depth-stencil "
+                   "attachment (read as float depth) or a colour attachment instead";
+    return "capturable formats are the depth formats (read as float32 depth) and GL_RGBA8, GL_RGB8, GL_SRGB8_ALPHA8, GL_R8, GL_RG8, GL_R16, GL_RG16, "
            "GL_RGBA16, GL_R16F, GL_RG16F, GL_RGBA16F, GL_R32F, GL_RG32F, GL_RGBA32F and the unsigned "
            "integer formats R8UI..RGBA32UI; render into one of those (or blit into one) and capture it";
 }

@@ -130,6 +130,15 @@ static void load_gl(void) {
     LOAD_GL(BufferData);
     LOAD_GL(MapBufferRange);
     LOAD_GL(UnmapBuffer);
+    LOAD_GL(BlitFramebuffer);
+    LOAD_GL(FramebufferTexture2D);
+    LOAD_GL(DrawBuffer);
+    LOAD_GL(GenRenderbuffers);
+    LOAD_GL(DeleteRenderbuffers);
+    LOAD_GL(RenderbufferStorage);
+    LOAD_GL(IsEnabled);
+    LOAD_GL(Enable);
+    LOAD_GL(Disable);
 #undef LOAD_GL
 }
 

@@ -41,6 +41,7 @@ typedef struct glt_format {
     glt_dtype dtype;
     int channels;
     GLenum read_format, read_type; /* glGetTexImage / glReadPixels */
+    int depth;                     /* 1: a depth (or depth-stencil) format, read as float32 window depth */
 } glt_format;
 
 /* The capturable format, or NULL. */
@@ -57,7 +58,13 @@ typedef struct glt_out_spec {
     int raw;           /* 1: exactly as stored (first channels, same dtype, HWC): plain copies suffice */
     int out_type;      /* GLT_OUT_* for the kernel */
     int kind;          /* GLT_KIND_* of the source */
+    int depth_mode;    /* glt_depth_mode, depth sources */
+    double near_plane, far_plane;
 } glt_out_spec;
+
+/* Window depth d in [0, 1] as the requested mode gives it (computed in double: the perspective
+ * formula cancels badly in float near the far plane). */
+float glt_depth_value(float d, int mode, double near_plane, double far_plane);
 
 /* Resolves opts' conversions against a source format; `what` names the source in errors. */
 glt_status glt_out_spec_make(const glt_format *fmt, const glt_read_options *opts, const char *what,
@@ -138,6 +145,8 @@ glt_status glt_device_guard_enter(glt_device_guard *g, int device);
 void glt_device_guard_exit(glt_device_guard *g);
 
 typedef struct glt_cpu_reader glt_cpu_reader;
+typedef struct glt_gl_stage glt_gl_stage;
+typedef struct glt_cuda_buffer glt_cuda_buffer;
 
 /* ---- capture.c, frame.c, view.c: shared by captures, batches and atlases ---- */
 struct glt_capture {
@@ -156,6 +165,9 @@ struct glt_capture {
     void *last_stream; /* the last stream a read was issued on: synchronised before re-registering */
     unsigned char *scratch; /* CPU backend with conversions: the image as read back */
     size_t scratch_size;
+    int samples;
+    glt_gl_stage *stage;          /* MSAA resolve and/or depth readback, when the image needs one */
+    glt_cuda_buffer *cuda_depth;  /* depth on the CUDA backend */
 };
 
 /* CPU backend: the whole image, as stored and bottom-up, in cap->scratch (grown as needed). */
@@ -203,6 +215,25 @@ typedef struct glt_dest_strides {
 /* Validates a caller's destination against `want`. */
 glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, const char *what,
                           glt_dest_strides *out);
+
+/* ---- gl_stage.c: GL-side work before reading (MSAA resolve, depth into a pixel-pack buffer) ---- */
+int glt_stage_needed(const glt_format *fmt, GLenum target, int samples);
+glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, int width, int height, int samples,
+                            glt_gl_stage **out);
+void glt_stage_destroy(glt_gl_stage *s); /* needs the context current */
+glt_status glt_stage_run(glt_gl_stage *s);
+GLuint glt_stage_resolved(const glt_gl_stage *s);    /* single-sample renderbuffer, or 0 */
+GLuint glt_stage_depth_buffer(const glt_gl_stage *s); /* pixel-pack buffer of float depth, or 0 */
+/* CPU backend: the depth buffer's rows (flipped when asked), converted per mode, into dst. */
+glt_status glt_stage_read_depth_host(glt_gl_stage *s, int flip, int mode, double near_plane, double far_plane,
+                                     void *dst, size_t pitch);
+
+/* ---- cuda_backend.c: depth through a registered pixel-pack buffer ---- */
+glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buffer **out);
+void glt_cuda_buffer_unregister(glt_cuda_buffer *b);
+/* Maps the buffer (one handoff), converts width x height float depths into dst, unmaps. */
+glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
+                               void *dst, size_t pitch, void *stream);
 
 /* ---- cpu_backend.c ---- */
 glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out);

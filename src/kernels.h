@@ -32,6 +32,11 @@ typedef struct glt_gather_spec {
     size_t plane; /* bytes between channel planes when chw */
 } glt_gather_spec;
 
+/* Float window depth (bottom-up rows, tightly packed) to float32 output rows, flipped and
+ * linearised per mode (glt_depth_mode). Returns 0 or a cudaError_t. */
+int glt_launch_depth(const float *src, int width, int height, int flip, int mode, double near_plane, double far_plane,
+                     void *dst, size_t pitch, void *stream);
+
 /* Returns 0 or a cudaError_t. */
 int glt_launch_gather(const glt_gather_item *items, int count, const glt_gather_spec *spec, void *stream);
 

@@ -68,4 +68,7 @@ void glt_read_options_init(glt_read_options *opts) {
     opts->convert_dtype = 0;
     opts->dtype = GLT_DTYPE_UINT8;
     opts->order = GLT_ORDER_HWC;
+    opts->depth = GLT_DEPTH_WINDOW;
+    opts->near_plane = 0.0;
+    opts->far_plane = 1.0;
 }

@@ -11,6 +11,7 @@ See docs/python-api.md for the whole API.
 from ._gltensor import (  # noqa: F401  (re-exported API)
     GL_RENDERBUFFER,
     GL_TEXTURE_2D,
+    GL_TEXTURE_2D_MULTISAMPLE,
     GL_TEXTURE_RECTANGLE,
     Atlas,
     Batch,
@@ -38,7 +39,7 @@ from ._gltensor import (  # noqa: F401  (re-exported API)
 
 __all__ = [
     "Capture", "Batch", "Atlas", "Context", "Frame",
-    "GL_TEXTURE_2D", "GL_TEXTURE_RECTANGLE", "GL_RENDERBUFFER",
+    "GL_TEXTURE_2D", "GL_TEXTURE_RECTANGLE", "GL_TEXTURE_2D_MULTISAMPLE", "GL_RENDERBUFFER",
     "cuda_available", "cuda_compiled", "cuda_unavailable_reason",
     "GLTensorError", "NoContextError", "WrongContextError", "InvalidObjectError", "UnsupportedFormatError",
     "WrongDeviceError", "CudaUnavailableError", "ClosedError", "InvalidArgumentError", "CudaError", "GLError",

@@ -28,7 +28,9 @@ static int stream_from_int(gltensor_state *st, PyObject *v, void **stream) {
                      h);
         return -1;
     }
-    *stream = (void *)(uintptr_t)h;
+    /* Handle 0 is CUDA's default stream (torch's default stream reports 0); NULL means "the object's
+     * own stream" in the C API, so name the legacy default stream explicitly. */
+    *stream = (void *)(uintptr_t)(h == 0 ? 1 : h);
     return 0;
 }
 
@@ -383,10 +385,43 @@ static int parse_layout(PyObject *obj, glt_read_options *o) {
     return 0;
 }
 
+/* depth="window" | "linear", projection="perspective" | "orthographic", near=, far= */
+static int parse_depth(PyObject *depth, PyObject *projection, PyObject *near_obj, PyObject *far_obj,
+                       glt_read_options *o) {
+    const char *d = depth == Py_None ? "window" : PyUnicode_Check(depth) ? PyUnicode_AsUTF8(depth) : NULL;
+    const char *p = projection == Py_None ? "perspective" : PyUnicode_Check(projection) ? PyUnicode_AsUTF8(projection)
+                                                                                         : NULL;
+    if (!d || (strcmp(d, "window") && strcmp(d, "raw") && strcmp(d, "linear"))) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "depth must be 'window' (alias 'raw') or 'linear'");
+        return -1;
+    }
+    if (!p || (strcmp(p, "perspective") && strcmp(p, "orthographic"))) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "projection must be 'perspective' or 'orthographic'");
+        return -1;
+    }
+    if (!strcmp(d, "linear")) {
+        if (near_obj == Py_None || far_obj == Py_None) {
+            PyErr_SetString(PyExc_TypeError, "depth='linear' needs near= and far=, the planes of the projection the "
+                                             "depth was rendered with");
+            return -1;
+        }
+        o->near_plane = PyFloat_AsDouble(near_obj);
+        if (o->near_plane == -1.0 && PyErr_Occurred()) return -1;
+        o->far_plane = PyFloat_AsDouble(far_obj);
+        if (o->far_plane == -1.0 && PyErr_Occurred()) return -1;
+        o->depth = !strcmp(p, "perspective") ? GLT_DEPTH_LINEAR_PERSPECTIVE : GLT_DEPTH_LINEAR_ORTHOGRAPHIC;
+    } else if (near_obj != Py_None || far_obj != Py_None || projection != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "near=, far= and projection= apply only with depth='linear'");
+        return -1;
+    }
+    return 0;
+}
+
 int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames, glt_py_read_args *r) {
     PyObject *flip_obj = NULL, *stream_obj = Py_None;
     PyObject *channels = Py_None, *dtype = Py_None, *layout = Py_None;
+    PyObject *depth = Py_None, *projection = Py_None, *near_obj = Py_None, *far_obj = Py_None;
     r->out = Py_None;
     if (nargs > 3) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most 3 arguments (flip, stream, out)", fname);
@@ -406,6 +441,10 @@ int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *cons
             else if (PyUnicode_CompareWithASCIIString(k, "channels") == 0) channels = v;
             else if (PyUnicode_CompareWithASCIIString(k, "dtype") == 0) dtype = v;
             else if (PyUnicode_CompareWithASCIIString(k, "layout") == 0) layout = v;
+            else if (PyUnicode_CompareWithASCIIString(k, "depth") == 0) depth = v;
+            else if (PyUnicode_CompareWithASCIIString(k, "projection") == 0) projection = v;
+            else if (PyUnicode_CompareWithASCIIString(k, "near") == 0) near_obj = v;
+            else if (PyUnicode_CompareWithASCIIString(k, "far") == 0) far_obj = v;
             else {
                 PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, k);
                 return -1;
@@ -423,6 +462,9 @@ int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *cons
     if (channels != Py_None && parse_channels(channels, &r->opts) < 0) return -1;
     if (dtype != Py_None && parse_dtype(dtype, &r->opts) < 0) return -1;
     if (layout != Py_None && parse_layout(layout, &r->opts) < 0) return -1;
+    if ((depth != Py_None || projection != Py_None || near_obj != Py_None || far_obj != Py_None) &&
+        parse_depth(depth, projection, near_obj, far_obj, &r->opts) < 0)
+        return -1;
     return 0;
 }
 

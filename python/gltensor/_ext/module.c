@@ -109,6 +109,7 @@ static int module_exec(PyObject *m) {
     if (PyModule_AddIntConstant(m, "GL_TEXTURE_2D", GLT_TEXTURE_2D) < 0 ||
         PyModule_AddIntConstant(m, "GL_TEXTURE_RECTANGLE", GLT_TEXTURE_RECTANGLE) < 0 ||
         PyModule_AddIntConstant(m, "GL_RENDERBUFFER", GLT_RENDERBUFFER) < 0 ||
+        PyModule_AddIntConstant(m, "GL_TEXTURE_2D_MULTISAMPLE", GLT_TEXTURE_2D_MULTISAMPLE) < 0 ||
         PyModule_AddStringConstant(m, "__version__", glt_version_string()) < 0 ||
         PyModule_AddIntConstant(m, "VERSION_NUMBER", (long)glt_version_number()) < 0)
         return -1;
