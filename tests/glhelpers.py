@@ -405,3 +405,71 @@ def rss_bytes():
     with open("/proc/self/statm") as f:
         resident_pages = int(f.read().split()[1])
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+# ---------------------------------------------------------------- cameras with distinct contents (batches, atlases)
+
+
+def camera_colour(fmt, index):
+    """The colour of camera `index`'s band (left half of its on-screen top row): R encodes the index."""
+    fmt = as_fmt(fmt)
+    if fmt.is_integer:
+        return (index, 200, 100, 250)
+    return (index / 255.0, 0.25, 0.75, 1.0)
+
+
+def marker_colour(fmt, index):
+    fmt = as_fmt(fmt)
+    if fmt.is_integer:
+        return (255, index, 7, 1)
+    return (1.0, index / 255.0, 0.0, 0.5)
+
+
+def marker_rect(viewport, index):
+    """A 2x2 square (x, y, w, h) at a per-index place inside `viewport`, below its top row."""
+    x, y, w, h = viewport
+    mx = x + (3 * index) % max(1, w - 1)
+    my = y + (5 * index) % max(1, h - 2)
+    return (mx, my, min(2, x + w - mx), min(2, max(1, y + h - 1 - my)))
+
+
+def _scissor_clear(fmt, rect, value):
+    GL.glEnable(GL.GL_SCISSOR_TEST)
+    GL.glScissor(*[int(v) for v in rect])
+    vals = list(value) + [0] * (4 - len(value))
+    if fmt.is_integer:
+        GL.glClearBufferuiv(GL.GL_COLOR, 0, (GL.GLuint * 4)(*[int(v) for v in vals]))
+    else:
+        GL.glClearBufferfv(GL.GL_COLOR, 0, (GL.GLfloat * 4)(*[float(v) for v in vals]))
+    GL.glDisable(GL.GL_SCISSOR_TEST)
+
+
+def render_camera(name, target, fmt, viewport, index):
+    """Render camera `index` into `viewport` (x, y, w, h, GL coordinates) of a colour image.
+
+    Float/normalised formats get the seeded shader pattern (depends on position and index), integer
+    formats a per-index clear; then the left half of the viewport's top row (top as seen on screen)
+    is cleared to camera_colour(index) and a 2x2 marker_colour square is put at marker_rect(index).
+    Content differs between cameras and is not symmetric under a vertical flip.
+    """
+    fmt = as_fmt(fmt)
+    x, y, w, h = (int(v) for v in viewport)
+    saved = [int(v) for v in GL.glGetIntegerv(GL.GL_VIEWPORT)]
+    with Framebuffer(name, target, GL.GL_DRAW_FRAMEBUFFER):
+        GL.glDrawBuffers(1, [GL.GL_COLOR_ATTACHMENT0])
+        if fmt.is_integer:
+            _scissor_clear(fmt, (x, y, w, h), (index + 1, 2 * index + 7, 3, 9))
+            if h > 1:  # a bottom row unlike the rest, so that flips show
+                _scissor_clear(fmt, (x, y, w, 1), (5, 6, 7, 8))
+        else:
+            prog, vao = _pattern_program()
+            GL.glViewport(x, y, w, h)
+            GL.glUseProgram(prog)
+            GL.glUniform1f(GL.glGetUniformLocation(prog, "seed"), 0.0173 * index + 0.005)
+            GL.glBindVertexArray(vao)
+            GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
+            GL.glBindVertexArray(0)
+            GL.glUseProgram(0)
+        _scissor_clear(fmt, (x, y + h - 1, max(1, w // 2), 1), camera_colour(fmt, index))
+        _scissor_clear(fmt, marker_rect((x, y, w, h), index), marker_colour(fmt, index))
+    GL.glViewport(*saved)

@@ -4,6 +4,11 @@ It renders lit, coloured meshes (a spinning cube, a bouncing sphere, a checkered
 whose colour attachment is a plain RGBA8 GL_TEXTURE_2D, the kind of image a simulator hands over.
 Only PyOpenGL and numpy are needed, and only a core-profile 3.3+ context current in this thread
 (for example the one `gltensor.Context.headless()` makes current).
+
+Many cameras: one Scene (one program, one vertex buffer) can draw any camera into any framebuffer or
+part of one, `scene.render(t, fbo=target.fbo, viewport=(x, y, w, h), camera=k)`, for example into
+`RenderTarget`s (one texture per camera) or into the tiles of one atlas texture
+(`viewport=atlas.viewport(k)`).
 """
 import ctypes
 import math
@@ -126,6 +131,91 @@ def _compile(kind, source):
     return shader
 
 
+def _camera_view_proj(camera, aspect):
+    """View-projection of camera `camera`: on a circle around the cube, spaced by the golden angle so
+    that any two indices differ."""
+    az = 0.7 + camera * 2.39996
+    height = 1.6 + 0.9 * (camera % 3)
+    eye = (5.0 * math.cos(az), height, 5.0 * math.sin(az))
+    proj = _perspective(45.0, aspect, 0.1, 50.0)
+    return np.ascontiguousarray(proj @ _look_at(eye, (0.0, 0.4, 0.0)))
+
+
+def read_pixels(fbo, viewport, flip=True, out=None):
+    """glReadPixels of `viewport` (x, y, w, h) of colour attachment 0 of `fbo`: (h, w, 4) uint8, top row
+    first unless flip=False. out: a C-contiguous (h, w, 4) uint8 array to read into."""
+    x, y, w, h = (int(v) for v in viewport)
+    GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, fbo)
+    GL.glReadBuffer(GL.GL_COLOR_ATTACHMENT0)
+    GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)  # rows of RGBA8 are 4-aligned anyway; be explicit
+    if out is None:
+        out = np.empty((h, w, 4), np.uint8)
+    GL.glReadPixels(x, y, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, out)
+    if flip:
+        out[:] = out[::-1].copy()
+    return out
+
+
+class RenderTarget:
+    """An FBO whose colour attachment is a plain RGBA8 GL_TEXTURE_2D (`.texture`), with an optional
+    depth renderbuffer: somewhere for `Scene.render(fbo=...)` to draw, e.g. one target per camera or
+    one large atlas texture whose tiles are cameras."""
+
+    def __init__(self, width, height, *, depth=True):
+        self.width, self.height = int(width), int(height)
+        self.texture = GL.glGenTextures(1)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self.texture)
+        GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, self.width, self.height, 0,
+                        GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, None)
+        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MIN_FILTER, GL.GL_NEAREST)
+        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MAG_FILTER, GL.GL_NEAREST)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+        self.depth = 0
+        if depth:
+            self.depth = GL.glGenRenderbuffers(1)
+            GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.depth)
+            GL.glRenderbufferStorage(GL.GL_RENDERBUFFER, GL.GL_DEPTH_COMPONENT24, self.width, self.height)
+            GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
+        self.fbo = GL.glGenFramebuffers(1)
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
+        GL.glFramebufferTexture2D(GL.GL_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0, GL.GL_TEXTURE_2D, self.texture, 0)
+        if depth:
+            GL.glFramebufferRenderbuffer(GL.GL_FRAMEBUFFER, GL.GL_DEPTH_ATTACHMENT, GL.GL_RENDERBUFFER, self.depth)
+        status = GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER)
+        if status != GL.GL_FRAMEBUFFER_COMPLETE:
+            raise RuntimeError("framebuffer incomplete: 0x%04x" % status)
+        self._closed = False
+
+    @property
+    def viewport(self):
+        return (0, 0, self.width, self.height)
+
+    def bind(self, viewport=None):
+        """Binds the FBO and sets the viewport (default: the whole texture)."""
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
+        GL.glViewport(*(viewport or self.viewport))
+
+    def read_pixels(self, flip=True, out=None, viewport=None):
+        """Reference readback of the whole texture, or of `viewport` (x, y, w, h): see read_pixels()."""
+        return read_pixels(self.fbo, viewport or self.viewport, flip=flip, out=out)
+
+    def close(self):
+        """Deletes the GL objects; needs the target's context current. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        GL.glDeleteFramebuffers(1, [self.fbo])
+        if self.depth:
+            GL.glDeleteRenderbuffers(1, [self.depth])
+        GL.glDeleteTextures([self.texture])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class Scene:
     """Offscreen renderer: `render(t)` draws into `.texture` (RGBA8 GL_TEXTURE_2D, `.fbo` bound)."""
 
@@ -186,11 +276,8 @@ class Scene:
         GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
 
         # Cameras sit on a circle around the cube, spaced by the golden angle so any index differs.
-        az = 0.7 + self.camera * 2.39996
-        height = 1.6 + 0.9 * (self.camera % 3)
-        eye = (5.0 * math.cos(az), height, 5.0 * math.sin(az))
-        proj = _perspective(45.0, self.width / self.height, 0.1, 50.0)
-        self._view_proj = np.ascontiguousarray(proj @ _look_at(eye, (0.0, 0.4, 0.0)))
+        self._view_proj = _camera_view_proj(self.camera, self.width / self.height)
+        self._view_projs = {(self.camera, self.width, self.height): self._view_proj}
         light = np.array([0.4, 1.0, 0.3], np.float32)
         self._light = light / np.linalg.norm(light)
         self._closed = False
@@ -200,17 +287,43 @@ class Scene:
         GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
         GL.glViewport(0, 0, self.width, self.height)
 
-    def render(self, t=0.0):
-        """Draws the frame at animation time t (seconds): the cube spins, the sphere bounces."""
-        self.bind()
-        GL.glDisable(GL.GL_SCISSOR_TEST)  # a caller's scissor would clip the clear
+    def render(self, t=0.0, fbo=None, viewport=None, camera=None):
+        """Draws the frame at animation time t (seconds): the cube spins, the sphere bounces.
+
+        By default into the scene's own `.texture`, from the scene's camera. Optional, for many cameras:
+          fbo      : another framebuffer to draw into (e.g. `RenderTarget.fbo`, an atlas's FBO); it
+                     needs a depth attachment for correct occlusion.
+          viewport : (x, y, w, h) part of the framebuffer to draw into, e.g. `atlas.viewport(k)`; only
+                     that rectangle is cleared (scissor) and drawn. Default: (0, 0, width, height).
+          camera   : camera index to draw from (default: the scene's `camera`); the aspect ratio
+                     follows the viewport.
+        """
+        if viewport is None:
+            viewport = (0, 0, self.width, self.height)
+            partial = False
+        else:
+            viewport = tuple(int(v) for v in viewport)
+            partial = True
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo if fbo is None else fbo)
+        GL.glViewport(*viewport)
+        if partial:  # glClear ignores the viewport: a scissor keeps it inside this camera's rectangle
+            GL.glEnable(GL.GL_SCISSOR_TEST)
+            GL.glScissor(*viewport)
+        else:
+            GL.glDisable(GL.GL_SCISSOR_TEST)  # a caller's scissor would clip the clear
         GL.glEnable(GL.GL_DEPTH_TEST)
         GL.glClearColor(0.55, 0.7, 0.9, 1.0)
         GL.glClear(GL.GL_COLOR_BUFFER_BIT | GL.GL_DEPTH_BUFFER_BIT)
+        GL.glDisable(GL.GL_SCISSOR_TEST)  # drawing stays inside the viewport anyway
         GL.glUseProgram(self.program)
         GL.glBindVertexArray(self.vao)
+        cam = self.camera if camera is None else int(camera)
+        key = (cam, viewport[2], viewport[3])
+        view_proj = self._view_projs.get(key)
+        if view_proj is None:
+            view_proj = self._view_projs[key] = _camera_view_proj(cam, viewport[2] / viewport[3])
         # transpose=GL_TRUE: numpy matrices are row-major, GLSL expects column-major.
-        GL.glUniformMatrix4fv(self._u_view_proj, 1, GL.GL_TRUE, self._view_proj)
+        GL.glUniformMatrix4fv(self._u_view_proj, 1, GL.GL_TRUE, view_proj)
         GL.glUniform3f(self._u_light, *self._light)
         objects = (("cube", _model(rot_y=1.1 * t, rot_x=0.7 * t, translate=(0.0, 0.9, 0.0))),
                    ("sphere", _model(translate=(1.4, 0.4 + 0.6 * abs(math.sin(2.0 * t)), -0.9))),
@@ -228,15 +341,7 @@ class Scene:
         out: a C-contiguous (H, W, 4) uint8 array to read into (GL's bottom-up order is read, then
         flipped in place when flip=True), so that a caller can avoid an allocation per frame.
         """
-        GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, self.fbo)
-        GL.glReadBuffer(GL.GL_COLOR_ATTACHMENT0)
-        GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)  # rows of RGBA8 are 4-aligned anyway; be explicit
-        if out is None:
-            out = np.empty((self.height, self.width, 4), np.uint8)
-        GL.glReadPixels(0, 0, self.width, self.height, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, out)
-        if flip:
-            out[:] = out[::-1].copy()
-        return out
+        return read_pixels(self.fbo, (0, 0, self.width, self.height), flip=flip, out=out)
 
     def close(self):
         """Deletes the GL objects; needs the scene's context current. Idempotent."""

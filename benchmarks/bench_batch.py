@@ -1,0 +1,444 @@
+#!/usr/bin/env python3
+"""Many cameras, RGBA8: what one training step pays to get N rendered frames into one torch batch.
+
+One step = render all N cameras + transfer into an (N, H, W, 4) batch + consumer op (`x.float().mean()`
+on the batch), as shared/PERF.md prescribes: warm-up, >= 200 timed steps, one synchronisation at the
+end of the timed loop, median of 3 runs, every path in the same process, each path's batch checked
+against per-camera glReadPixels before it is timed.
+
+    python benchmarks/bench_batch.py [--configs 16x256,64x128,256x84] [--steps 200] [--scene] [--json PATH]
+
+Paths: (a) render only (one texture per camera), (a2) render only (atlas tiles), (b) per-camera
+cuda-python recipe (register once; per camera map, mapped array, cudaMemcpy2DFromArrayAsync into a
+slice of the batch, unmap), (c) per-camera loop of gltensor Capture.read(out=batch[k]), (d) gltensor
+Batch.read() (one map for all; (d2) the same with out=), (e) gltensor Atlas.read() (cameras drawn
+into tiles of one texture), (f) CPU round trip (glReadPixels per camera into one numpy batch ->
+torch.from_numpy(...).cuda()).
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_single import CheckFailed, fmt_us, machine_info, median, print_table  # noqa: E402
+
+GL_TEXTURE_2D = 0x0DE1
+
+
+def parse_configs(text):
+    """'16x256,64x128' -> [(16, 256, 256), (64, 128, 128)]; NxWxH for non-square images."""
+    configs = []
+    for item in text.split(","):
+        parts = [int(v) for v in item.strip().lower().split("x")]
+        if len(parts) == 2:
+            parts.append(parts[1])
+        if len(parts) != 3 or min(parts) <= 0:
+            raise argparse.ArgumentTypeError("expected NxSIZE or NxWxH, e.g. 16x256, got %r" % item)
+        configs.append(tuple(parts))
+    return configs
+
+
+def atlas_grid(n):
+    """As square as possible: cols = ceil(sqrt(n)), rows = ceil(n / cols)."""
+    cols = math.ceil(math.sqrt(n))
+    return math.ceil(n / cols), cols
+
+
+# ---------------------------------------------------------------- the cameras
+
+class Cameras:
+    """N render targets (one texture + FBO each) and one atlas texture of the same N tiles, plus the
+    draw functions of both layouts. Camera k's picture is the same in its own texture and in tile k."""
+
+    def __init__(self, n, w, h, use_scene):
+        from OpenGL import GL
+        from gltensor.scene import RenderTarget, Scene
+        self.GL, self.n, self.w, self.h = GL, n, w, h
+        self.targets, self.atlas_target, self.scene = [], None, None
+        try:
+            # Depth only where the lit scene needs it: the clears do not.
+            self.targets = [RenderTarget(w, h, depth=use_scene) for _ in range(n)]
+            self.rows, self.cols = atlas_grid(n)
+            self.atlas_target = RenderTarget(self.cols * w, self.rows * h, depth=use_scene)
+            self.scene = Scene(w, h) if use_scene else None  # one program and vertex buffer for all cameras
+        except Exception:
+            self.close()
+            raise
+        # Tile k per docs/python-api.md: the grid anchored at the top-left as seen on screen, tile 0
+        # top-left, then left to right, top to bottom. In GL coordinates (origin bottom-left):
+        self.tiles = [((k % self.cols) * w, (self.rows - 1 - k // self.cols) * h, w, h) for k in range(n)]
+        self.draw_targets = self._draw_scene_targets if use_scene else self._draw_clear_targets
+        self.draw_atlas = self._draw_scene_atlas if use_scene else self._draw_clear_atlas
+
+    def _clear(self, x, y, i, k):
+        """The probes' cheap frame: a clear whose colour changes per step and per camera, plus a
+        scissored clear of the bottom-left corner so that a wrong flip shows (the scissor must be on)."""
+        GL, w, h = self.GL, self.w, self.h
+        GL.glScissor(x, y, w, h)
+        GL.glClearColor(((i + k) % 256) / 255.0, 0.25, ((37 * k) % 256) / 255.0, 1.0)
+        GL.glClear(GL.GL_COLOR_BUFFER_BIT)
+        GL.glScissor(x, y, max(w // 2, 1), max(h // 4, 1))
+        GL.glClearColor(1.0 - ((i + k) % 256) / 255.0, 0.8, 0.1, 1.0)
+        GL.glClear(GL.GL_COLOR_BUFFER_BIT)
+
+    def _draw_clear_targets(self, i):
+        GL = self.GL
+        GL.glEnable(GL.GL_SCISSOR_TEST)
+        for k, t in enumerate(self.targets):
+            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, t.fbo)
+            GL.glViewport(0, 0, self.w, self.h)
+            self._clear(0, 0, i, k)
+        GL.glDisable(GL.GL_SCISSOR_TEST)
+
+    def _draw_clear_atlas(self, i):
+        GL = self.GL
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.atlas_target.fbo)
+        GL.glEnable(GL.GL_SCISSOR_TEST)
+        for k, (x, y, w, h) in enumerate(self.tiles):
+            GL.glViewport(x, y, w, h)
+            self._clear(x, y, i, k)
+        GL.glDisable(GL.GL_SCISSOR_TEST)
+
+    def _draw_scene_targets(self, i):
+        for k, t in enumerate(self.targets):
+            self.scene.render((i + k) / 60.0, fbo=t.fbo, viewport=t.viewport, camera=k)
+
+    def _draw_scene_atlas(self, i):
+        fbo = self.atlas_target.fbo
+        for k, vp in enumerate(self.tiles):
+            self.scene.render((i + k) / 60.0, fbo=fbo, viewport=vp, camera=k)
+
+    def reference(self, atlas, flip):
+        """Per-camera glReadPixels: (N, H, W, 4), of the camera textures or of the atlas tiles."""
+        out = np.empty((self.n, self.h, self.w, 4), np.uint8)
+        for k in range(self.n):
+            if atlas:
+                self.atlas_target.read_pixels(flip=flip, out=out[k], viewport=self.tiles[k])
+            else:
+                self.targets[k].read_pixels(flip=flip, out=out[k])
+        return out
+
+    def close(self):
+        for t in self.targets:
+            t.close()
+        if self.atlas_target is not None:
+            self.atlas_target.close()
+        if self.scene is not None:
+            self.scene.close()
+
+
+# ---------------------------------------------------------------- the compared paths
+
+class BenchPath:
+    """One way of getting the N frames into a torch batch. transfer() returns the (N, H, W, 4) batch."""
+
+    def __init__(self, key, name, draw, transfer=None, flipped=True, atlas=False, note="", skipped=None,
+                 close=None):
+        self.key, self.name, self.draw, self.transfer, self.flipped = key, name, draw, transfer, flipped
+        self.atlas, self.note, self.skipped, self.close = atlas, note, skipped, close
+
+
+def cuda_python_path(cams, torch, cuda_in_use):
+    """(b) The per-camera recipe users write with cuda-python today (the Panda3D forum recipe)."""
+    key, name = "b", "per-camera cuda-python map/copy/unmap"
+    if not cuda_in_use:
+        return BenchPath(key, name, None,
+                         skipped="skipped: the GL context is not on a CUDA device (CUDA interop impossible)")
+    try:
+        from cuda.bindings import runtime as cudart
+    except ImportError as e:
+        return BenchPath(key, name, None, skipped="skipped: cuda.bindings not importable (%s)" % e)
+
+    def check(result, call):
+        err = result[0]
+        if err != cudart.cudaError_t.cudaSuccess:
+            raise RuntimeError("%s failed: %s" % (call, err))
+        return result[1] if len(result) > 1 else None
+
+    flags = cudart.cudaGraphicsRegisterFlags.cudaGraphicsRegisterFlagsReadOnly
+    resources = []
+    try:  # each texture registered once, up front
+        for t in cams.targets:
+            resources.append(check(cudart.cudaGraphicsGLRegisterImage(t.texture, GL_TEXTURE_2D, flags),
+                                   "cudaGraphicsGLRegisterImage"))
+    except RuntimeError as e:
+        for r in resources:
+            cudart.cudaGraphicsUnregisterResource(r)
+        return BenchPath(key, name, None, skipped="skipped: %s" % e)
+    w, h, n = cams.w, cams.h, cams.n
+    out = torch.empty((n, h, w, 4), dtype=torch.uint8, device="cuda")
+    image = w * h * 4
+    ptrs = [out.data_ptr() + k * image for k in range(n)]
+    d2d = cudart.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+    map_, get, copy, unmap = (cudart.cudaGraphicsMapResources, cudart.cudaGraphicsSubResourceGetMappedArray,
+                              cudart.cudaMemcpy2DFromArrayAsync, cudart.cudaGraphicsUnmapResources)
+
+    def transfer():
+        # On torch's stream, so that the consumer op that follows is ordered after the copies.
+        stream = torch.cuda.current_stream().cuda_stream
+        for res, ptr in zip(resources, ptrs):
+            check(map_(1, res, stream), "cudaGraphicsMapResources")
+            array = check(get(res, 0, 0), "cudaGraphicsSubResourceGetMappedArray")
+            check(copy(ptr, w * 4, array, 0, 0, w * 4, h, d2d, stream), "cudaMemcpy2DFromArrayAsync")
+            check(unmap(1, res, stream), "cudaGraphicsUnmapResources")
+        return out
+
+    def close():
+        torch.cuda.synchronize()
+        for r in resources:
+            cudart.cudaGraphicsUnregisterResource(r)
+
+    return BenchPath(key, name, cams.draw_targets, transfer, flipped=False, close=close,
+                     note="GL's bottom-up rows (no flip); %d maps per step" % n)
+
+
+def torch_stream_arg(torch):
+    """stream= for gltensor that names torch's current stream. Handle 0 (torch's default stream) is
+    passed as 1 (cudaStreamLegacy, the same stream): gltensor reads stream=0 as 'no stream given' and
+    would copy on its own non-blocking stream, which the consumer op is not ordered after."""
+    handle = torch.cuda.current_stream().cuda_stream
+    return handle if handle else 1
+
+
+def build_paths(cams, caps, batch, atlas, torch, device, cuda_in_use):
+    n, w, h = cams.n, cams.w, cams.h
+    paths = [BenchPath("a", "render only (a texture per camera)", cams.draw_targets),
+             BenchPath("a2", "render only (atlas tiles)", cams.draw_atlas)]
+    paths.append(cuda_python_path(cams, torch, cuda_in_use))
+
+    out = torch.empty((n, h, w, 4), dtype=torch.uint8, device=device)
+    slots = [out[k] for k in range(n)]  # views made once: the loop pays for the reads, not for slicing
+    stream = torch_stream_arg(torch) if cuda_in_use else None
+    pairs = list(zip(caps, slots))
+
+    def per_capture():
+        for cap, slot in pairs:
+            cap.read(out=slot, stream=stream)
+        return out
+
+    # What a step hands over: CUDA maps (one GL->CUDA switch each), or on the CPU backend readbacks.
+    many = ("%d maps per step" % n) if cuda_in_use else ("CPU backend: %d texture readbacks" % n)
+    one = "one map per step" if cuda_in_use else "CPU backend: %d texture readbacks" % n
+    paths.append(BenchPath("c", "per-camera gltensor Capture.read(out=batch[k])", cams.draw_targets, per_capture,
+                           note="flip in the copy; %s%s" % (many, ", copies on torch's stream" if cuda_in_use else "")))
+    paths.append(BenchPath("d", "gltensor Batch.read() + torch.from_dlpack", cams.draw_targets,
+                           lambda: torch.from_dlpack(batch.read()), note="flip in the copy; " + one))
+    out_d2 = torch.empty((n, h, w, 4), dtype=torch.uint8, device=device)
+    paths.append(BenchPath("d2", "gltensor Batch.read(out=batch)", cams.draw_targets,
+                           lambda: batch.read(out=out_d2, stream=stream),
+                           note="flip in the copy; %s%s" % (one, ", copy on torch's stream" if cuda_in_use else "")))
+    paths.append(BenchPath("e", "gltensor Atlas.read() + torch.from_dlpack", cams.draw_atlas,
+                           lambda: torch.from_dlpack(atlas.read()), atlas=True,
+                           note="%d x %d tiles of a %dx%d texture; %s"
+                                % (cams.rows, cams.cols, cams.cols * w, cams.rows * h,
+                                   "one map per step" if cuda_in_use else "CPU backend: one readback")))
+
+    GL = cams.GL
+    to_cuda = torch.cuda.is_available()
+    fbos = [t.fbo for t in cams.targets]
+
+    def round_trip():
+        host = np.empty((n, h, w, 4), np.uint8)
+        GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)
+        for k, fbo in enumerate(fbos):
+            GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, fbo)
+            GL.glReadPixels(0, 0, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, host[k])
+        x = torch.from_numpy(host)
+        return x.cuda() if to_cuda else x
+
+    paths.append(BenchPath("f", "CPU round trip: glReadPixels per camera -> numpy -> torch"
+                           + (".cuda()" if to_cuda else ""), cams.draw_targets, round_trip, flipped=False,
+                           note="no flip; one upload per step" if to_cuda
+                           else "no flip; '.cuda()' skipped: no CUDA device"))
+    return paths
+
+
+# ---------------------------------------------------------------- correctness, timing
+
+def check_path(path, cams):
+    """Two different frames, each camera equal to its glReadPixels: catches wrong pixels, flips, swapped
+    cameras and stale frames."""
+    for i in (3, 40):
+        path.draw(i)
+        got = path.transfer().cpu().numpy()
+        ref = cams.reference(path.atlas, path.flipped)
+        if got.shape != ref.shape or got.dtype != ref.dtype:
+            raise CheckFailed("path (%s) %s: frame %d is %s %s, expected %s uint8"
+                              % (path.key, path.name, i, got.shape, got.dtype, ref.shape))
+        bad = [k for k in range(cams.n) if not np.array_equal(got[k], ref[k])]
+        if bad:
+            raise CheckFailed("path (%s) %s: frame %d, camera(s) %s differ from glReadPixels (%d bytes differ)"
+                              % (path.key, path.name, i, bad[:8], int((got != ref).sum())))
+
+
+def time_path(path, steps, warmup, sync):
+    draw, transfer = path.draw, path.transfer
+    if transfer is None:
+        def step(i):
+            draw(i)
+    else:
+        def step(i):
+            draw(i)
+            transfer().float().mean()
+    for i in range(warmup):
+        step(i)
+    sync()
+    start = time.perf_counter()
+    for i in range(steps):
+        step(i)
+    sync()
+    return (time.perf_counter() - start) / steps * 1e6
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--configs", type=parse_configs, default=parse_configs("16x256,64x128,256x84"),
+                    help="comma-separated CAMERASxSIZE or CAMERASxWxH (default 16x256,64x128,256x84)")
+    ap.add_argument("--steps", type=int, default=200, help="timed steps per run (PERF.md: >= 200)")
+    ap.add_argument("--warmup", type=int, default=10, help="warm-up steps before each run (at least 10)")
+    ap.add_argument("--runs", type=int, default=3, help="runs per path; the median is reported")
+    ap.add_argument("--scene", action=argparse.BooleanOptionalAction, default=False,
+                    help="render the lit Scene from each camera instead of the probes' cheap clears (default off)")
+    ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="torch.set_num_threads(N) first; 0 leaves torch's default. On a CPU-only machine "
+                         "with llvmpipe, 1 keeps torch's spinning OpenMP workers from starving the renderer")
+    ap.add_argument("--json", help="output file (default benchmarks/results/batch_<host>.json)")
+    args = ap.parse_args(argv)
+    warmup = max(args.warmup, 10)
+    if args.steps < 1 or args.runs < 1:
+        ap.error("--steps and --runs must be positive")
+    if args.steps < 200:
+        print("note: --steps %d is below the 200 that PERF.md asks for; fine for a smoke test" % args.steps)
+
+    try:
+        import torch
+    except ImportError:
+        print("error: this benchmark needs torch", file=sys.stderr)
+        return 1
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
+    import gltensor
+    from OpenGL import GL
+
+    ctx = gltensor.Context.headless()
+    info = machine_info(ctx, torch)
+    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in info["host"])
+    json_path = Path(args.json) if args.json else HERE / "results" / ("batch_%s.json" % host)
+    report = {"benchmark": "batch", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "argv": sys.argv[1:], "machine": info,
+              "config": {"configs": args.configs, "steps": args.steps, "warmup": warmup, "runs": args.runs,
+                         "scene": args.scene, "backend": args.backend, "torch_threads": torch.get_num_threads()},
+              "results": [], "status": "running"}
+    print("GL: %s | %s | torch %s | GPU: %s" % (ctx.renderer, ctx.version, torch.__version__,
+                                                info["gpu_name"] or "none"))
+
+    def save():
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=1))
+
+    def sync():
+        GL.glFinish()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+
+    rows = []
+    try:
+        for ci, (n, w, h) in enumerate(args.configs):
+            label = "%d x %dx%d" % (n, w, h)
+            cams = Cameras(n, w, h, args.scene)
+            caps, batch, atlas, paths = [], None, None, []
+            try:
+                caps = [gltensor.Capture(t.texture, gltensor.GL_TEXTURE_2D, backend=args.backend)
+                        for t in cams.targets]
+                batch = gltensor.Batch(caps)  # the same captures as path (c): one registration per texture
+                atlas = gltensor.Atlas(cams.atlas_target.texture, gltensor.GL_TEXTURE_2D,
+                                       tiles=(cams.rows, cams.cols), count=n, backend=args.backend)
+                cuda_in_use = caps[0].backend == "cuda"
+                device = "cuda:%d" % caps[0].cuda_device if cuda_in_use else "cpu"
+                if ci == 0:
+                    print("backend: %s (%s)" % (caps[0].backend, caps[0].backend_reason))
+                    if not cuda_in_use and ctx.is_software and torch.get_num_threads() > 1:
+                        print("note: llvmpipe and torch's OpenMP workers share the CPU cores; --torch-threads 1 "
+                              "keeps the workers' spinning from slowing the renderer")
+                report["machine"].setdefault("backend", caps[0].backend)
+                report["machine"].setdefault("backend_reason", caps[0].backend_reason)
+                if batch.shape != (n, h, w, 4) or atlas.shape != (n, h, w, 4):
+                    raise CheckFailed("%s: Batch.shape %s / Atlas.shape %s, expected %s"
+                                      % (label, batch.shape, atlas.shape, (n, h, w, 4)))
+                viewports = [tuple(v) for v in atlas.viewports()]
+                if viewports != cams.tiles:
+                    k = next(k for k in range(n) if viewports[k] != cams.tiles[k])
+                    raise CheckFailed("%s: atlas.viewport(%d) is %s, docs/python-api.md's layout (tile 0 top-left) "
+                                      "gives %s" % (label, k, viewports[k], cams.tiles[k]))
+
+                paths = build_paths(cams, caps, batch, atlas, torch, device, cuda_in_use)
+                for p in paths:  # correctness first, for every path, before any timing
+                    if p.transfer is not None and not p.skipped:
+                        check_path(p, cams)
+                times = {p.key: [] for p in paths if not p.skipped}
+                for _ in range(args.runs):  # runs interleaved across paths, so drift hits all alike
+                    for p in paths:
+                        if not p.skipped:
+                            times[p.key].append(time_path(p, args.steps, warmup, sync))
+            finally:
+                for p in paths:
+                    if p.close:
+                        p.close()
+                for obj in [atlas, batch] + caps:
+                    if obj is not None:
+                        obj.close()
+                cams.close()
+
+            base_b = median(times["b"]) if "b" in times else None
+            base_f = median(times["f"]) if "f" in times else None
+            for p in paths:
+                entry = {"cameras": n, "size": [w, h], "path": p.key, "name": p.name, "note": p.note}
+                if p.skipped:
+                    entry.update(status="skipped", reason=p.skipped)
+                    rows.append([label, "(%s) %s" % (p.key, p.name), "-", "-", "-", "-", "-", p.skipped])
+                else:
+                    us = median(times[p.key])
+                    vs_b = base_b / us if base_b else None
+                    vs_f = base_f / us if base_f else None
+                    entry.update(status="ok", check="equal to per-camera glReadPixels" if p.transfer else "n/a",
+                                 runs_us_per_step=times[p.key], us_per_step=us, us_per_image=us / n,
+                                 frames_per_s=n * 1e6 / us, speedup_vs_per_camera_cuda_python=vs_b,
+                                 speedup_vs_cpu_round_trip=vs_f)
+                    rows.append([label, "(%s) %s" % (p.key, p.name), fmt_us(us), fmt_us(us / n),
+                                 "{:,.0f}".format(n * 1e6 / us), "%.2fx" % vs_b if vs_b else "-",
+                                 "%.2fx" % vs_f if vs_f else "-", p.note])
+                report["results"].append(entry)
+    except CheckFailed as e:
+        print("FAIL: %s" % e, file=sys.stderr)
+        report["status"] = "check failed: %s" % e
+        save()
+        return 1
+    finally:
+        ctx.close()
+
+    report["status"] = "ok"
+    save()
+    mode = "Scene" if args.scene else "clear + scissored clear"
+    print_table("N cameras, RGBA8, one step = render N (%s) + transfer + x.float().mean() on the (N, H, W, 4) "
+                "batch; median of %d runs of %d steps" % (mode, args.runs, args.steps),
+                ["cameras x size", "path", "us/step", "us/image", "frames/s", "vs cuda-python loop",
+                 "vs CPU round trip", "note"], rows, left=(0, 1))
+    print("\nJSON: %s" % json_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
