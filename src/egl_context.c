@@ -160,7 +160,22 @@ glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_cont
     EGLDisplay d = egl->GetPlatformDisplayEXT(EGL_PLATFORM_SURFACELESS_MESA, NULL, NULL);
     if (d != EGL_NO_DISPLAY) {
         EGLContext c = create_on_display(egl, d, &desc, &major, &minor);
-        if (c != EGL_NO_CONTEXT) return finish(egl, d, c, major, minor, -1, out);
+        if (c != EGL_NO_CONTEXT) {
+            glt_status st = finish(egl, d, c, major, minor, -1, out);
+            if (st == GLT_OK && desc.force_software && !(*out)->is_software) {
+                /* Without Mesa's software driver the surfaceless platform lands on a hardware driver. */
+                char renderer[128];
+                snprintf(renderer, sizeof renderer, "%s", (*out)->renderer ? (*out)->renderer : "?");
+                glt_context_destroy(*out);
+                *out = NULL;
+                return glt_fail(GLT_EGL_ERROR,
+                                "software=True asked for Mesa's software renderer, but EGL offers none (the context "
+                                "it gave runs on \"%s\"); install it (Debian/Ubuntu: apt-get install libegl-mesa0 "
+                                "libgl1-mesa-dri) or pass software=None",
+                                renderer);
+            }
+            return st;
+        }
     }
     return glt_fail(GLT_EGL_ERROR,
                     "could not create a headless OpenGL 3.3+ core context on any of %d EGL devices (last EGL "

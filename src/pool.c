@@ -154,16 +154,39 @@ static glt_status block_alloc(glt_pool *pool, size_t bytes, glt_block **out) {
     return GLT_OK;
 }
 
+/* 1 when every stream that used the block has finished with it (queried, never waited for). */
+static int block_idle_on_gpu(glt_block *b) {
+#ifdef GLT_WITH_CUDA
+    for (int i = 0; i < b->nevents_pending; ++i) {
+        cudaError_t e = cudaEventQuery((cudaEvent_t)b->events[i]);
+        if (e == cudaErrorNotReady) return 0;
+        if (e != cudaSuccess) cudaGetLastError();
+    }
+    b->nevents_pending = 0;
+#else
+    (void)b;
+#endif
+    return 1;
+}
+
 glt_status glt_pool_acquire(glt_pool *pool, size_t bytes, void *stream, glt_block **out) {
     glt_block *b = NULL;
+    /* Prefer a block the GPU is done with: reusing it needs no cross-stream wait, which would
+     * otherwise tie the next copy to the consumers' streams. Fall back to the oldest-freed match. */
     pthread_mutex_lock(&pool->mutex);
+    glt_block **match = NULL;
     for (glt_block **pp = &pool->idle; *pp; pp = &(*pp)->next) {
-        if ((*pp)->size == bytes) {
-            b = *pp;
-            *pp = b->next;
-            pool->idle_count--;
+        if ((*pp)->size != bytes) continue;
+        if (pool->memory == GLT_MEMORY_HOST || block_idle_on_gpu(*pp)) {
+            match = pp;
             break;
         }
+        match = pp; /* keep looking for an idle one; remember the last candidate (freed longest ago) */
+    }
+    if (match) {
+        b = *match;
+        *match = b->next;
+        pool->idle_count--;
     }
     pthread_mutex_unlock(&pool->mutex);
     if (!b) {
