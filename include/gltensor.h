@@ -141,6 +141,10 @@ typedef struct glt_capture_desc {
     unsigned gl_target; /* GLT_TEXTURE_2D, GLT_TEXTURE_RECTANGLE, GLT_TEXTURE_2D_MULTISAMPLE or GLT_RENDERBUFFER */
     glt_backend backend;
     int cuda_device; /* -1: the device the current GL context runs on */
+    /* NVIDIA's GL refuses to reallocate a texture (glTexImage2D: GL_INVALID_OPERATION) while it is
+     * registered with CUDA. 1: hold the registration only during each read, so the program may
+     * reallocate the texture between reads (each read then registers again: slower). 0: register once. */
+    int resizable;
 } glt_capture_desc;
 
 typedef struct glt_capture_info {

@@ -141,7 +141,9 @@ static glt_status copy_tiles(glt_atlas *a, const glt_out_spec *spec, char *base,
             tile_origin(a, k, &r.x0, &r.y0);
             a->regions[k] = r;
         }
-        return glt_cuda_copy_regions(&c->cuda, 1, a->regions, a->count, flip, stream);
+        glt_status st = glt_cuda_copy_regions(&c->cuda, 1, a->regions, a->count, flip, stream);
+        glt_capture_finish(c);
+        return st;
     }
     /* CPU backend: one readback of the whole atlas, then each tile out of it. */
     glt_status st = glt_capture_read_scratch(c);

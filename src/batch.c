@@ -127,7 +127,9 @@ static glt_status copy_all(glt_batch *b, const dest *d, int flip, void *stream) 
         glt_cuda_region r = {c->cuda, d[i].spec, 0, 0, c->width, c->height, d[i].data, d[i].pitch, d[i].plane};
         b->regions[i] = r;
     }
-    return glt_cuda_copy_regions(b->images, b->count, b->regions, b->count, flip, stream);
+    glt_status st = glt_cuda_copy_regions(b->images, b->count, b->regions, b->count, flip, stream);
+    for (int i = 0; i < b->count; ++i) glt_capture_finish(b->caps[i]);
+    return st;
 }
 
 static glt_read_options options_or_default(const glt_read_options *opts) {

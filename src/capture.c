@@ -208,6 +208,7 @@ glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
     cap->width = d.width;
     cap->height = d.height;
     cap->samples = d.samples;
+    cap->resizable = desc->resizable != 0;
     st = choose_backend(cap, desc);
     if (st == GLT_OK) {
         cap->pool = glt_pool_create(cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
@@ -219,6 +220,7 @@ glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
         glt_capture_destroy(cap);
         return st;
     }
+    glt_capture_finish(cap);
     glt_clear_error();
     *out = cap;
     return GLT_OK;
@@ -306,7 +308,22 @@ glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, v
     }
     *stream = cap->backend == GLT_BACKEND_CUDA ? (s ? s : glt_pool_stream(cap->pool)) : NULL;
     cap->last_stream = *stream;
+    if (cap->backend == GLT_BACKEND_CUDA && !cap->fmt->depth && !cap->cuda) {
+        /* A resizable capture registers for the duration of this read only. */
+        GLuint name = cap->stage && glt_stage_resolved(cap->stage) ? glt_stage_resolved(cap->stage) : cap->name;
+        GLenum target = name == cap->name ? cap->target : GL_RENDERBUFFER;
+        st = glt_cuda_image_register(name, target, cap->cuda_device, cap->fmt, cap->width, cap->height, &cap->cuda);
+        if (st != GLT_OK) return st;
+    }
     return cap->stage ? glt_stage_run(cap->stage) : GLT_OK;
+}
+
+void glt_capture_finish(glt_capture *cap) {
+    if (!cap->resizable || cap->backend != GLT_BACKEND_CUDA || !cap->cuda) return;
+    /* The copy reads the image through a texture object: let it finish before the registration goes. */
+    if (cap->last_stream) glt_cuda_stream_sync(cap->last_stream, cap->cuda_device);
+    glt_cuda_image_unregister(cap->cuda);
+    cap->cuda = NULL;
 }
 
 glt_status glt_capture_read_scratch(glt_capture *cap) {
@@ -329,7 +346,9 @@ glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip
                                                dst, pitch);
     if (cap->backend == GLT_BACKEND_CUDA) {
         glt_cuda_region r = {cap->cuda, spec, 0, 0, cap->width, cap->height, dst, pitch, plane};
-        return glt_cuda_copy_regions(&cap->cuda, 1, &r, 1, flip, stream);
+        glt_status st = glt_cuda_copy_regions(&cap->cuda, 1, &r, 1, flip, stream);
+        glt_capture_finish(cap);
+        return st;
     }
     if (spec->raw) return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, dst, pitch, flip);
     glt_status st = glt_capture_read_scratch(cap);

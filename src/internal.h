@@ -166,12 +166,15 @@ struct glt_capture {
     unsigned char *scratch; /* CPU backend with conversions: the image as read back */
     size_t scratch_size;
     int samples;
+    int resizable;                /* CUDA: registered only while a read runs */
     glt_gl_stage *stage;          /* MSAA resolve and/or depth readback, when the image needs one */
     glt_cuda_buffer *cuda_depth;  /* depth on the CUDA backend */
 };
 
 /* CPU backend: the whole image, as stored and bottom-up, in cap->scratch (grown as needed). */
 glt_status glt_capture_read_scratch(glt_capture *cap);
+/* End of a read: a resizable capture drops its CUDA registration until the next one. */
+void glt_capture_finish(glt_capture *cap);
 /* Copies the whole image into dst per spec (CPU or CUDA backend). */
 glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip, void *dst, size_t pitch,
                             size_t plane, void *stream);

@@ -58,6 +58,7 @@ void glt_capture_desc_init(glt_capture_desc *desc) {
     desc->gl_target = GLT_TEXTURE_2D;
     desc->backend = GLT_BACKEND_AUTO;
     desc->cuda_device = -1;
+    desc->resizable = 0;
 }
 
 void glt_read_options_init(glt_read_options *opts) {

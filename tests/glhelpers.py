@@ -473,3 +473,392 @@ def render_camera(name, target, fmt, viewport, index):
         _scissor_clear(fmt, (x, y + h - 1, max(1, w // 2), 1), camera_colour(fmt, index))
         _scissor_clear(fmt, marker_rect((x, y, w, h), index), marker_colour(fmt, index))
     GL.glViewport(*saved)
+
+
+# ---------------------------------------------------------------- depth, multisampled images, drawing with depth
+#
+# Used by test_depth.py and test_msaa.py. Everything below restores the GL state it touches (bindings,
+# viewport, enables, masks, program) so that tests stay independent.
+
+GL_TEXTURE_2D_MULTISAMPLE = 0x9100
+
+# Depth formats: key -> (internal format, client format, client type, bits of depth or None for float)
+DEPTH = {
+    "DEPTH_COMPONENT16": (GL.GL_DEPTH_COMPONENT16, GL.GL_DEPTH_COMPONENT, GL.GL_UNSIGNED_SHORT, 16),
+    "DEPTH_COMPONENT24": (GL.GL_DEPTH_COMPONENT24, GL.GL_DEPTH_COMPONENT, GL.GL_UNSIGNED_INT, 24),
+    "DEPTH_COMPONENT32": (GL.GL_DEPTH_COMPONENT32, GL.GL_DEPTH_COMPONENT, GL.GL_UNSIGNED_INT, 32),
+    "DEPTH_COMPONENT32F": (GL.GL_DEPTH_COMPONENT32F, GL.GL_DEPTH_COMPONENT, GL.GL_FLOAT, None),
+    "DEPTH24_STENCIL8": (GL.GL_DEPTH24_STENCIL8, GL.GL_DEPTH_STENCIL, GL.GL_UNSIGNED_INT_24_8, 24),
+    "DEPTH32F_STENCIL8": (GL.GL_DEPTH32F_STENCIL8, GL.GL_DEPTH_STENCIL, GL.GL_FLOAT_32_UNSIGNED_INT_24_8_REV, None),
+}
+DEPTH_STENCIL_KEYS = ("DEPTH24_STENCIL8", "DEPTH32F_STENCIL8")
+
+
+def _client_of(internal):
+    """(client format, client type) that glTexImage2D accepts for a colour or depth internal format."""
+    for key, (i, f, t, _) in DEPTH.items():
+        if i == internal:
+            return f, t
+    if internal == GL.GL_DEPTH_COMPONENT:
+        return GL.GL_DEPTH_COMPONENT, GL.GL_FLOAT
+    if internal == GL.GL_STENCIL_INDEX8:
+        return GL.GL_STENCIL_INDEX, GL.GL_UNSIGNED_BYTE
+    fmt = as_fmt(internal)
+    return fmt.gl_format, fmt.gl_type
+
+
+def is_depth_internal(internal):
+    return internal == GL.GL_DEPTH_COMPONENT or any(internal == d[0] for d in DEPTH.values())
+
+
+def attachment_point(internal):
+    if internal in (GL.GL_DEPTH24_STENCIL8, GL.GL_DEPTH32F_STENCIL8):
+        return GL.GL_DEPTH_STENCIL_ATTACHMENT
+    if is_depth_internal(internal):
+        return GL.GL_DEPTH_ATTACHMENT
+    return GL.GL_COLOR_ATTACHMENT0
+
+
+class Surface:
+    """A texture (2D, rectangle, 2D multisample) or renderbuffer of any internal format, colour or depth,
+    single- or multisampled, with no contents until something draws into it. `internal` is a GL enum
+    or a key of DEPTH / the format table."""
+
+    def __init__(self, internal, width, height, target=GL.GL_TEXTURE_2D, samples=0):
+        self.target = target
+        self.name = gen_renderbuffer() if target == GL.GL_RENDERBUFFER else gen_texture()
+        self.deleted = False
+        self.allocate(internal, width, height, samples)
+
+    @staticmethod
+    def _internal(internal):
+        if isinstance(internal, str):
+            key = internal[3:] if internal.startswith("GL_") else internal
+            return DEPTH[key][0] if key in DEPTH else as_fmt(key).internal
+        return int(internal)
+
+    def allocate(self, internal, width, height, samples=None):
+        """(Re)allocate storage under the same name (renderbuffers and mutable textures only)."""
+        self.internal = self._internal(internal)
+        self.width, self.height = width, height
+        if samples is not None:
+            self.samples = samples
+        if self.target == GL.GL_RENDERBUFFER:
+            renderbuffer_storage(self.name, self.internal, width, height, samples=self.samples)
+        elif self.target == GL_TEXTURE_2D_MULTISAMPLE:
+            assert self.samples, "a multisample texture needs samples"
+            prev = int(GL.glGetIntegerv(GL.GL_TEXTURE_BINDING_2D_MULTISAMPLE))
+            GL.glBindTexture(GL_TEXTURE_2D_MULTISAMPLE, self.name)
+            GL.glTexImage2DMultisample(GL_TEXTURE_2D_MULTISAMPLE, self.samples, self.internal, width, height, GL.GL_TRUE)
+            GL.glBindTexture(GL_TEXTURE_2D_MULTISAMPLE, prev)
+        else:
+            assert not self.samples
+            fmt, typ = _client_of(self.internal)
+            _set_unpack_defaults()
+            GL.glBindTexture(self.target, self.name)
+            tex_image_2d(self.target, 0, self.internal, width, height, fmt, typ)
+            GL.glTexParameteri(self.target, GL.GL_TEXTURE_MIN_FILTER, GL.GL_NEAREST)
+            GL.glTexParameteri(self.target, GL.GL_TEXTURE_MAG_FILTER, GL.GL_NEAREST)
+            GL.glBindTexture(self.target, 0)
+        return self
+
+    @property
+    def is_depth(self):
+        return is_depth_internal(self.internal)
+
+    def attach(self, binding, point=None):
+        point = attachment_point(self.internal) if point is None else point
+        if self.target == GL.GL_RENDERBUFFER:
+            GL.glFramebufferRenderbuffer(binding, point, GL.GL_RENDERBUFFER, self.name)
+        else:
+            GL.glFramebufferTexture2D(binding, point, self.target, self.name, 0)
+
+    def delete(self):
+        if not self.deleted:
+            if self.target == GL.GL_RENDERBUFFER:
+                GL.glDeleteRenderbuffers(1, [self.name])
+            else:
+                GL.glDeleteTextures(1, [self.name])
+            self.deleted = True
+
+    def __repr__(self):
+        return f"Surface({self.internal:#x}, {self.width}x{self.height}, {self.target:#x}, samples={self.samples})"
+
+
+class Target:
+    """A framebuffer made of Surfaces (at most one colour, at most one depth), bound to `binding` while
+    inside `with`; the previous binding is restored on exit and the framebuffer deleted."""
+
+    def __init__(self, *surfaces, binding=GL.GL_FRAMEBUFFER):
+        self.surfaces = [s for s in surfaces if s is not None]
+        self.binding = binding
+        self.colour = next((s for s in self.surfaces if not s.is_depth), None)
+        self.depth = next((s for s in self.surfaces if s.is_depth), None)
+
+    def __enter__(self):
+        query = {GL.GL_FRAMEBUFFER: GL.GL_DRAW_FRAMEBUFFER_BINDING, GL.GL_DRAW_FRAMEBUFFER: GL.GL_DRAW_FRAMEBUFFER_BINDING,
+                 GL.GL_READ_FRAMEBUFFER: GL.GL_READ_FRAMEBUFFER_BINDING}
+        self.prev_read = int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING))
+        self.prev_draw = int(GL.glGetIntegerv(query[GL.GL_DRAW_FRAMEBUFFER]))
+        self.fbo = int(GL.glGenFramebuffers(1))
+        GL.glBindFramebuffer(self.binding, self.fbo)
+        for s in self.surfaces:
+            s.attach(self.binding)
+        buf = GL.GL_COLOR_ATTACHMENT0 if self.colour is not None else GL.GL_NONE
+        if self.binding in (GL.GL_FRAMEBUFFER, GL.GL_DRAW_FRAMEBUFFER):
+            GL.glDrawBuffers(1, [buf])
+        if self.binding in (GL.GL_FRAMEBUFFER, GL.GL_READ_FRAMEBUFFER):
+            GL.glReadBuffer(buf)
+        status = GL.glCheckFramebufferStatus(self.binding)
+        if status != GL.GL_FRAMEBUFFER_COMPLETE:
+            self.__exit__()
+            raise AssertionError(f"test framebuffer incomplete: {int(status):#x} for {self.surfaces}")
+        return self
+
+    def __exit__(self, *exc):
+        GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, self.prev_read)
+        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self.prev_draw)
+        GL.glDeleteFramebuffers(1, [self.fbo])
+
+
+def read_depth(surface):
+    """Bottom-up (H, W, 1) float32 window depth of a single-sample depth Surface, by
+    glReadPixels(GL_DEPTH_COMPONENT, GL_FLOAT): the ground truth for depth captures."""
+    out = np.empty((surface.height, surface.width, 1), np.float32)
+    _set_pack_defaults()
+    with Target(surface, binding=GL.GL_READ_FRAMEBUFFER):
+        _raw_read_pixels(0, 0, surface.width, surface.height, GL.GL_DEPTH_COMPONENT, GL.GL_FLOAT, _ptr(out))
+    return out
+
+
+def read_colour(surface):
+    """Bottom-up (H, W, C) of a single-sample colour Surface by glReadPixels."""
+    fmt = as_fmt(surface.internal)
+    out = np.empty((surface.height, surface.width, fmt.channels), fmt.np_dtype)
+    _set_pack_defaults()
+    with Target(surface, binding=GL.GL_READ_FRAMEBUFFER):
+        _raw_read_pixels(0, 0, surface.width, surface.height, fmt.gl_format, fmt.gl_type, _ptr(out))
+    return out
+
+
+def resolve(surface):
+    """The caller's own resolve of a multisampled Surface: glBlitFramebuffer (GL_NEAREST, scissor and
+    sRGB off) into a new single-sample renderbuffer of the same format, read back by glReadPixels.
+    Bottom-up (H, W, C); float32 (H, W, 1) for depth."""
+    single = Surface(surface.internal, surface.width, surface.height, GL.GL_RENDERBUFFER)
+    scissor, srgb = GL.glIsEnabled(GL.GL_SCISSOR_TEST), GL.glIsEnabled(GL.GL_FRAMEBUFFER_SRGB)
+    try:
+        GL.glDisable(GL.GL_SCISSOR_TEST)
+        GL.glDisable(GL.GL_FRAMEBUFFER_SRGB)
+        with Target(surface, binding=GL.GL_READ_FRAMEBUFFER), Target(single, binding=GL.GL_DRAW_FRAMEBUFFER):
+            bit = GL.GL_DEPTH_BUFFER_BIT if surface.is_depth else GL.GL_COLOR_BUFFER_BIT
+            w, h = surface.width, surface.height
+            GL.glBlitFramebuffer(0, 0, w, h, 0, 0, w, h, bit, GL.GL_NEAREST)
+        return read_depth(single) if surface.is_depth else read_colour(single)
+    finally:
+        if scissor:
+            GL.glEnable(GL.GL_SCISSOR_TEST)
+        if srgb:
+            GL.glEnable(GL.GL_FRAMEBUFFER_SRGB)
+        single.delete()
+
+
+_PLANE_VS = """
+#version 330 core
+// A strip of a plane facing the camera at eye-space distance `dist` (z_eye = -dist), covering NDC
+// x in [xrange.x, xrange.y] and all of y. With proj[0][0] = proj[1][1] = 1 (90 degree frustum, or an
+// orthographic box of half-size 1) the strip projects exactly onto that NDC range.
+uniform mat4 proj;
+uniform float dist;
+uniform vec2 xrange;
+uniform float perspective;
+void main() {
+    vec2 c = vec2(gl_VertexID & 1, gl_VertexID >> 1);  // triangle strip: (0,0) (1,0) (0,1) (1,1)
+    float s = perspective > 0.5 ? dist : 1.0;
+    vec2 ndc = vec2(mix(xrange.x, xrange.y, c.x), c.y * 2.0 - 1.0);
+    gl_Position = proj * vec4(ndc * s, -dist, 1.0);
+}
+"""
+
+_FLAT_FS = """
+#version 330 core
+uniform vec4 colour;
+out vec4 frag;
+void main() { frag = colour; }
+"""
+
+_HASH_VS = """
+#version 330 core
+void main() {
+    vec2 p = vec2((gl_VertexID << 1) & 2, gl_VertexID & 2);
+    gl_Position = vec4(p * 2.0 - 1.0, 0.0, 1.0);
+}
+"""
+
+_HASH_FS = """
+#version 330 core
+// Per-pixel pseudo-random depth in [0, 1] with many mantissa bits, plus exact 0 and 1 in column 0 / 1.
+uniform uint seed;
+out vec4 frag;
+uint mix32(uint h) {
+    h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
+    return h;
+}
+void main() {
+    uvec2 p = uvec2(gl_FragCoord.xy);
+    uint h = mix32(p.x * 73856093u ^ p.y * 19349663u ^ seed * 83492791u);
+    float d = float(h >> 8) * (1.0 / 16777216.0) + float(h & 255u) * (1.0 / 4294967296.0);
+    if (p.x == 0u) d = 0.0;
+    if (p.x == 1u) d = 1.0;
+    gl_FragDepth = d;
+    frag = vec4(d, 1.0 - d, 0.5, 1.0);
+}
+"""
+
+_TRI_VS = """
+#version 330 core
+// Triangles with per-vertex colour and depth: edges cut through pixels so that samples differ.
+uniform vec3 pos[6];
+uniform vec4 col[6];
+out vec4 v_col;
+void main() {
+    gl_Position = vec4(pos[gl_VertexID], 1.0);
+    v_col = col[gl_VertexID];
+}
+"""
+
+_TRI_FS = """
+#version 330 core
+in vec4 v_col;
+out vec4 frag;
+void main() { frag = v_col; }
+"""
+
+
+def program(key, vs_source, fs_source):
+    """A linked program (and an empty VAO) per EGL context, cached."""
+    from OpenGL import EGL
+
+    ctx_key = (ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value, key)
+    if ctx_key not in _programs:
+        vs = _compile(GL.GL_VERTEX_SHADER, vs_source)
+        fs = _compile(GL.GL_FRAGMENT_SHADER, fs_source)
+        prog = GL.glCreateProgram()
+        GL.glAttachShader(prog, vs)
+        GL.glAttachShader(prog, fs)
+        GL.glLinkProgram(prog)
+        if not GL.glGetProgramiv(prog, GL.GL_LINK_STATUS):
+            raise AssertionError(GL.glGetProgramInfoLog(prog))
+        GL.glDeleteShader(vs)
+        GL.glDeleteShader(fs)
+        _programs[ctx_key] = (prog, int(GL.glGenVertexArrays(1)))
+    return _programs[ctx_key]
+
+
+class _DrawState:
+    """Saves and restores what the drawing helpers change."""
+
+    def __enter__(self):
+        self.viewport = [int(v) for v in GL.glGetIntegerv(GL.GL_VIEWPORT)]
+        self.enables = {cap: bool(GL.glIsEnabled(cap)) for cap in (GL.GL_DEPTH_TEST, GL.GL_SCISSOR_TEST,
+                                                                 GL.GL_MULTISAMPLE, GL.GL_BLEND, GL.GL_CULL_FACE)}
+        self.depth_func = int(GL.glGetIntegerv(GL.GL_DEPTH_FUNC))
+        self.depth_mask = bool(GL.glGetBooleanv(GL.GL_DEPTH_WRITEMASK))
+        self.clear_depth = float(GL.glGetDoublev(GL.GL_DEPTH_CLEAR_VALUE))
+        self.program = int(GL.glGetIntegerv(GL.GL_CURRENT_PROGRAM))
+        self.vao = int(GL.glGetIntegerv(GL.GL_VERTEX_ARRAY_BINDING))
+        for cap in (GL.GL_SCISSOR_TEST, GL.GL_BLEND, GL.GL_CULL_FACE):
+            GL.glDisable(cap)
+        GL.glEnable(GL.GL_MULTISAMPLE)
+        GL.glDepthMask(GL.GL_TRUE)
+        return self
+
+    def __exit__(self, *exc):
+        GL.glViewport(*self.viewport)
+        for cap, on in self.enables.items():
+            (GL.glEnable if on else GL.glDisable)(cap)
+        GL.glDepthFunc(self.depth_func)
+        GL.glDepthMask(GL.GL_TRUE if self.depth_mask else GL.GL_FALSE)
+        GL.glClearDepth(self.clear_depth)
+        GL.glUseProgram(self.program)
+        GL.glBindVertexArray(self.vao)
+
+
+def perspective_matrix(near, far):
+    """glFrustum(-near, near, -near, near, near, far) (90 degree field of view, aspect 1), float64, row-major."""
+    n, f = float(near), float(far)
+    return np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, -(f + n) / (f - n), -2 * f * n / (f - n)], [0, 0, -1, 0]])
+
+
+def orthographic_matrix(near, far):
+    """glOrtho(-1, 1, -1, 1, near, far), float64, row-major."""
+    n, f = float(near), float(far)
+    return np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, -2 / (f - n), -(f + n) / (f - n)], [0, 0, 0, 1]])
+
+
+def draw_planes(target, distances, near, far, projection="perspective", colour=(1.0, 0.5, 0.25, 1.0)):
+    """Into the bound-by-`target` (a Target, entered) framebuffer: clear depth to 1, then one vertical strip
+    per distance (equal widths, left to right) of a plane at that eye-space distance, seen through a
+    perspective (or orthographic) projection with these near/far planes. glDepthRange stays (0, 1)."""
+    w, h = (target.depth or target.colour).width, (target.depth or target.colour).height
+    k = len(distances)
+    assert w % k == 0, "strip edges must fall on pixel boundaries"
+    proj = perspective_matrix(near, far) if projection == "perspective" else orthographic_matrix(near, far)
+    prog, vao = program("plane", _PLANE_VS, _FLAT_FS)
+    with _DrawState():
+        GL.glViewport(0, 0, w, h)
+        GL.glEnable(GL.GL_DEPTH_TEST)
+        GL.glDepthFunc(GL.GL_ALWAYS)
+        GL.glClearDepth(1.0)
+        GL.glClear(GL.GL_DEPTH_BUFFER_BIT | (GL.GL_COLOR_BUFFER_BIT if target.colour is not None else 0))
+        GL.glUseProgram(prog)
+        GL.glBindVertexArray(vao)
+        GL.glUniformMatrix4fv(GL.glGetUniformLocation(prog, "proj"), 1, GL.GL_TRUE, proj.astype(np.float32))
+        GL.glUniform1f(GL.glGetUniformLocation(prog, "perspective"), 1.0 if projection == "perspective" else 0.0)
+        GL.glUniform4f(GL.glGetUniformLocation(prog, "colour"), *colour)
+        for i, dist in enumerate(distances):
+            GL.glUniform1f(GL.glGetUniformLocation(prog, "dist"), float(dist))
+            GL.glUniform2f(GL.glGetUniformLocation(prog, "xrange"), -1 + 2 * i / k, -1 + 2 * (i + 1) / k)
+            GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
+
+
+def draw_depth_noise(target, seed=0):
+    """Per-pixel pseudo-random depth (gl_FragDepth) over the whole bound framebuffer of `target`."""
+    s = target.depth or target.colour
+    prog, vao = program("depth_noise", _HASH_VS, _HASH_FS)
+    with _DrawState():
+        GL.glViewport(0, 0, s.width, s.height)
+        GL.glEnable(GL.GL_DEPTH_TEST)
+        GL.glDepthFunc(GL.GL_ALWAYS)
+        GL.glUseProgram(prog)
+        GL.glBindVertexArray(vao)
+        GL.glUniform1ui(GL.glGetUniformLocation(prog, "seed"), int(seed))
+        GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
+
+
+def draw_triangles(target, seed=0, clear=(0.1, 0.2, 0.3, 1.0)):
+    """Clear, then two overlapping triangles with per-vertex colours (values beyond [0, 1] too, for float
+    formats) and depths, depth-tested (LESS): edges at odd angles, so multisampled pixels along them have
+    samples that differ in colour and depth."""
+    s = target.colour or target.depth
+    r = np.random.default_rng(seed)
+    pos = np.array([[-0.93, -0.81, -0.6], [0.87, -0.37, 0.4], [-0.29, 0.91, 0.9],
+                    [-0.77, 0.33, 0.7], [0.95, 0.71, -0.3], [0.13, -0.97, 0.2]], np.float32)
+    pos[:, :2] += r.uniform(-0.05, 0.05, size=(6, 2)).astype(np.float32)
+    col = np.array([[1.0, 0.0, 0.2, 1.0], [0.0, 1.0, 0.4, 0.5], [0.3, 0.2, 1.0, 0.8],
+                    [1.7, -0.5, 0.5, 1.0], [0.2, 0.9, 2.5, 0.0], [0.6, 0.6, 0.0, 0.3]], np.float32)
+    prog, vao = program("triangles", _TRI_VS, _TRI_FS)
+    with _DrawState():
+        GL.glViewport(0, 0, s.width, s.height)
+        GL.glEnable(GL.GL_DEPTH_TEST)
+        GL.glDepthFunc(GL.GL_LESS)
+        GL.glClearDepth(1.0)
+        if target.colour is not None:
+            GL.glClearBufferfv(GL.GL_COLOR, 0, (GL.GLfloat * 4)(*clear))
+        if target.depth is not None:
+            GL.glClear(GL.GL_DEPTH_BUFFER_BIT)
+        GL.glUseProgram(prog)
+        GL.glBindVertexArray(vao)
+        GL.glUniform3fv(GL.glGetUniformLocation(prog, "pos"), 6, pos)
+        GL.glUniform4fv(GL.glGetUniformLocation(prog, "col"), 6, col)
+        GL.glDrawArrays(GL.GL_TRIANGLES, 0, 6)

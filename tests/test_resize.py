@@ -1,4 +1,8 @@
-"""Storage replaced under a live Capture: the next read follows GL, never a stale size, format or frame."""
+"""Storage replaced under a live Capture: the next read follows GL, never a stale size, format or frame.
+
+NVIDIA's GL refuses to reallocate a texture while it is registered with CUDA (glTexImage2D raises
+GL_INVALID_OPERATION), so captures here are made with resizable=True, which holds the registration only
+during each read (a no-op on the CPU backend). Renderbuffers can be re-stored while registered."""
 
 import numpy as np
 import pytest
@@ -32,7 +36,7 @@ def _assert_capture_matches(cap, img):
 @pytest.mark.parametrize("new_size", [(7, 3), (2, 9), (640, 480), (1, 1)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_new_size(backend, target, new_size, make_image, capture):
     img = make_image(target, "RGBA8", 16, 8, seed=1)
-    cap = capture(img, backend=backend)
+    cap = capture(img, backend=backend, resizable=True)
     _assert_capture_matches(cap, img)
 
     img.reallocate("RGBA8", *new_size, seed=2)
@@ -46,7 +50,7 @@ def test_new_size(backend, target, new_size, make_image, capture):
 )
 def test_new_format(backend, target, old_key, new_key, make_image, capture):
     img = make_image(target, old_key, 10, 6, seed=3)
-    cap = capture(img, backend=backend)
+    cap = capture(img, backend=backend, resizable=True)
     _assert_capture_matches(cap, img)
 
     img.reallocate(new_key, 10, 6, seed=4)
@@ -56,7 +60,7 @@ def test_new_format(backend, target, old_key, new_key, make_image, capture):
 @pytest.mark.parametrize("target", TARGETS, ids=TARGET_IDS)
 def test_new_size_and_format_repeatedly(backend, target, make_image, capture):
     img = make_image(target, "RGBA8", 5, 5, seed=0)
-    cap = capture(img, backend=backend)
+    cap = capture(img, backend=backend, resizable=True)
     steps = [("R8", 33, 2), ("RGBA32F", 3, 17), ("RGBA8", 5, 5), ("RG16", 64, 1), ("RGBA8", 128, 96)]
     for i, (key, w, h) in enumerate(steps):
         img.reallocate(key, w, h, seed=10 + i)
@@ -66,7 +70,7 @@ def test_new_size_and_format_repeatedly(backend, target, make_image, capture):
 @pytest.mark.parametrize("target", TARGETS, ids=TARGET_IDS)
 def test_earlier_frames_keep_old_contents(backend, target, make_image, capture):
     img = make_image(target, "RGBA8", 12, 4, seed=1)
-    cap = capture(img, backend=backend)
+    cap = capture(img, backend=backend, resizable=True)
     old_frame, old_ref = _assert_capture_matches(cap, img)
 
     img.reallocate("R32F", 5, 9, seed=2)
@@ -82,7 +86,7 @@ def test_same_size_new_contents(backend, target, make_image, capture):
     """New contents without reallocation: each read sees the contents of its moment."""
     fmt = BY_KEY["RGBA8"]
     img = make_image(target, fmt, 9, 7, seed=1)
-    cap = capture(img, backend=backend)
+    cap = capture(img, backend=backend, resizable=True)
     frames = []
     for seed in range(4):
         img.upload(random_data(fmt, 9, 7, seed=100 + seed))
@@ -93,7 +97,7 @@ def test_same_size_new_contents(backend, target, make_image, capture):
 
 def test_shrink_then_grow_same_name(backend, make_texture, capture):
     img = make_texture("RGBA16F", 300, 200, seed=1)
-    cap = capture(img, backend=backend)
+    cap = capture(img, backend=backend, resizable=True)
     _assert_capture_matches(cap, img)
     img.reallocate("RGBA16F", 3, 2, seed=2)
     _assert_capture_matches(cap, img)
@@ -123,7 +127,7 @@ def _refresh(cap):
 @pytest.mark.parametrize("target", TARGETS, ids=TARGET_IDS)
 def test_refresh_sees_reallocation_without_read(backend, target, make_image, capture):
     img = make_image(target, "RGBA8", 16, 8, seed=1)
-    cap = capture(img, backend=backend)
+    cap = capture(img, backend=backend, resizable=True)
     assert not _refresh(cap), "refresh() reported a change that did not happen"
     img.reallocate("R32F", 5, 7, seed=2)
     assert _refresh(cap) is True

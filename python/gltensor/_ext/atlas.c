@@ -22,11 +22,13 @@ static int parse_pair(PyObject *obj, const char *what, int *a, int *b) {
 }
 
 static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "target", "tiles", "tile_size", "count", "backend", "cuda_device", NULL};
+    static char *kwlist[] = {"name", "target", "tiles", "tile_size", "count", "backend", "cuda_device", "resizable",
+                             NULL};
     PyObject *name_obj, *target_obj = NULL, *tiles = Py_None, *tile_size = Py_None, *count = Py_None;
     PyObject *backend = NULL, *device = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOO:Atlas", kwlist, &name_obj, &target_obj, &tiles,
-                                     &tile_size, &count, &backend, &device))
+    int resizable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOp:Atlas", kwlist, &name_obj, &target_obj, &tiles,
+                                     &tile_size, &count, &backend, &device, &resizable))
         return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
@@ -37,6 +39,7 @@ static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (target_obj && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
     d.source.gl_name = (unsigned)name;
     d.source.gl_target = (unsigned)target;
+    d.source.resizable = resizable;
     if (backend && glt_py_parse_backend(backend, &d.source.backend) < 0) return NULL;
     if (device != Py_None) {
         d.source.cuda_device = PyLong_AsLong(device);

@@ -9,9 +9,10 @@ typedef struct {
 } BatchObject;
 
 static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"sources", "target", "backend", "cuda_device", NULL};
-    PyObject *sources, *target = NULL, *backend = NULL, *device = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Batch", kwlist, &sources, &target, &backend, &device))
+    static char *kwlist[] = {"sources", "target", "backend", "cuda_device", "resizable", NULL};
+    PyObject *sources, *target = NULL, *backend = NULL, *device = NULL, *resizable = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:Batch", kwlist, &sources, &target, &backend, &device,
+                                     &resizable))
         return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
@@ -32,7 +33,8 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             PyObject *kw = PyDict_New();
             if (!kw) goto fail;
             if ((backend && PyDict_SetItemString(kw, "backend", backend) < 0) ||
-                (device && PyDict_SetItemString(kw, "cuda_device", device) < 0)) {
+                (device && PyDict_SetItemString(kw, "cuda_device", device) < 0) ||
+                (resizable && PyDict_SetItemString(kw, "resizable", resizable) < 0)) {
                 Py_DECREF(kw);
                 goto fail;
             }

@@ -37,11 +37,12 @@ int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out) {
 }
 
 static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "target", "backend", "cuda_device", NULL};
+    static char *kwlist[] = {"name", "target", "backend", "cuda_device", "resizable", NULL};
     unsigned long name = 0, target = GLT_TEXTURE_2D;
     PyObject *name_obj, *target_obj = NULL, *backend_obj = NULL, *device_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Capture", kwlist, &name_obj, &target_obj, &backend_obj,
-                                     &device_obj))
+    int resizable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOp:Capture", kwlist, &name_obj, &target_obj, &backend_obj,
+                                     &device_obj, &resizable))
         return NULL;
     /* Any integer-like name: PyOpenGL gives numpy.uint32, Panda3D and moderngl give int. */
     if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
@@ -52,6 +53,7 @@ static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     glt_capture_desc_init(&desc);
     desc.gl_name = (unsigned)name;
     desc.gl_target = (unsigned)target;
+    desc.resizable = resizable;
     if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
     if (device_obj != Py_None) {
         desc.cuda_device = PyLong_AsLong(device_obj);
@@ -235,8 +237,10 @@ static PyType_Slot capture_slots[] = {
     {Py_tp_getset, capture_getset},
     {Py_tp_members, capture_members},
     {Py_tp_repr, capture_repr},
-    {Py_tp_doc, "Capture(name, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None)\n\nA GL texture or "
-                "renderbuffer of the GL context current in this thread, registered once and read per step."},
+    {Py_tp_doc, "Capture(name, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None, resizable=False)\n\nA GL "
+                "texture or renderbuffer of the GL context current in this thread, registered once and read per "
+                "step. NVIDIA's GL refuses to reallocate a texture registered with CUDA; resizable=True registers it "
+                "only during each read so that the program may reallocate it between reads (slower reads)."},
     {0, NULL},
 };
 
