@@ -133,7 +133,7 @@ static glt_status prepare(glt_atlas *a, const glt_read_options *opts, void **str
 }
 
 static glt_status copy_tiles(glt_atlas *a, const glt_out_spec *spec, char *base, size_t stride, size_t pitch,
-                             size_t plane, int flip, void *stream) {
+                             size_t plane, int flip, void *stream, void *ready) {
     glt_capture *c = a->cap;
     if (c->backend == GLT_BACKEND_CUDA) {
         for (int k = 0; k < a->count; ++k) {
@@ -141,7 +141,7 @@ static glt_status copy_tiles(glt_atlas *a, const glt_out_spec *spec, char *base,
             tile_origin(a, k, &r.x0, &r.y0);
             a->regions[k] = r;
         }
-        glt_status st = glt_cuda_copy_regions(&c->cuda, 1, a->regions, a->count, flip, stream);
+        glt_status st = glt_cuda_copy_regions(&c->cuda, 1, a->regions, a->count, flip, stream, &ready, ready ? 1 : 0);
         glt_capture_finish(c);
         return st;
     }
@@ -155,8 +155,14 @@ static glt_status copy_tiles(glt_atlas *a, const glt_out_spec *spec, char *base,
         tile_origin(a, k, &x0, &y0);
         const unsigned char *first = c->scratch + (ptrdiff_t)(y0 + (flip ? a->tile_h - 1 : 0)) * full_row +
                                      (ptrdiff_t)((size_t)x0 * bpp);
-        glt_convert_host(c->fmt, spec, first, flip ? -full_row : full_row, a->tile_w, a->tile_h,
-                         base + (size_t)k * stride, pitch, plane);
+        char *dst = base + (size_t)k * stride;
+        if (spec->raw) { /* as stored: whole tile rows */
+            for (int y = 0; y < a->tile_h; ++y)
+                memcpy(dst + (size_t)y * pitch, first + (flip ? -full_row : full_row) * y, (size_t)a->tile_w * bpp);
+        } else {
+            glt_convert_host(c->fmt, spec, first, flip ? -full_row : full_row, a->tile_w, a->tile_h, dst, pitch,
+                             plane);
+        }
     }
     return GLT_OK;
 }
@@ -193,7 +199,7 @@ glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_fra
     if (st != GLT_OK) return st;
     size_t pitch = glt_out_row_bytes(&spec, a->tile_w);
     st = copy_tiles(a, &spec, glt_frame_data(f), glt_frame_image_bytes(f), pitch, pitch * (size_t)a->tile_h,
-                    opts.flip, stream);
+                    opts.flip, stream, glt_block_ready_event(f->block));
     if (st != GLT_OK) {
         glt_frame_destroy(f);
         return st;
@@ -219,5 +225,5 @@ glt_status glt_atlas_read_into(glt_atlas *a, const glt_read_options *opts_in, co
     glt_dest_strides d;
     st = glt_view_check(dst, &want, what, &d);
     if (st != GLT_OK) return st;
-    return copy_tiles(a, &spec, dst->data, d.image, d.pitch, d.plane, opts.flip, stream);
+    return copy_tiles(a, &spec, dst->data, d.image, d.pitch, d.plane, opts.flip, stream, NULL);
 }

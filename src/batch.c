@@ -111,12 +111,13 @@ typedef struct dest {
     size_t pitch, plane;
 } dest;
 
-/* One handoff for all sources. */
-static glt_status copy_all(glt_batch *b, const dest *d, int flip, void *stream) {
+/* One handoff for all sources; the ready events (of the frames filled) are recorded after all copies. */
+static glt_status copy_all(glt_batch *b, const dest *d, int flip, void *stream, void *const *ready, int n_ready) {
     if (!is_cuda(b)) {
         /* CPU backend: one readback per texture. */
         for (int i = 0; i < b->count; ++i) {
-            glt_status st = glt_capture_copy(b->caps[i], d[i].spec, flip, d[i].data, d[i].pitch, d[i].plane, NULL);
+            glt_status st =
+                glt_capture_copy(b->caps[i], d[i].spec, flip, d[i].data, d[i].pitch, d[i].plane, NULL, NULL);
             if (st != GLT_OK) return st;
         }
         return GLT_OK;
@@ -127,7 +128,7 @@ static glt_status copy_all(glt_batch *b, const dest *d, int flip, void *stream) 
         glt_cuda_region r = {c->cuda, d[i].spec, 0, 0, c->width, c->height, d[i].data, d[i].pitch, d[i].plane};
         b->regions[i] = r;
     }
-    glt_status st = glt_cuda_copy_regions(b->images, b->count, b->regions, b->count, flip, stream);
+    glt_status st = glt_cuda_copy_regions(b->images, b->count, b->regions, b->count, flip, stream, ready, n_ready);
     for (int i = 0; i < b->count; ++i) glt_capture_finish(b->caps[i]);
     return st;
 }
@@ -147,7 +148,7 @@ static void describe(const glt_batch *b, char *what, size_t n) {
 
 /* A stacked read: image i at base + i * stride, all with one spec. */
 static glt_status stacked_copy(glt_batch *b, const glt_out_spec *spec, char *base, size_t stride, size_t pitch,
-                               size_t plane, int flip, void *stream) {
+                               size_t plane, int flip, void *stream, void *ready) {
     dest local[16] = {{0}};
     dest *d = b->count <= 16 ? local : malloc(sizeof *d * (size_t)b->count);
     if (!d) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
@@ -157,7 +158,7 @@ static glt_status stacked_copy(glt_batch *b, const glt_out_spec *spec, char *bas
         d[i].pitch = pitch;
         d[i].plane = plane;
     }
-    glt_status st = copy_all(b, d, flip, stream);
+    glt_status st = copy_all(b, d, flip, stream, &ready, ready ? 1 : 0);
     if (d != local) free(d);
     return st;
 }
@@ -181,7 +182,7 @@ glt_status glt_batch_read(glt_batch *b, const glt_read_options *opts_in, glt_fra
     if (st != GLT_OK) return st;
     size_t pitch = glt_out_row_bytes(&spec, a->width);
     st = stacked_copy(b, &spec, glt_frame_data(f), glt_frame_image_bytes(f), pitch, pitch * (size_t)a->height,
-                      opts.flip, stream);
+                      opts.flip, stream, glt_block_ready_event(f->block));
     if (st != GLT_OK) {
         glt_frame_destroy(f);
         return st;
@@ -207,7 +208,7 @@ glt_status glt_batch_read_into(glt_batch *b, const glt_read_options *opts_in, co
     glt_dest_strides d;
     st = glt_view_check(dst, &want, what, &d);
     if (st != GLT_OK) return st;
-    return stacked_copy(b, &spec, dst->data, d.image, d.pitch, d.plane, opts.flip, stream);
+    return stacked_copy(b, &spec, dst->data, d.image, d.pitch, d.plane, opts.flip, stream, NULL);
 }
 
 glt_status glt_batch_read_each(glt_batch *b, const glt_read_options *opts_in, glt_frame **frames) {
@@ -219,7 +220,8 @@ glt_status glt_batch_read_each(glt_batch *b, const glt_read_options *opts_in, gl
     if (st != GLT_OK) return st;
     dest *d = malloc(sizeof *d * (size_t)b->count);
     glt_out_spec *specs = malloc(sizeof *specs * (size_t)b->count);
-    if (!d || !specs) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    void **ready = malloc(sizeof *ready * (size_t)b->count);
+    if (!d || !specs || !ready) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     for (int i = 0; i < b->count && st == GLT_OK; ++i) {
         const glt_capture *c = b->caps[i];
         char what[96];
@@ -234,11 +236,13 @@ glt_status glt_batch_read_each(glt_batch *b, const glt_read_options *opts_in, gl
             d[i].data = glt_frame_data(frames[i]);
             d[i].pitch = glt_out_row_bytes(&specs[i], c->width);
             d[i].plane = d[i].pitch * (size_t)c->height;
+            ready[i] = glt_block_ready_event(frames[i]->block);
         }
     }
-    if (st == GLT_OK) st = copy_all(b, d, opts.flip, stream);
+    if (st == GLT_OK) st = copy_all(b, d, opts.flip, stream, ready, b->count);
     free(d);
     free(specs);
+    free(ready);
     if (st != GLT_OK)
         for (int i = 0; i < b->count; ++i) {
             glt_frame_destroy(frames[i]);

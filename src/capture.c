@@ -338,15 +338,16 @@ glt_status glt_capture_read_scratch(glt_capture *cap) {
 }
 
 glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip, void *dst, size_t pitch,
-                            size_t plane, void *stream) {
+                            size_t plane, void *stream, void *ready_event) {
     if (cap->fmt->depth) /* one channel: HWC and CHW rows are the same */
         return cap->backend == GLT_BACKEND_CUDA
-                   ? glt_cuda_depth_copy(cap->cuda_depth, cap->width, cap->height, spec, flip, dst, pitch, stream)
+                   ? glt_cuda_depth_copy(cap->cuda_depth, cap->width, cap->height, spec, flip, dst, pitch, stream,
+                                         ready_event)
                    : glt_stage_read_depth_host(cap->stage, flip, spec->depth_mode, spec->near_plane, spec->far_plane,
                                                dst, pitch);
     if (cap->backend == GLT_BACKEND_CUDA) {
         glt_cuda_region r = {cap->cuda, spec, 0, 0, cap->width, cap->height, dst, pitch, plane};
-        glt_status st = glt_cuda_copy_regions(&cap->cuda, 1, &r, 1, flip, stream);
+        glt_status st = glt_cuda_copy_regions(&cap->cuda, 1, &r, 1, flip, stream, &ready_event, 1);
         glt_capture_finish(cap);
         return st;
     }
@@ -389,7 +390,8 @@ glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, g
                           cap->cuda_device, &spec, 0, cap->height, cap->width, opts.flip != 0, &f);
     if (st != GLT_OK) return st;
     size_t pitch = glt_out_row_bytes(&spec, cap->width);
-    st = glt_capture_copy(cap, &spec, opts.flip, glt_frame_data(f), pitch, pitch * (size_t)cap->height, stream);
+    st = glt_capture_copy(cap, &spec, opts.flip, glt_frame_data(f), pitch, pitch * (size_t)cap->height, stream,
+                          glt_block_ready_event(f->block));
     if (st != GLT_OK) {
         glt_frame_destroy(f);
         return st;
@@ -413,5 +415,5 @@ glt_status glt_capture_read_into(glt_capture *cap, const glt_read_options *opts_
     glt_dest_strides d;
     st = glt_view_check(dst, &want, what, &d);
     if (st != GLT_OK) return st;
-    return glt_capture_copy(cap, &spec, opts.flip, dst->data, d.pitch, d.plane, stream);
+    return glt_capture_copy(cap, &spec, opts.flip, dst->data, d.pitch, d.plane, stream, NULL);
 }

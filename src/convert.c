@@ -61,6 +61,8 @@ glt_status glt_out_spec_make(const glt_format *fmt, const glt_read_options *o, c
         }
     }
     if (fmt->depth) {
+        if (s->channels != 1)
+            return glt_fail(GLT_INVALID_ARGUMENT, "%s is depth, one channel; drop channels= (or pass 'r' / (0,))", what);
         if (s->out_type != GLT_OUT_SAME)
             return glt_fail(GLT_INVALID_ARGUMENT, "%s is depth, read as float32; drop dtype= (or pass float32)", what);
         if (o->depth != GLT_DEPTH_WINDOW && (!(o->near_plane < o->far_plane) ||

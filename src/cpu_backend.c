@@ -37,11 +37,7 @@ void glt_cpu_reader_destroy(glt_cpu_reader *r) {
     free(r);
 }
 
-typedef struct pack_state {
-    GLint pbo, alignment, row_length, skip_rows, skip_pixels, swap_bytes;
-} pack_state;
-
-static void pack_save_and_reset(const glt_gl *gl, pack_state *s) {
+void glt_pack_push(const glt_gl *gl, glt_pack_state *s) {
     gl->GetIntegerv(GL_PIXEL_PACK_BUFFER_BINDING, &s->pbo);
     gl->GetIntegerv(GL_PACK_ALIGNMENT, &s->alignment);
     gl->GetIntegerv(GL_PACK_ROW_LENGTH, &s->row_length);
@@ -55,7 +51,7 @@ static void pack_save_and_reset(const glt_gl *gl, pack_state *s) {
     gl->PixelStorei(GL_PACK_SWAP_BYTES, 0);
 }
 
-static void pack_restore(const glt_gl *gl, const pack_state *s) {
+void glt_pack_pop(const glt_gl *gl, const glt_pack_state *s) {
     gl->PixelStorei(GL_PACK_ALIGNMENT, s->alignment);
     gl->PixelStorei(GL_PACK_ROW_LENGTH, s->row_length);
     gl->PixelStorei(GL_PACK_SKIP_ROWS, s->skip_rows);
@@ -104,8 +100,8 @@ glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int wid
     size_t total = row_bytes * (size_t)height;
     const char *kind = r->target == GL_RENDERBUFFER ? "renderbuffer" : "texture";
     glt_gl_drain_errors(gl);
-    pack_state saved;
-    pack_save_and_reset(gl, &saved);
+    glt_pack_state saved;
+    glt_pack_push(gl, &saved);
     if (!r->pbo) gl->GenBuffers(1, &r->pbo);
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, r->pbo);
     if (r->pbo_size != total) {
@@ -139,6 +135,6 @@ glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int wid
             gl->UnmapBuffer(GL_PIXEL_PACK_BUFFER);
         }
     }
-    pack_restore(gl, &saved);
+    glt_pack_pop(gl, &saved);
     return st;
 }

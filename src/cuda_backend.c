@@ -273,7 +273,7 @@ static glt_status copy_mapped(const glt_cuda_region *regions, int n, int flip, c
 }
 
 glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, const glt_cuda_region *regions,
-                                 int n_regions, int flip, void *stream_arg) {
+                                 int n_regions, int flip, void *stream_arg, void *const *ready_events, int n_ready) {
     if (n_images <= 0 || n_regions <= 0) return GLT_OK;
     cudaStream_t stream = (cudaStream_t)stream_arg;
     int device = images[0]->device;
@@ -306,6 +306,10 @@ glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, co
         if (st == GLT_OK && !plain_copy(regions, n_regions, flip)) st = ensure_texture(images[i]);
     }
     if (st == GLT_OK) st = copy_mapped(regions, n_regions, flip, stream);
+    for (int i = 0; i < n_ready && st == GLT_OK; ++i) {
+        e = ready_events[i] ? cudaEventRecord((cudaEvent_t)ready_events[i], stream) : cudaSuccess;
+        if (e != cudaSuccess) st = cuda_fail(e, "cudaEventRecord", "marking a frame's copy as done");
+    }
     e = cudaGraphicsUnmapResources(n_images, res, stream);
     if (e != cudaSuccess && st == GLT_OK)
         st = cuda_fail(e, "cudaGraphicsUnmapResources", "%d image(s) starting with %s %u", n_images,
@@ -316,21 +320,25 @@ out:
     return st;
 }
 
-glt_status glt_cuda_stream_wait(void *consumer, void *producer, int cuda_device) {
-    if (consumer == producer) return GLT_OK;
-    /* One event per thread and device suffices: a wait captures the event's state when it is issued. */
-    static _Thread_local cudaEvent_t events[64];
-    if (cuda_device < 0 || cuda_device >= 64) return glt_fail(GLT_INVALID_ARGUMENT, "CUDA device %d out of range", cuda_device);
+glt_status glt_cuda_wait_event(void *consumer, void *event, int cuda_device) {
     glt_device_guard g;
     glt_status st = glt_device_guard_enter(&g, cuda_device);
     if (st != GLT_OK) return st;
-    cudaError_t e = cudaSuccess;
-    if (!events[cuda_device]) e = cudaEventCreateWithFlags(&events[cuda_device], cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaEventRecord(events[cuda_device], (cudaStream_t)producer);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)consumer, events[cuda_device], 0);
+    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)consumer, (cudaEvent_t)event, 0);
     if (e != cudaSuccess)
-        st = cuda_fail(e, "cudaStreamWaitEvent", "making stream %p wait for stream %p; pass a live CUDA stream of "
-                                                 "device %d", consumer, producer, cuda_device);
+        st = cuda_fail(e, "cudaStreamWaitEvent", "making stream %p wait for a frame's copy; pass a live CUDA stream "
+                                                 "of device %d",
+                       consumer, cuda_device);
+    glt_device_guard_exit(&g);
+    return st;
+}
+
+glt_status glt_cuda_record_event(void *event, void *stream, int cuda_device) {
+    glt_device_guard g;
+    glt_status st = glt_device_guard_enter(&g, cuda_device);
+    if (st != GLT_OK) return st;
+    cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
+    if (e != cudaSuccess) st = cuda_fail(e, "cudaEventRecord", "marking a frame's copy as done");
     glt_device_guard_exit(&g);
     return st;
 }
@@ -395,7 +403,7 @@ void glt_cuda_buffer_unregister(glt_cuda_buffer *b) {
 }
 
 glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
-                               void *dst, size_t pitch, void *stream) {
+                               void *dst, size_t pitch, void *stream, void *ready_event) {
     glt_device_guard g;
     glt_status st = glt_device_guard_enter(&g, b->device);
     if (st != GLT_OK) return st;
@@ -419,6 +427,8 @@ glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const 
         int rc = glt_launch_depth(src, width, height, flip, spec->depth_mode, spec->near_plane, spec->far_plane, dst,
                                   pitch, stream);
         if (rc != 0) st = cuda_fail((cudaError_t)rc, "depth kernel launch", "%dx%d depth", width, height);
+        else if (ready_event && (e = cudaEventRecord((cudaEvent_t)ready_event, (cudaStream_t)stream)) != cudaSuccess)
+            st = cuda_fail(e, "cudaEventRecord", "marking a depth frame's copy as done");
     }
     e = cudaGraphicsUnmapResources(1, &b->resource, (cudaStream_t)stream);
     if (e != cudaSuccess && st == GLT_OK) st = cuda_fail(e, "cudaGraphicsUnmapResources", "depth buffer %u", b->name);
@@ -480,12 +490,17 @@ glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, 
 }
 void glt_cuda_image_unregister(glt_cuda_image *img) { (void)img; }
 glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, const glt_cuda_region *regions,
-                                 int n_regions, int flip, void *stream) {
-    (void)images, (void)n_images, (void)regions, (void)n_regions, (void)flip, (void)stream;
+                                 int n_regions, int flip, void *stream, void *const *ready_events, int n_ready) {
+    (void)images, (void)n_images, (void)regions, (void)n_regions, (void)flip, (void)stream, (void)ready_events,
+        (void)n_ready;
     return no_cuda();
 }
-glt_status glt_cuda_stream_wait(void *consumer, void *producer, int cuda_device) {
-    (void)consumer, (void)producer, (void)cuda_device;
+glt_status glt_cuda_wait_event(void *consumer, void *event, int cuda_device) {
+    (void)consumer, (void)event, (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_cuda_record_event(void *event, void *stream, int cuda_device) {
+    (void)event, (void)stream, (void)cuda_device;
     return no_cuda();
 }
 glt_status glt_cuda_stream_sync(void *stream, int cuda_device) {
@@ -506,7 +521,7 @@ glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buf
 }
 void glt_cuda_buffer_unregister(glt_cuda_buffer *b) { (void)b; }
 glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
-                               void *dst, size_t pitch, void *stream) {
+                               void *dst, size_t pitch, void *stream, void *ready_event) {
     (void)b, (void)width, (void)height, (void)spec, (void)flip, (void)dst, (void)pitch, (void)stream;
     return no_cuda();
 }

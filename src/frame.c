@@ -57,8 +57,10 @@ void glt_frame_get_info(const glt_frame *f, glt_frame_info *info) {
 
 glt_status glt_frame_sync_stream(glt_frame *f, void *consumer) {
     if (!f) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_sync_stream: frame is NULL");
-    if (f->memory != GLT_MEMORY_CUDA) return GLT_OK;
-    glt_status st = glt_cuda_stream_wait(consumer, f->stream, f->cuda_device);
+    if (f->memory != GLT_MEMORY_CUDA || consumer == f->stream) return GLT_OK;
+    void *ready = glt_block_ready_event(f->block);
+    if (!ready) return glt_fail(GLT_CUDA_ERROR, "the frame has no copy-done event to wait for (event creation failed)");
+    glt_status st = glt_cuda_wait_event(consumer, ready, f->cuda_device);
     if (st == GLT_OK) glt_block_add_stream(f->block, consumer);
     return st;
 }
@@ -75,10 +77,13 @@ glt_status glt_frame_clone(const glt_frame *f, glt_frame **out) {
     }
     glt_block_add_stream(c->block, f->stream);
     size_t bytes = glt_block_size(f->block);
-    if (f->memory == GLT_MEMORY_HOST)
+    if (f->memory == GLT_MEMORY_HOST) {
         memcpy(glt_frame_data(c), glt_frame_data(f), bytes);
-    else
+    } else {
         st = glt_cuda_copy_linear(glt_frame_data(c), glt_frame_data(f), bytes, f->stream, f->cuda_device);
+        void *ready = glt_block_ready_event(c->block);
+        if (st == GLT_OK && ready) st = glt_cuda_record_event(ready, f->stream, f->cuda_device);
+    }
     if (st != GLT_OK) {
         glt_frame_destroy(c);
         return st;

@@ -147,7 +147,7 @@ glt_status glt_stage_run(glt_gl_stage *s) {
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
     glt_gl_drain_errors(gl);
-    GLint prev_read = 0, prev_draw = 0, prev_pbo = 0, pack_alignment = 4, prev_tex = 0;
+    GLint prev_read = 0, prev_draw = 0, prev_tex = 0;
     gl->GetIntegerv(GL_READ_FRAMEBUFFER_BINDING, &prev_read);
     if (s->resolve_rb) {
         /* Blits obey the scissor test and sRGB conversion: switch both off for a faithful resolve. */
@@ -164,10 +164,9 @@ glt_status glt_stage_run(glt_gl_stage *s) {
         if (srgb) gl->Enable(GL_FRAMEBUFFER_SRGB);
     }
     if (s->pbo) {
-        gl->GetIntegerv(GL_PIXEL_PACK_BUFFER_BINDING, &prev_pbo);
-        gl->GetIntegerv(GL_PACK_ALIGNMENT, &pack_alignment);
+        glt_pack_state pack;
+        glt_pack_push(gl, &pack);
         gl->BindBuffer(GL_PIXEL_PACK_BUFFER, s->pbo);
-        gl->PixelStorei(GL_PACK_ALIGNMENT, 4); /* float rows are always 4-aligned */
         if (s->resolve_rb || s->target == GL_RENDERBUFFER) {
             gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->resolve_rb ? s->dst_fbo : s->read_fbo);
             gl->ReadPixels(0, 0, s->width, s->height, GL_DEPTH_COMPONENT, GL_FLOAT, NULL);
@@ -178,8 +177,7 @@ glt_status glt_stage_run(glt_gl_stage *s) {
             gl->GetTexImage(s->target, 0, GL_DEPTH_COMPONENT, GL_FLOAT, NULL);
             gl->BindTexture(s->target, (GLuint)prev_tex);
         }
-        gl->PixelStorei(GL_PACK_ALIGNMENT, pack_alignment);
-        gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)prev_pbo);
+        glt_pack_pop(gl, &pack);
     }
     gl->BindFramebuffer(GL_READ_FRAMEBUFFER, (GLuint)prev_read);
     GLenum err = gl->GetError();

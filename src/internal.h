@@ -96,6 +96,10 @@ void glt_pool_release(glt_pool *pool); /* frees the pool and its idle blocks at 
 /* A block of exactly `bytes`, whose earlier users' work `stream` is made to wait for. */
 glt_status glt_pool_acquire(glt_pool *pool, size_t bytes, void *stream, glt_block **out);
 void *glt_block_data(const glt_block *block);
+/* CUDA pools: the block's "copy done" event (created on first use; NULL for host pools). Recorded
+ * right after the copy and before the unmap, so a consumer's wait never includes the hand-back to GL:
+ * waiting past an unmap ties the consumer's stream to GL's work and costs a GPU context time slice. */
+void *glt_block_ready_event(glt_block *block);
 glt_pool *glt_block_pool(const glt_block *block);
 size_t glt_block_size(const glt_block *block);
 /* Remembers a stream whose queued work must finish before the block is reused. */
@@ -127,8 +131,10 @@ typedef struct glt_cuda_region {
 /* Maps the distinct `images` with one call, copies every region (top row first when flip, converted
  * per its spec), and unmaps them with one call, all on `stream`: one GL->CUDA handoff. */
 glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, const glt_cuda_region *regions,
-                                 int n_regions, int flip, void *stream);
-glt_status glt_cuda_stream_wait(void *consumer, void *producer, int cuda_device);
+                                 int n_regions, int flip, void *stream, void *const *ready_events, int n_ready);
+/* consumer waits for an event (recorded by a copy) on the GPU. */
+glt_status glt_cuda_wait_event(void *consumer, void *event, int cuda_device);
+glt_status glt_cuda_record_event(void *event, void *stream, int cuda_device);
 glt_status glt_cuda_stream_sync(void *stream, int cuda_device);
 /* GLT_INVALID_ARGUMENT unless stream is a live stream of cuda_device (0, 1 and 2 are CUDA's defaults). */
 glt_status glt_cuda_check_stream(void *stream, int cuda_device);
@@ -177,7 +183,7 @@ glt_status glt_capture_read_scratch(glt_capture *cap);
 void glt_capture_finish(glt_capture *cap);
 /* Copies the whole image into dst per spec (CPU or CUDA backend). */
 glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip, void *dst, size_t pitch,
-                            size_t plane, void *stream);
+                            size_t plane, void *stream, void *ready_event);
 
 struct glt_frame {
     glt_block *block;
@@ -236,9 +242,16 @@ glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buf
 void glt_cuda_buffer_unregister(glt_cuda_buffer *b);
 /* Maps the buffer (one handoff), converts width x height float depths into dst, unmaps. */
 glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
-                               void *dst, size_t pitch, void *stream);
+                               void *dst, size_t pitch, void *stream, void *ready_event);
 
 /* ---- cpu_backend.c ---- */
+/* The caller's pixel-pack state (buffer binding, alignment, row length, skips, byte swap): saved and
+ * reset to tight, unswapped rows around our readbacks, then restored. */
+typedef struct glt_pack_state {
+    GLint pbo, alignment, row_length, skip_rows, skip_pixels, swap_bytes;
+} glt_pack_state;
+void glt_pack_push(const glt_gl *gl, glt_pack_state *s);
+void glt_pack_pop(const glt_gl *gl, const glt_pack_state *s);
 glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out);
 void glt_cpu_reader_destroy(glt_cpu_reader *r); /* needs the context current to free GL objects */
 glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int width, int height, void *dst,

@@ -29,6 +29,7 @@ struct glt_block {
     int overflow;                        /* more users than slots: synchronise the device on return */
     void *events[GLT_BLOCK_MAX_STREAMS]; /* recorded on give-back, one per user stream */
     int nevents_pending;
+    void *ready; /* recorded after each copy into the block, before the unmap: what consumers wait for */
 };
 
 struct glt_pool {
@@ -86,6 +87,7 @@ static void block_free(glt_block *b) {
             for (int i = 0; i < b->nevents_pending; ++i) cudaEventSynchronize((cudaEvent_t)b->events[i]);
             for (int i = 0; i < GLT_BLOCK_MAX_STREAMS; ++i)
                 if (b->events[i]) cudaEventDestroy((cudaEvent_t)b->events[i]);
+            if (b->ready) cudaEventDestroy((cudaEvent_t)b->ready);
             cudaFree(b->data);
             glt_device_guard_exit(&g);
         }
@@ -210,6 +212,22 @@ glt_status glt_pool_acquire(glt_pool *pool, size_t bytes, void *stream, glt_bloc
 }
 
 void *glt_block_data(const glt_block *block) { return block->data; }
+
+void *glt_block_ready_event(glt_block *b) {
+#ifdef GLT_WITH_CUDA
+    if (b->pool->memory == GLT_MEMORY_CUDA && !b->ready) {
+        glt_device_guard g;
+        if (glt_device_guard_enter(&g, b->pool->cuda_device) == GLT_OK) {
+            if (cudaEventCreateWithFlags((cudaEvent_t *)&b->ready, cudaEventDisableTiming) != cudaSuccess) {
+                b->ready = NULL;
+                cudaGetLastError();
+            }
+            glt_device_guard_exit(&g);
+        }
+    }
+#endif
+    return b->ready;
+}
 size_t glt_block_size(const glt_block *block) { return block->size; }
 glt_pool *glt_block_pool(const glt_block *block) { return block->pool; }
 
