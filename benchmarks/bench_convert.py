@@ -338,6 +338,7 @@ def main(argv=None):
         """The view (1) timers for this backend; told once."""
         cuda = backend == "cuda"
         if report["timers"] is None:
+            print("backend: %s (%s)" % (backend, reason_of[0]))
             if cuda:
                 state["cycles"] = sleep_cycles_per_us(torch)
                 report["timers"] = {"view1": "CUDA events around each call, GPU kept busy ahead (torch.cuda._sleep)"
@@ -346,8 +347,11 @@ def main(argv=None):
             else:
                 report["timers"] = {"view1": "CPU backend: perf_counter wall time per call, one sync per N calls "
                                              "(no CUDA events; the figures say nothing about the GPU targets)"}
-                print("note: CPU backend (%s): view (1) uses CPU timers (perf_counter, one sync per %d calls); "
-                      "no CUDA events, timings meaningless for the GPU targets" % (reason_of[0], calls))
+                print("note: CPU backend: view (1) uses CPU timers (perf_counter, one sync per %d calls), no CUDA "
+                      "events; the timings say nothing about the GPU targets" % calls)
+                if ctx.is_software and torch.get_num_threads() > 1:
+                    print("note: llvmpipe and torch's OpenMP workers share the CPU cores; --torch-threads 1 "
+                          "keeps the workers' spinning from slowing the renderer")
         return cuda
 
     reason_of = [""]  # the backend_reason timer_setup() prints
@@ -606,9 +610,9 @@ def main(argv=None):
         print_table("Depth target: depth <= %.1fx colour" % DEPTH_OVER_COLOUR_MAX,
                     ["image", "ratio", "per call", "verdict", "per step", "verdict", "target"],
                     depth_ratio_rows, left=(0, 1))
-        print("note: a depth read() makes GL copy the depth into a pixel-pack buffer before CUDA maps it, so in the "
-              "per-call loop (no rendering) each depth call pays a GL->CUDA switch that a colour call does not; "
-              "in the full step both pay one.")
+        print("note: a depth read() has GL copy the depth into a pixel-pack buffer that CUDA then maps, so in the "
+              "per-call loop (no rendering) every depth call puts GL work before its CUDA work (a GL->CUDA switch, "
+              "shared/PERF.md) where a colour call need not; in the full step every path follows the render.")
     print("\nJSON: %s" % json_path)
     return 0
 

@@ -73,7 +73,10 @@ glt_status glt_out_spec_make(const glt_format *fmt, const glt_read_options *o, c
                             what, o->depth == GLT_DEPTH_LINEAR_PERSPECTIVE ? " and near > 0" : "", o->near_plane,
                             o->far_plane);
     } else if (o->depth != GLT_DEPTH_WINDOW) {
-        return glt_fail(GLT_INVALID_ARGUMENT, "depth= applies to depth images, and %s is a colour image", what);
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "depth= applies to depth images, and %s is a colour image; drop depth= (and near/far), or "
+                        "capture the depth attachment instead",
+                        what);
     }
     s->depth_mode = o->depth;
     s->near_plane = o->near_plane;

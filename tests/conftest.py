@@ -174,3 +174,23 @@ def capture(gl, make_texture, make_renderbuffer):
     gl.make_current()
     for cap in made:
         cap.close()
+
+
+@pytest.fixture
+def make_surface(gl):
+    """make_surface(internal, w, h, target=GL_TEXTURE_2D, samples=0) -> glhelpers.Surface (colour or depth,
+    single- or multisampled, no contents), deleted after the test. internal: a GL enum, a key of
+    glhelpers.DEPTH or of the format table, or "DEPTH_COMPONENT" (unsized)."""
+    made = []
+
+    def make(internal, w, h, target=GL.GL_TEXTURE_2D, samples=0):
+        if internal == "DEPTH_COMPONENT":
+            internal = GL.GL_DEPTH_COMPONENT
+        s = glhelpers.Surface(internal, w, h, target, samples)
+        made.append(s)
+        return s
+
+    yield make
+    gl.make_current()
+    for s in made:
+        s.delete()

@@ -549,7 +549,8 @@ class Surface:
             assert self.samples, "a multisample texture needs samples"
             prev = int(GL.glGetIntegerv(GL.GL_TEXTURE_BINDING_2D_MULTISAMPLE))
             GL.glBindTexture(GL_TEXTURE_2D_MULTISAMPLE, self.name)
-            GL.glTexImage2DMultisample(GL_TEXTURE_2D_MULTISAMPLE, self.samples, self.internal, width, height, GL.GL_TRUE)
+            GL.glTexImage2DMultisample(GL_TEXTURE_2D_MULTISAMPLE, self.samples, self.internal, width, height,
+                                       GL.GL_TRUE)
             GL.glBindTexture(GL_TEXTURE_2D_MULTISAMPLE, prev)
         else:
             assert not self.samples
@@ -596,10 +597,8 @@ class Target:
         self.depth = next((s for s in self.surfaces if s.is_depth), None)
 
     def __enter__(self):
-        query = {GL.GL_FRAMEBUFFER: GL.GL_DRAW_FRAMEBUFFER_BINDING, GL.GL_DRAW_FRAMEBUFFER: GL.GL_DRAW_FRAMEBUFFER_BINDING,
-                 GL.GL_READ_FRAMEBUFFER: GL.GL_READ_FRAMEBUFFER_BINDING}
         self.prev_read = int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING))
-        self.prev_draw = int(GL.glGetIntegerv(query[GL.GL_DRAW_FRAMEBUFFER]))
+        self.prev_draw = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
         self.fbo = int(GL.glGenFramebuffers(1))
         GL.glBindFramebuffer(self.binding, self.fbo)
         for s in self.surfaces:
