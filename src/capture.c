@@ -226,12 +226,15 @@ glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
     return GLT_OK;
 }
 
-/* Reads still in flight use the registration: let them land before it goes. */
+/* Reads still in flight use the registration: let them land before it goes. The last read's stream
+ * is synchronised when it is one of CUDA's default streams; a stream the caller passed may be gone
+ * by now, so then the whole device is (this runs only at close and after a reallocation). */
 static void drain_reads(glt_capture *cap) {
-    if (cap->backend != GLT_BACKEND_CUDA || !cap->cuda) return;
-    glt_cuda_stream_sync(glt_pool_stream(cap->pool), cap->cuda_device);
-    if (cap->last_stream && cap->last_stream != glt_pool_stream(cap->pool))
+    if (cap->backend != GLT_BACKEND_CUDA || (!cap->cuda && !cap->cuda_depth) || !cap->last_stream) return;
+    if ((uintptr_t)cap->last_stream <= 2)
         glt_cuda_stream_sync(cap->last_stream, cap->cuda_device);
+    else
+        glt_cuda_device_sync(cap->cuda_device);
 }
 
 void glt_capture_destroy(glt_capture *cap) {

@@ -353,6 +353,16 @@ glt_status glt_cuda_stream_sync(void *stream, int cuda_device) {
     return st;
 }
 
+glt_status glt_cuda_device_sync(int cuda_device) {
+    glt_device_guard g;
+    glt_status st = glt_device_guard_enter(&g, cuda_device);
+    if (st != GLT_OK) return st;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) st = cuda_fail(e, "cudaDeviceSynchronize", "waiting for reads in flight");
+    glt_device_guard_exit(&g);
+    return st;
+}
+
 glt_status glt_cuda_copy_linear(void *dst, const void *src, size_t bytes, void *stream, int cuda_device) {
     glt_device_guard g;
     glt_status st = glt_device_guard_enter(&g, cuda_device);
@@ -505,6 +515,10 @@ glt_status glt_cuda_record_event(void *event, void *stream, int cuda_device) {
 }
 glt_status glt_cuda_stream_sync(void *stream, int cuda_device) {
     (void)stream, (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_cuda_device_sync(int cuda_device) {
+    (void)cuda_device;
     return no_cuda();
 }
 glt_status glt_cuda_copy_linear(void *dst, const void *src, size_t bytes, void *stream, int cuda_device) {

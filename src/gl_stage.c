@@ -5,7 +5,7 @@
  *     single-sample renderbuffer of our own (kept between reads), since CUDA
  *     cannot map multisampled images;
  *   - depth images are copied by GL into a pixel-pack buffer as float window
- *     depth (glGetTexImage / glReadPixels with GL_DEPTH_COMPONENT, GL_FLOAT),
+ *     depth (glReadPixels with GL_DEPTH_COMPONENT, GL_FLOAT, from a framebuffer of ours),
  *     since CUDA cannot map depth formats either. The buffer is registered with
  *     CUDA once; its mapping is linear device memory, so the CUDA side is one
  *     kernel (flip, optional linearisation) and no host copy happens.
@@ -100,7 +100,9 @@ glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, i
                           "%s %u (%s, %d samples) cannot be resolved: a framebuffer with it is incomplete; make sure "
                           "it has storage",
                           target == GL_RENDERBUFFER ? "renderbuffer" : "texture", name, fmt->name, samples);
-    } else if (fmt->depth && target == GL_RENDERBUFFER) {
+    } else if (fmt->depth) {
+        /* glReadPixels from a framebuffer for textures too: NVIDIA's glGetTexImage converts 24-bit
+         * depth to float with a different rounding (1 ulp apart), and glReadPixels is the reference. */
         gl->GenFramebuffers(1, &s->read_fbo);
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->read_fbo);
         attach(gl, GL_READ_FRAMEBUFFER, fmt, target, name);
@@ -147,7 +149,7 @@ glt_status glt_stage_run(glt_gl_stage *s) {
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
     glt_gl_drain_errors(gl);
-    GLint prev_read = 0, prev_draw = 0, prev_tex = 0;
+    GLint prev_read = 0, prev_draw = 0;
     gl->GetIntegerv(GL_READ_FRAMEBUFFER_BINDING, &prev_read);
     if (s->resolve_rb) {
         /* Blits obey the scissor test and sRGB conversion: switch both off for a faithful resolve. */
@@ -167,16 +169,8 @@ glt_status glt_stage_run(glt_gl_stage *s) {
         glt_pack_state pack;
         glt_pack_push(gl, &pack);
         gl->BindBuffer(GL_PIXEL_PACK_BUFFER, s->pbo);
-        if (s->resolve_rb || s->target == GL_RENDERBUFFER) {
-            gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->resolve_rb ? s->dst_fbo : s->read_fbo);
-            gl->ReadPixels(0, 0, s->width, s->height, GL_DEPTH_COMPONENT, GL_FLOAT, NULL);
-        } else {
-            GLenum binding = s->target == GL_TEXTURE_RECTANGLE ? GL_TEXTURE_BINDING_RECTANGLE : GL_TEXTURE_BINDING_2D;
-            gl->GetIntegerv(binding, &prev_tex);
-            gl->BindTexture(s->target, s->name);
-            gl->GetTexImage(s->target, 0, GL_DEPTH_COMPONENT, GL_FLOAT, NULL);
-            gl->BindTexture(s->target, (GLuint)prev_tex);
-        }
+        gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->resolve_rb ? s->dst_fbo : s->read_fbo);
+        gl->ReadPixels(0, 0, s->width, s->height, GL_DEPTH_COMPONENT, GL_FLOAT, NULL);
         glt_pack_pop(gl, &pack);
     }
     gl->BindFramebuffer(GL_READ_FRAMEBUFFER, (GLuint)prev_read);

@@ -136,6 +136,7 @@ glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, co
 glt_status glt_cuda_wait_event(void *consumer, void *event, int cuda_device);
 glt_status glt_cuda_record_event(void *event, void *stream, int cuda_device);
 glt_status glt_cuda_stream_sync(void *stream, int cuda_device);
+glt_status glt_cuda_device_sync(int cuda_device);
 /* GLT_INVALID_ARGUMENT unless stream is a live stream of cuda_device (0, 1 and 2 are CUDA's defaults). */
 glt_status glt_cuda_check_stream(void *stream, int cuda_device);
 /* The device a pointer's memory lives on, or GLT_INVALID_ARGUMENT when it is not CUDA device memory. */

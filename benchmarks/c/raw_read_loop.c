@@ -294,6 +294,7 @@ int main(int argc, char **argv) {
     dst.memory = GLT_MEMORY_CUDA;
     dst.cuda_device = info.cuda_device;
     dst.dtype = GLT_DTYPE_UINT8;
+    dst.ndim = 3;
     dst.shape[0] = h, dst.shape[1] = w, dst.shape[2] = 4;
     dst.strides_bytes[0] = (int64_t)pitch, dst.strides_bytes[1] = 4, dst.strides_bytes[2] = 1;
     dst.read_only = 0;

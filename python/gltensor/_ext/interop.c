@@ -254,6 +254,12 @@ int glt_py_buffer_view(gltensor_state *st, PyObject *obj, int want_cuda, void *w
     v->cuda_device = -1;
     if (want_cuda) {
         PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
+        if (cai && PyDict_Check(cai)) {
+            /* Types without an array-interface string (torch's bfloat16 says '<V2') go through DLPack. */
+            PyObject *ts = PyDict_GetItemString(cai, "typestr");
+            const char *t = ts && PyUnicode_Check(ts) ? PyUnicode_AsUTF8(ts) : NULL;
+            if (t && strlen(t) >= 2 && t[1] == 'V') Py_CLEAR(cai);
+        }
         if (cai) {
             int rc = view_from_interface(st, cai, v, stream_hint);
             Py_DECREF(cai);
