@@ -18,7 +18,6 @@ torch.from_numpy(...).cuda()).
 import argparse
 import datetime
 import json
-import math
 import os
 import sys
 import time
@@ -30,111 +29,12 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_single import CheckFailed, fmt_us, machine_info, median, print_table  # noqa: E402
+from bench_single import CheckFailed, Skip, fmt_us, machine_info, median, print_table, shared  # noqa: E402
 
-GL_TEXTURE_2D = 0x0DE1
-
-
-def parse_configs(text):
-    """'16x256,64x128' -> [(16, 256, 256), (64, 128, 128)]; NxWxH for non-square images."""
-    configs = []
-    for item in text.split(","):
-        parts = [int(v) for v in item.strip().lower().split("x")]
-        if len(parts) == 2:
-            parts.append(parts[1])
-        if len(parts) != 3 or min(parts) <= 0:
-            raise argparse.ArgumentTypeError("expected NxSIZE or NxWxH, e.g. 16x256, got %r" % item)
-        configs.append(tuple(parts))
-    return configs
-
-
-def atlas_grid(n):
-    """As square as possible: cols = ceil(sqrt(n)), rows = ceil(n / cols)."""
-    cols = math.ceil(math.sqrt(n))
-    return math.ceil(n / cols), cols
-
-
-# ---------------------------------------------------------------- the cameras
-
-class Cameras:
-    """N render targets (one texture + FBO each) and one atlas texture of the same N tiles, plus the
-    draw functions of both layouts. Camera k's picture is the same in its own texture and in tile k."""
-
-    def __init__(self, n, w, h, use_scene):
-        from OpenGL import GL
-        from gltensor.scene import RenderTarget, Scene
-        self.GL, self.n, self.w, self.h = GL, n, w, h
-        self.targets, self.atlas_target, self.scene = [], None, None
-        try:
-            # Depth only where the lit scene needs it: the clears do not.
-            self.targets = [RenderTarget(w, h, depth=use_scene) for _ in range(n)]
-            self.rows, self.cols = atlas_grid(n)
-            self.atlas_target = RenderTarget(self.cols * w, self.rows * h, depth=use_scene)
-            self.scene = Scene(w, h) if use_scene else None  # one program and vertex buffer for all cameras
-        except Exception:
-            self.close()
-            raise
-        # Tile k per docs/python-api.md: the grid anchored at the top-left as seen on screen, tile 0
-        # top-left, then left to right, top to bottom. In GL coordinates (origin bottom-left):
-        self.tiles = [((k % self.cols) * w, (self.rows - 1 - k // self.cols) * h, w, h) for k in range(n)]
-        self.draw_targets = self._draw_scene_targets if use_scene else self._draw_clear_targets
-        self.draw_atlas = self._draw_scene_atlas if use_scene else self._draw_clear_atlas
-
-    def _clear(self, x, y, i, k):
-        """The probes' cheap frame: a clear whose colour changes per step and per camera, plus a
-        scissored clear of the bottom-left corner so that a wrong flip shows (the scissor must be on)."""
-        GL, w, h = self.GL, self.w, self.h
-        GL.glScissor(x, y, w, h)
-        GL.glClearColor(((i + k) % 256) / 255.0, 0.25, ((37 * k) % 256) / 255.0, 1.0)
-        GL.glClear(GL.GL_COLOR_BUFFER_BIT)
-        GL.glScissor(x, y, max(w // 2, 1), max(h // 4, 1))
-        GL.glClearColor(1.0 - ((i + k) % 256) / 255.0, 0.8, 0.1, 1.0)
-        GL.glClear(GL.GL_COLOR_BUFFER_BIT)
-
-    def _draw_clear_targets(self, i):
-        GL = self.GL
-        GL.glEnable(GL.GL_SCISSOR_TEST)
-        for k, t in enumerate(self.targets):
-            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, t.fbo)
-            GL.glViewport(0, 0, self.w, self.h)
-            self._clear(0, 0, i, k)
-        GL.glDisable(GL.GL_SCISSOR_TEST)
-
-    def _draw_clear_atlas(self, i):
-        GL = self.GL
-        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.atlas_target.fbo)
-        GL.glEnable(GL.GL_SCISSOR_TEST)
-        for k, (x, y, w, h) in enumerate(self.tiles):
-            GL.glViewport(x, y, w, h)
-            self._clear(x, y, i, k)
-        GL.glDisable(GL.GL_SCISSOR_TEST)
-
-    def _draw_scene_targets(self, i):
-        for k, t in enumerate(self.targets):
-            self.scene.render((i + k) / 60.0, fbo=t.fbo, viewport=t.viewport, camera=k)
-
-    def _draw_scene_atlas(self, i):
-        fbo = self.atlas_target.fbo
-        for k, vp in enumerate(self.tiles):
-            self.scene.render((i + k) / 60.0, fbo=fbo, viewport=vp, camera=k)
-
-    def reference(self, atlas, flip):
-        """Per-camera glReadPixels: (N, H, W, 4), of the camera textures or of the atlas tiles."""
-        out = np.empty((self.n, self.h, self.w, 4), np.uint8)
-        for k in range(self.n):
-            if atlas:
-                self.atlas_target.read_pixels(flip=flip, out=out[k], viewport=self.tiles[k])
-            else:
-                self.targets[k].read_pixels(flip=flip, out=out[k])
-        return out
-
-    def close(self):
-        for t in self.targets:
-            t.close()
-        if self.atlas_target is not None:
-            self.atlas_target.close()
-        if self.scene is not None:
-            self.scene.close()
+# Shared with `python -m gltensor.bench`: the cameras (a texture + FBO each, and an atlas of the same tiles),
+# the cuda-python recipe, the CPU round trip.
+Cameras, parse_configs, atlas_grid, torch_stream_arg = (shared.Cameras, shared.parse_configs, shared.atlas_grid,
+                                                        shared.torch_stream_arg)
 
 
 # ---------------------------------------------------------------- the compared paths
@@ -149,65 +49,16 @@ class BenchPath:
 
 
 def cuda_python_path(cams, torch, cuda_in_use):
-    """(b) The per-camera recipe users write with cuda-python today (the Panda3D forum recipe)."""
+    """(b) The per-camera recipe users write with cuda-python today (the Panda3D forum recipe):
+    gltensor._bench_paths.cuda_python_recipe over the N textures."""
     key, name = "b", "per-camera cuda-python map/copy/unmap"
-    if not cuda_in_use:
-        return BenchPath(key, name, None,
-                         skipped="skipped: the GL context is not on a CUDA device (CUDA interop impossible)")
     try:
-        from cuda.bindings import runtime as cudart
-    except ImportError as e:
-        return BenchPath(key, name, None, skipped="skipped: cuda.bindings not importable (%s)" % e)
-
-    def check(result, call):
-        err = result[0]
-        if err != cudart.cudaError_t.cudaSuccess:
-            raise RuntimeError("%s failed: %s" % (call, err))
-        return result[1] if len(result) > 1 else None
-
-    flags = cudart.cudaGraphicsRegisterFlags.cudaGraphicsRegisterFlagsReadOnly
-    resources = []
-    try:  # each texture registered once, up front
-        for t in cams.targets:
-            resources.append(check(cudart.cudaGraphicsGLRegisterImage(t.texture, GL_TEXTURE_2D, flags),
-                                   "cudaGraphicsGLRegisterImage"))
-    except RuntimeError as e:
-        for r in resources:
-            cudart.cudaGraphicsUnregisterResource(r)
+        transfer, close = shared.cuda_python_recipe([t.texture for t in cams.targets], cams.w, cams.h, torch,
+                                                    cuda_in_use)
+    except Skip as e:
         return BenchPath(key, name, None, skipped="skipped: %s" % e)
-    w, h, n = cams.w, cams.h, cams.n
-    out = torch.empty((n, h, w, 4), dtype=torch.uint8, device="cuda")
-    image = w * h * 4
-    ptrs = [out.data_ptr() + k * image for k in range(n)]
-    d2d = cudart.cudaMemcpyKind.cudaMemcpyDeviceToDevice
-    map_, get, copy, unmap = (cudart.cudaGraphicsMapResources, cudart.cudaGraphicsSubResourceGetMappedArray,
-                              cudart.cudaMemcpy2DFromArrayAsync, cudart.cudaGraphicsUnmapResources)
-
-    def transfer():
-        # On torch's stream, so that the consumer op that follows is ordered after the copies.
-        stream = torch.cuda.current_stream().cuda_stream
-        for res, ptr in zip(resources, ptrs):
-            check(map_(1, res, stream), "cudaGraphicsMapResources")
-            array = check(get(res, 0, 0), "cudaGraphicsSubResourceGetMappedArray")
-            check(copy(ptr, w * 4, array, 0, 0, w * 4, h, d2d, stream), "cudaMemcpy2DFromArrayAsync")
-            check(unmap(1, res, stream), "cudaGraphicsUnmapResources")
-        return out
-
-    def close():
-        torch.cuda.synchronize()
-        for r in resources:
-            cudart.cudaGraphicsUnregisterResource(r)
-
     return BenchPath(key, name, cams.draw_targets, transfer, flipped=False, close=close,
-                     note="GL's bottom-up rows (no flip); %d maps per step" % n)
-
-
-def torch_stream_arg(torch):
-    """stream= for gltensor that names torch's current stream. Handle 0 (torch's default stream) is
-    passed as 1 (cudaStreamLegacy, the same stream): gltensor reads stream=0 as 'no stream given' and
-    would copy on its own non-blocking stream, which the consumer op is not ordered after."""
-    handle = torch.cuda.current_stream().cuda_stream
-    return handle if handle else 1
+                     note="GL's bottom-up rows (no flip); %d maps per step" % cams.n)
 
 
 def build_paths(cams, caps, batch, atlas, torch, device, cuda_in_use):
@@ -243,18 +94,8 @@ def build_paths(cams, caps, batch, atlas, torch, device, cuda_in_use):
                                 % (cams.rows, cams.cols, cams.cols * w, cams.rows * h,
                                    "one map per step" if cuda_in_use else "CPU backend: one readback")))
 
-    GL = cams.GL
     to_cuda = torch.cuda.is_available()
-    fbos = [t.fbo for t in cams.targets]
-
-    def round_trip():
-        host = np.empty((n, h, w, 4), np.uint8)
-        GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)
-        for k, fbo in enumerate(fbos):
-            GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, fbo)
-            GL.glReadPixels(0, 0, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, host[k])
-        x = torch.from_numpy(host)
-        return x.cuda() if to_cuda else x
+    round_trip = shared.cpu_round_trip([t.fbo for t in cams.targets], w, h, torch, to_cuda)
 
     paths.append(BenchPath("f", "CPU round trip: glReadPixels per camera -> numpy -> torch"
                            + (".cuda()" if to_cuda else ""), cams.draw_targets, round_trip, flipped=False,

@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_single import CheckFailed, fmt_us, machine_info, median, print_table, time_calls  # noqa: E402
-from bench_batch import Cameras, parse_configs  # noqa: E402
+from bench_batch import Cameras, parse_configs  # noqa: E402  (both from gltensor._bench_paths)
 
 NEAR, FAR = 0.1, 50.0           # gltensor.scene's perspective projection
 FUSED_OVER_PLAIN_MAX = 1.3      # targets from the issue

@@ -17,9 +17,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
-import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -31,72 +28,28 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RAW_READ_LOOP = HERE / "c" / "build" / "raw_read_loop"
-GL_TEXTURE_2D = 0x0DE1
 
 
-class CheckFailed(Exception):
-    pass
-
-
-def parse_sizes(text):
-    sizes = []
-    for item in text.split(","):
-        item = item.strip().lower()
-        w, _, h = item.partition("x")
-        sizes.append((int(w), int(h or w)))
-    return sizes
-
-
-def median(values):
-    return statistics.median(values)
-
-
-# ---------------------------------------------------------------- machine description
-
-def machine_info(ctx, torch):
-    info = {
-        "host": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "cpu_model": None,
-        "gl_vendor": ctx.vendor, "gl_renderer": ctx.renderer, "gl_version": ctx.version,
-        "gl_is_software": ctx.is_software, "gl_cuda_device": ctx.cuda_device,
-        "numpy": np.__version__,
-        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-        "torch_cuda_available": torch.cuda.is_available(),
-        "gpu_name": None, "gpu_driver": None, "cuda_bindings": None,
-    }
-    import gltensor
-    info.update(gltensor=gltensor.__version__, gltensor_cuda_compiled=gltensor.cuda_compiled(),
-                gltensor_cuda_available=gltensor.cuda_available())
+def _shared():
+    """gltensor._bench_paths: what `python -m gltensor.bench` (the suite) and the scripts here share. An
+    installed gltensor older than this checkout lacks it: then the checkout's file is loaded directly."""
     try:
-        import OpenGL
-        info["pyopengl"] = OpenGL.__version__
-    except Exception:
-        pass
-    try:
-        with open("/proc/cpuinfo") as f:
-            info["cpu_model"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
-    except OSError:
-        pass
-    if torch.cuda.is_available():
-        info["gpu_name"] = torch.cuda.get_device_name(0)
-    try:  # the driver version is only told by nvidia-smi (or NVML); absent on CPU-only machines
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-        if out.returncode == 0 and out.stdout.strip():
-            name, driver = [v.strip() for v in out.stdout.strip().splitlines()[0].split(",", 1)]
-            info["gpu_name"] = info["gpu_name"] or name
-            info["gpu_driver"] = driver
-    except (OSError, subprocess.SubprocessError, ValueError):
-        pass
-    try:
-        import cuda.bindings
-        info["cuda_bindings"] = getattr(cuda.bindings, "__version__", "unknown")
+        from gltensor import _bench_paths
+        return _bench_paths
     except ImportError:
-        pass
-    return info
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "gltensor_bench_paths", HERE.parent / "python" / "gltensor" / "_bench_paths.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
+shared = _shared()
+# Re-exported: bench_batch.py and bench_convert.py import these from here.
+CheckFailed, Skip, cuda_python_recipe, fmt_us, machine_info, median, parse_sizes, print_table, time_calls = (
+    shared.CheckFailed, shared.Skip, shared.cuda_python_recipe, shared.fmt_us, shared.machine_info, shared.median,
+    shared.parse_sizes, shared.print_table, shared.time_calls)
 
 
 # ---------------------------------------------------------------- the compared paths
@@ -110,46 +63,15 @@ class BenchPath:
 
 
 def cuda_python_path(scene, torch, cuda_in_use):
-    """(e) The per-frame recipe users write with cuda-python today."""
+    """(e) The per-frame recipe users write with cuda-python today (gltensor._bench_paths.cuda_python_recipe
+    with one texture)."""
     key, name = "e", "cuda-python map/copy/unmap per frame"
-    if not cuda_in_use:
-        return BenchPath(key, name, skipped="skipped: the GL context is not on a CUDA device (CUDA interop impossible)")
     try:
-        from cuda.bindings import runtime as cudart
-    except ImportError as e:
-        return BenchPath(key, name, skipped="skipped: cuda.bindings not importable (%s)" % e)
-
-    def check(result, call):
-        err = result[0]
-        if err != cudart.cudaError_t.cudaSuccess:
-            raise RuntimeError("%s failed: %s" % (call, err))
-        return result[1] if len(result) > 1 else None
-
-    flags = cudart.cudaGraphicsRegisterFlags.cudaGraphicsRegisterFlagsReadOnly
-    try:
-        res = check(cudart.cudaGraphicsGLRegisterImage(scene.texture, GL_TEXTURE_2D, flags),
-                    "cudaGraphicsGLRegisterImage")
-    except RuntimeError as e:
+        transfer, close = cuda_python_recipe([scene.texture], scene.width, scene.height, torch, cuda_in_use)
+    except Skip as e:
         return BenchPath(key, name, skipped="skipped: %s" % e)
-    w, h = scene.width, scene.height
-    out = torch.empty((h, w, 4), dtype=torch.uint8, device="cuda")
-    d2d = cudart.cudaMemcpyKind.cudaMemcpyDeviceToDevice
-
-    def transfer():
-        # The copy runs on torch's stream, so that the consumer op that follows is ordered after it.
-        stream = torch.cuda.current_stream().cuda_stream
-        check(cudart.cudaGraphicsMapResources(1, res, stream), "cudaGraphicsMapResources")
-        array = check(cudart.cudaGraphicsSubResourceGetMappedArray(res, 0, 0), "cudaGraphicsSubResourceGetMappedArray")
-        check(cudart.cudaMemcpy2DFromArrayAsync(out.data_ptr(), w * 4, array, 0, 0, w * 4, h, d2d, stream),
-              "cudaMemcpy2DFromArrayAsync")
-        check(cudart.cudaGraphicsUnmapResources(1, res, stream), "cudaGraphicsUnmapResources")
-        return out
-
-    def close():
-        torch.cuda.synchronize()
-        cudart.cudaGraphicsUnregisterResource(res)
-
-    return BenchPath(key, name, transfer, flipped=False, note="GL's bottom-up rows (no flip)", close=close)
+    return BenchPath(key, name, lambda: transfer()[0], flipped=False, note="GL's bottom-up rows (no flip)",
+                     close=close)
 
 
 def build_paths(scene, cap, torch, device, cuda_in_use):
@@ -230,15 +152,6 @@ def time_path(path, draw, steps, warmup, sync):
     return (time.perf_counter() - start) / steps * 1e6
 
 
-def time_calls(fn, calls, sync):
-    sync()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / calls * 1e6
-
-
 def run_raw_read_loop(w, h, calls):
     if not RAW_READ_LOOP.exists():
         return {"status": "skipped", "reason": "not built (make -C benchmarks/c)"}
@@ -254,36 +167,6 @@ def run_raw_read_loop(w, h, calls):
     if proc.returncode != 0:
         return {"status": "skipped", "reason": "exit %d: %s" % (proc.returncode, data.get("error", "?")), "raw": data}
     return {"status": "ok", "raw": data}
-
-
-# ---------------------------------------------------------------- output
-
-def print_table(title, header, rows, left=(0,)):
-    left = set(left) | {len(header) - 1}  # labels and the trailing note read better left-aligned
-    try:  # rich only on a terminal: in logs and pipes its wrapped cells read worse than plain text
-        if not sys.stdout.isatty():
-            raise ImportError
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-        print("\n" + title)
-        fmt = "  ".join("{:<%d}" % w if i in left else "{:>%d}" % w for i, w in enumerate(widths))
-        print(fmt.format(*header).rstrip())
-        print("  ".join("-" * w for w in widths))
-        for r in rows:
-            print(fmt.format(*[str(v) for v in r]).rstrip())
-        return
-    table = Table(title=title)
-    for i, col in enumerate(header):
-        table.add_column(col, justify="left" if i in left else "right")
-    for r in rows:
-        table.add_row(*[str(v) for v in r])
-    Console().print(table)
-
-
-def fmt_us(v):
-    return "-" if v is None else ("%.1f" % v if v < 1000 else "{:,.0f}".format(v))
 
 
 # ---------------------------------------------------------------- main
