@@ -167,15 +167,6 @@ static glt_status copy_tiles(glt_atlas *a, const glt_out_spec *spec, char *base,
     return GLT_OK;
 }
 
-static glt_read_options options_or_default(const glt_read_options *opts) {
-    glt_read_options o;
-    if (opts)
-        o = *opts;
-    else
-        glt_read_options_init(&o);
-    return o;
-}
-
 static void describe(const glt_atlas *a, char *what, size_t n) {
     snprintf(what, n, "the atlas of texture %u (%d tiles of %s)", a->cap->name, a->count, a->cap->fmt->name);
 }
@@ -183,7 +174,7 @@ static void describe(const glt_atlas *a, char *what, size_t n) {
 glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_frame **out) {
     if (!a || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read: NULL argument");
     *out = NULL;
-    glt_read_options opts = options_or_default(opts_in);
+    glt_read_options opts = glt_read_options_or_default(opts_in);
     void *stream = NULL;
     glt_status st = prepare(a, &opts, &stream);
     if (st != GLT_OK) return st;
@@ -210,7 +201,7 @@ glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_fra
 
 glt_status glt_atlas_read_into(glt_atlas *a, const glt_read_options *opts_in, const glt_buffer_view *dst) {
     if (!a) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read_into: atlas is NULL");
-    glt_read_options opts = options_or_default(opts_in);
+    glt_read_options opts = glt_read_options_or_default(opts_in);
     void *stream = NULL;
     glt_status st = prepare(a, &opts, &stream);
     if (st != GLT_OK) return st;

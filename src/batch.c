@@ -133,15 +133,6 @@ static glt_status copy_all(glt_batch *b, const dest *d, int flip, void *stream, 
     return st;
 }
 
-static glt_read_options options_or_default(const glt_read_options *opts) {
-    glt_read_options o;
-    if (opts)
-        o = *opts;
-    else
-        glt_read_options_init(&o);
-    return o;
-}
-
 static void describe(const glt_batch *b, char *what, size_t n) {
     snprintf(what, n, "a batch of %d %s images", b->count, b->caps[0]->fmt->name);
 }
@@ -166,7 +157,7 @@ static glt_status stacked_copy(glt_batch *b, const glt_out_spec *spec, char *bas
 glt_status glt_batch_read(glt_batch *b, const glt_read_options *opts_in, glt_frame **out) {
     if (!b || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_batch_read: NULL argument");
     *out = NULL;
-    glt_read_options opts = options_or_default(opts_in);
+    glt_read_options opts = glt_read_options_or_default(opts_in);
     void *stream = NULL;
     glt_status st = prepare(b, &opts, 1, &stream);
     if (st != GLT_OK) return st;
@@ -193,7 +184,7 @@ glt_status glt_batch_read(glt_batch *b, const glt_read_options *opts_in, glt_fra
 
 glt_status glt_batch_read_into(glt_batch *b, const glt_read_options *opts_in, const glt_buffer_view *dst) {
     if (!b) return glt_fail(GLT_INVALID_ARGUMENT, "glt_batch_read_into: batch is NULL");
-    glt_read_options opts = options_or_default(opts_in);
+    glt_read_options opts = glt_read_options_or_default(opts_in);
     void *stream = NULL;
     glt_status st = prepare(b, &opts, 1, &stream);
     if (st != GLT_OK) return st;
@@ -213,7 +204,7 @@ glt_status glt_batch_read_into(glt_batch *b, const glt_read_options *opts_in, co
 
 glt_status glt_batch_read_each(glt_batch *b, const glt_read_options *opts_in, glt_frame **frames) {
     if (!b || !frames) return glt_fail(GLT_INVALID_ARGUMENT, "glt_batch_read_each: NULL argument");
-    glt_read_options opts = options_or_default(opts_in);
+    glt_read_options opts = glt_read_options_or_default(opts_in);
     for (int i = 0; i < b->count; ++i) frames[i] = NULL;
     void *stream = NULL;
     glt_status st = prepare(b, &opts, 0, &stream);

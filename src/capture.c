@@ -363,21 +363,12 @@ glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip
     return GLT_OK;
 }
 
-static glt_read_options options_or_default(const glt_read_options *opts) {
-    glt_read_options o;
-    if (opts)
-        o = *opts;
-    else
-        glt_read_options_init(&o);
-    return o;
-}
-
 static void describe(const glt_capture *cap, char *what, size_t n) {
     snprintf(what, n, "%s %u (%s)", kind_of(cap->target), cap->name, cap->fmt->name);
 }
 
 glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, glt_frame **out) {
-    glt_read_options opts = options_or_default(opts_in);
+    glt_read_options opts = glt_read_options_or_default(opts_in);
     if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_read: out is NULL");
     *out = NULL;
     void *stream = NULL;
@@ -404,7 +395,7 @@ glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, g
 }
 
 glt_status glt_capture_read_into(glt_capture *cap, const glt_read_options *opts_in, const glt_buffer_view *dst) {
-    glt_read_options opts = options_or_default(opts_in);
+    glt_read_options opts = glt_read_options_or_default(opts_in);
     void *stream = NULL;
     glt_status st = glt_capture_prepare(cap, &opts, &stream);
     if (st != GLT_OK) return st;

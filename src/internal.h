@@ -9,6 +9,10 @@
 #include <pthread.h>
 #include <stdarg.h>
 
+/* ---- library.c ---- */
+/* *opts, or the defaults when opts is NULL (every read entry point accepts NULL). */
+glt_read_options glt_read_options_or_default(const glt_read_options *opts);
+
 /* ---- errors.c ---- */
 /* Records a formatted message for glt_last_error() and returns status. */
 glt_status glt_fail(glt_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -73,3 +73,12 @@ void glt_read_options_init(glt_read_options *opts) {
     opts->near_plane = 0.0;
     opts->far_plane = 1.0;
 }
+
+glt_read_options glt_read_options_or_default(const glt_read_options *opts) {
+    glt_read_options o;
+    if (opts)
+        o = *opts;
+    else
+        glt_read_options_init(&o);
+    return o;
+}
