@@ -157,7 +157,7 @@ static glt_status attach_backend(glt_capture *cap) {
     GLenum target = cap->target;
     if (glt_stage_needed(cap->fmt, cap->target, cap->samples)) {
         glt_status st = glt_stage_create(cap->name, cap->target, cap->fmt, cap->width, cap->height, cap->samples,
-                                         &cap->stage);
+                                         cap->backend == GLT_BACKEND_CUDA, &cap->stage);
         if (st != GLT_OK) return st;
         if (glt_stage_resolved(cap->stage)) {
             name = glt_stage_resolved(cap->stage);

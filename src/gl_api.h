@@ -67,6 +67,22 @@ typedef unsigned char GLubyte;
 #define GL_FRAMEBUFFER_SRGB 0x8DB9
 #define GL_TEXTURE_BINDING_2D_MULTISAMPLE 0x9104
 #define GL_DEPTH_COMPONENT 0x1902
+#define GL_COMPUTE_SHADER 0x91B9
+#define GL_COMPILE_STATUS 0x8B81
+#define GL_LINK_STATUS 0x8B82
+#define GL_CURRENT_PROGRAM 0x8B8D
+#define GL_SHADER_STORAGE_BUFFER 0x90D2
+#define GL_SHADER_STORAGE_BUFFER_BINDING 0x90D3
+#define GL_SHADER_STORAGE_BUFFER_START 0x90D4
+#define GL_SHADER_STORAGE_BUFFER_SIZE 0x90D5
+#define GL_ALL_BARRIER_BITS 0xFFFFFFFF
+#define GL_ACTIVE_TEXTURE 0x84E0
+#define GL_TEXTURE0 0x84C0
+#define GL_SAMPLER_BINDING 0x8919
+#define GL_TEXTURE_MIN_FILTER 0x2801
+#define GL_TEXTURE_MAG_FILTER 0x2800
+#define GL_TEXTURE_COMPARE_MODE 0x884C
+#define GL_DYNAMIC_COPY 0x88EA
 #define GL_PIXEL_PACK_BUFFER 0x88EB
 #define GL_PIXEL_PACK_BUFFER_BINDING 0x88ED
 #define GL_STREAM_READ 0x88E1
@@ -126,6 +142,37 @@ typedef void (*PFN_glRenderbufferStorage)(GLenum, GLenum, GLsizei, GLsizei);
 typedef GLboolean (*PFN_glIsEnabled)(GLenum);
 typedef void (*PFN_glEnable)(GLenum);
 typedef void (*PFN_glDisable)(GLenum);
+/* Compute-shader depth conversion (GL 4.3+); optional: absent entry points disable that path. */
+typedef char GLchar;
+typedef int64_t GLint64;
+typedef GLuint (*PFN_glCreateShader)(GLenum);
+typedef void (*PFN_glShaderSource)(GLuint, GLsizei, const GLchar *const *, const GLint *);
+typedef void (*PFN_glCompileShader)(GLuint);
+typedef void (*PFN_glGetShaderiv)(GLuint, GLenum, GLint *);
+typedef void (*PFN_glGetShaderInfoLog)(GLuint, GLsizei, GLsizei *, GLchar *);
+typedef GLuint (*PFN_glCreateProgram)(void);
+typedef void (*PFN_glAttachShader)(GLuint, GLuint);
+typedef void (*PFN_glLinkProgram)(GLuint);
+typedef void (*PFN_glGetProgramiv)(GLuint, GLenum, GLint *);
+typedef void (*PFN_glDeleteShader)(GLuint);
+typedef void (*PFN_glDeleteProgram)(GLuint);
+typedef void (*PFN_glUseProgram)(GLuint);
+typedef GLint (*PFN_glGetUniformLocation)(GLuint, const GLchar *);
+typedef void (*PFN_glProgramUniform2i)(GLuint, GLint, GLint, GLint);
+typedef void (*PFN_glDispatchCompute)(GLuint, GLuint, GLuint);
+typedef void (*PFN_glMemoryBarrier)(GLbitfield);
+typedef void (*PFN_glBindBufferBase)(GLenum, GLuint, GLuint);
+typedef void (*PFN_glBindBufferRange)(GLenum, GLuint, GLuint, GLintptr, GLsizeiptr);
+typedef void (*PFN_glGetIntegeri_v)(GLenum, GLuint, GLint *);
+typedef void (*PFN_glGetInteger64i_v)(GLenum, GLuint, GLint64 *);
+typedef void (*PFN_glActiveTexture)(GLenum);
+typedef void (*PFN_glGenSamplers)(GLsizei, GLuint *);
+typedef void (*PFN_glDeleteSamplers)(GLsizei, const GLuint *);
+typedef void (*PFN_glBindSampler)(GLuint, GLuint);
+typedef void (*PFN_glSamplerParameteri)(GLuint, GLenum, GLint);
+typedef void (*PFN_glGenTextures)(GLsizei, GLuint *);
+typedef void (*PFN_glDeleteTextures)(GLsizei, const GLuint *);
+typedef void (*PFN_glTexStorage2D)(GLenum, GLsizei, GLenum, GLsizei, GLsizei);
 
 /* The GL entry points gltensor uses; filled once by glt_gl_load(). */
 typedef struct glt_gl {
@@ -162,6 +209,36 @@ typedef struct glt_gl {
     PFN_glIsEnabled IsEnabled;
     PFN_glEnable Enable;
     PFN_glDisable Disable;
+    /* optional (NULL when absent) */
+    PFN_glCreateShader CreateShader;
+    PFN_glShaderSource ShaderSource;
+    PFN_glCompileShader CompileShader;
+    PFN_glGetShaderiv GetShaderiv;
+    PFN_glGetShaderInfoLog GetShaderInfoLog;
+    PFN_glCreateProgram CreateProgram;
+    PFN_glAttachShader AttachShader;
+    PFN_glLinkProgram LinkProgram;
+    PFN_glGetProgramiv GetProgramiv;
+    PFN_glDeleteShader DeleteShader;
+    PFN_glDeleteProgram DeleteProgram;
+    PFN_glUseProgram UseProgram;
+    PFN_glGetUniformLocation GetUniformLocation;
+    PFN_glProgramUniform2i ProgramUniform2i;
+    PFN_glDispatchCompute DispatchCompute;
+    PFN_glMemoryBarrier MemoryBarrier;
+    PFN_glBindBufferBase BindBufferBase;
+    PFN_glBindBufferRange BindBufferRange;
+    PFN_glGetIntegeri_v GetIntegeri_v;
+    PFN_glGetInteger64i_v GetInteger64i_v;
+    PFN_glActiveTexture ActiveTexture;
+    PFN_glGenSamplers GenSamplers;
+    PFN_glDeleteSamplers DeleteSamplers;
+    PFN_glBindSampler BindSampler;
+    PFN_glSamplerParameteri SamplerParameteri;
+    PFN_glGenTextures GenTextures;
+    PFN_glDeleteTextures DeleteTextures;
+    PFN_glTexStorage2D TexStorage2D;
+    int has_compute; /* every optional entry point above was found */
 } glt_gl;
 
 /* ---- EGL ---- */

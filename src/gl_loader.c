@@ -140,6 +140,42 @@ static void load_gl(void) {
     LOAD_GL(Enable);
     LOAD_GL(Disable);
 #undef LOAD_GL
+    int all = 1;
+#define LOAD_OPT(fn)                                  \
+    do {                                              \
+        gl_table.fn = (PFN_gl##fn)gl_proc("gl" #fn);  \
+        all &= gl_table.fn != NULL;                   \
+    } while (0)
+    LOAD_OPT(CreateShader);
+    LOAD_OPT(ShaderSource);
+    LOAD_OPT(CompileShader);
+    LOAD_OPT(GetShaderiv);
+    LOAD_OPT(GetShaderInfoLog);
+    LOAD_OPT(CreateProgram);
+    LOAD_OPT(AttachShader);
+    LOAD_OPT(LinkProgram);
+    LOAD_OPT(GetProgramiv);
+    LOAD_OPT(DeleteShader);
+    LOAD_OPT(DeleteProgram);
+    LOAD_OPT(UseProgram);
+    LOAD_OPT(GetUniformLocation);
+    LOAD_OPT(ProgramUniform2i);
+    LOAD_OPT(DispatchCompute);
+    LOAD_OPT(MemoryBarrier);
+    LOAD_OPT(BindBufferBase);
+    LOAD_OPT(BindBufferRange);
+    LOAD_OPT(GetIntegeri_v);
+    LOAD_OPT(GetInteger64i_v);
+    LOAD_OPT(ActiveTexture);
+    LOAD_OPT(GenSamplers);
+    LOAD_OPT(DeleteSamplers);
+    LOAD_OPT(BindSampler);
+    LOAD_OPT(SamplerParameteri);
+    LOAD_OPT(GenTextures);
+    LOAD_OPT(DeleteTextures);
+    LOAD_OPT(TexStorage2D);
+#undef LOAD_OPT
+    gl_table.has_compute = all;
 }
 
 const glt_gl *glt_gl_load(void) {

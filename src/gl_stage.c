@@ -19,6 +19,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct glt_gl_stage {
     GLuint name;
@@ -28,7 +29,72 @@ struct glt_gl_stage {
     GLuint src_fbo, dst_fbo, resolve_rb; /* multisampled sources */
     GLuint read_fbo;                     /* depth renderbuffers: reading needs a framebuffer */
     GLuint pbo;                          /* depth: float window depth, bottom-up rows */
+    /* Fixed-point depth (16/24-bit) through a compute shader, see compute_wanted(). */
+    GLuint program, sampler;
+    GLuint sample_tex;  /* the depth texture the shader reads: the source, or copy_tex */
+    GLuint copy_tex, copy_fbo; /* same-format copy for sources a shader cannot sample */
 };
+
+/* Fixed-point depth formats: NVIDIA's glReadPixels(GL_DEPTH_COMPONENT, GL_FLOAT) converts them slowly
+ * (measured on an H200 at 1024x1024: 1,715 us for DEPTH24, 2,150 us read as unsigned int, against
+ * 82 us for DEPTH32F), so these are turned into floats by a compute shader (texelFetch into a shader
+ * storage buffer, which is the same buffer CUDA maps). Float depth keeps the pixel-pack copy.
+ * GLTENSOR_DEPTH_PATH=readpixels forces the copy for every format, =compute the shader (also on the
+ * CPU backend), for comparison. */
+static int compute_wanted(const glt_gl *gl, const glt_format *fmt, int for_cuda) {
+    /* Only for the CUDA backend: the shader's normalisation may differ from glReadPixels' in the last
+     * bit on some drivers (Mesa's llvmpipe: 1 ulp), and the CPU backend runs where readback is cheap. */
+    const char *env = getenv("GLTENSOR_DEPTH_PATH");
+    int forced = env && !strcmp(env, "compute"); /* testing the shader path where it is not the default */
+    if ((!for_cuda && !forced) || !fmt->depth || !gl->has_compute) return 0;
+    if (fmt->internal_format == 0x8CAC || fmt->internal_format == 0x8CAD) return 0; /* DEPTH32F(_STENCIL8) */
+    if (env && !strcmp(env, "readpixels")) return 0;
+    GLint major = 0, minor = 0;
+    gl->GetIntegerv(GL_MAJOR_VERSION, &major);
+    gl->GetIntegerv(GL_MINOR_VERSION, &minor);
+    return major > 4 || (major == 4 && minor >= 3);
+}
+
+static const char depth_shader[] =
+    "#version 430\n"
+    "layout(local_size_x = 16, local_size_y = 16) in;\n"
+    "layout(binding = 0) uniform sampler2D depth_tex;\n"
+    "layout(std430, binding = 0) writeonly buffer Out { float depth[]; };\n"
+    "uniform ivec2 size;\n"
+    "void main() {\n"
+    "    ivec2 p = ivec2(gl_GlobalInvocationID.xy);\n"
+    "    if (p.x >= size.x || p.y >= size.y) return;\n"
+    "    depth[p.y * size.x + p.x] = texelFetch(depth_tex, p, 0).r;\n"
+    "}\n";
+
+static glt_status build_program(const glt_gl *gl, glt_gl_stage *s) {
+    GLuint sh = gl->CreateShader(GL_COMPUTE_SHADER);
+    const GLchar *src = depth_shader;
+    gl->ShaderSource(sh, 1, &src, NULL);
+    gl->CompileShader(sh);
+    GLint ok = 0;
+    gl->GetShaderiv(sh, GL_COMPILE_STATUS, &ok);
+    if (!ok) {
+        char log[512] = "";
+        gl->GetShaderInfoLog(sh, sizeof log, NULL, log);
+        gl->DeleteShader(sh);
+        return glt_fail(GLT_GL_ERROR, "compiling the depth conversion shader failed: %s", log);
+    }
+    s->program = gl->CreateProgram();
+    gl->AttachShader(s->program, sh);
+    gl->LinkProgram(s->program);
+    gl->DeleteShader(sh);
+    gl->GetProgramiv(s->program, GL_LINK_STATUS, &ok);
+    if (!ok) return glt_fail(GLT_GL_ERROR, "linking the depth conversion shader failed");
+    gl->ProgramUniform2i(s->program, gl->GetUniformLocation(s->program, "size"), s->width, s->height);
+    gl->GenSamplers(1, &s->sampler);
+    /* The sampler overrides the texture's own filtering and comparison, which would otherwise make
+     * an unmipmapped texture incomplete or turn texelFetch into a depth comparison. */
+    gl->SamplerParameteri(s->sampler, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    gl->SamplerParameteri(s->sampler, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    gl->SamplerParameteri(s->sampler, GL_TEXTURE_COMPARE_MODE, GL_NONE);
+    return GLT_OK;
+}
 
 static GLenum depth_attachment(const glt_format *fmt) {
     /* Packed depth-stencil images attach at the combined point; either way only depth is read. */
@@ -63,7 +129,7 @@ int glt_stage_needed(const glt_format *fmt, GLenum target, int samples) {
 }
 
 glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, int width, int height, int samples,
-                            glt_gl_stage **out) {
+                            int for_cuda, glt_gl_stage **out) {
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
     glt_gl_stage *s = calloc(1, sizeof *s);
@@ -100,12 +166,38 @@ glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, i
                           "%s %u (%s, %d samples) cannot be resolved: a framebuffer with it is incomplete; make sure "
                           "it has storage",
                           target == GL_RENDERBUFFER ? "renderbuffer" : "texture", name, fmt->name, samples);
-    } else if (fmt->depth) {
+    } else if (fmt->depth && !compute_wanted(gl, fmt, for_cuda)) {
         /* glReadPixels from a framebuffer for textures too: NVIDIA's glGetTexImage converts 24-bit
          * depth to float with a different rounding (1 ulp apart), and glReadPixels is the reference. */
         gl->GenFramebuffers(1, &s->read_fbo);
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->read_fbo);
         attach(gl, GL_READ_FRAMEBUFFER, fmt, target, name);
+    }
+    if (st == GLT_OK && compute_wanted(gl, fmt, for_cuda)) {
+        st = build_program(gl, s);
+        if (st == GLT_OK && target == GL_TEXTURE_2D && !s->resolve_rb) {
+            s->sample_tex = name;
+        } else if (st == GLT_OK) {
+            /* Renderbuffers, rectangle textures and resolved images: blit (same format) into a texture. */
+            GLenum sized = fmt->internal_format == 0x1902 ? 0x81A6 /* DEPTH_COMPONENT -> 24 */
+                           : fmt->internal_format == 0x84F9 ? 0x88F0 /* DEPTH_STENCIL -> D24S8 */
+                                                            : fmt->internal_format;
+            GLint prev_tex = 0;
+            gl->GetIntegerv(GL_TEXTURE_BINDING_2D, &prev_tex);
+            gl->GenTextures(1, &s->copy_tex);
+            gl->BindTexture(GL_TEXTURE_2D, s->copy_tex);
+            gl->TexStorage2D(GL_TEXTURE_2D, 1, sized, width, height);
+            gl->BindTexture(GL_TEXTURE_2D, (GLuint)prev_tex);
+            gl->GenFramebuffers(1, &s->copy_fbo);
+            gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, s->copy_fbo);
+            attach(gl, GL_DRAW_FRAMEBUFFER, fmt, GL_TEXTURE_2D, s->copy_tex);
+            if (!s->resolve_rb && !s->read_fbo) { /* renderbuffer or rectangle texture: a framebuffer to blit from */
+                gl->GenFramebuffers(1, &s->read_fbo);
+                gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->read_fbo);
+                attach(gl, GL_READ_FRAMEBUFFER, fmt, target, name);
+            }
+            s->sample_tex = s->copy_tex;
+        }
     }
     if (st == GLT_OK && fmt->depth) {
         gl->GenBuffers(1, &s->pbo);
@@ -138,12 +230,62 @@ void glt_stage_destroy(glt_gl_stage *s) {
         if (s->read_fbo) gl->DeleteFramebuffers(1, &s->read_fbo);
         if (s->resolve_rb) gl->DeleteRenderbuffers(1, &s->resolve_rb);
         if (s->pbo) gl->DeleteBuffers(1, &s->pbo);
+        if (s->copy_fbo) gl->DeleteFramebuffers(1, &s->copy_fbo);
+        if (s->copy_tex) gl->DeleteTextures(1, &s->copy_tex);
+        if (s->program) gl->DeleteProgram(s->program);
+        if (s->sampler) gl->DeleteSamplers(1, &s->sampler);
     }
     free(s);
 }
 
 GLuint glt_stage_resolved(const glt_gl_stage *s) { return s->resolve_rb; }
 GLuint glt_stage_depth_buffer(const glt_gl_stage *s) { return s->pbo; }
+
+/* Depth -> floats in s->pbo through the compute shader; every binding it touches is restored. */
+static void run_compute(const glt_gl *gl, glt_gl_stage *s) {
+    if (s->copy_tex) {
+        GLint prev_read = 0, prev_draw = 0;
+        GLboolean scissor = gl->IsEnabled(GL_SCISSOR_TEST);
+        gl->GetIntegerv(GL_READ_FRAMEBUFFER_BINDING, &prev_read);
+        gl->GetIntegerv(GL_DRAW_FRAMEBUFFER_BINDING, &prev_draw);
+        if (scissor) gl->Disable(GL_SCISSOR_TEST);
+        gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->resolve_rb ? s->dst_fbo : s->read_fbo);
+        gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, s->copy_fbo);
+        gl->BlitFramebuffer(0, 0, s->width, s->height, 0, 0, s->width, s->height, GL_DEPTH_BUFFER_BIT, GL_NEAREST);
+        gl->BindFramebuffer(GL_READ_FRAMEBUFFER, (GLuint)prev_read);
+        gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, (GLuint)prev_draw);
+        if (scissor) gl->Enable(GL_SCISSOR_TEST);
+    }
+    GLint program = 0, active = 0, tex = 0, sampler = 0, ssbo = 0, ssbo0 = 0;
+    GLint64 ssbo0_start = 0, ssbo0_size = 0;
+    gl->GetIntegerv(GL_CURRENT_PROGRAM, &program);
+    gl->GetIntegerv(GL_ACTIVE_TEXTURE, &active);
+    gl->ActiveTexture(GL_TEXTURE0);
+    gl->GetIntegerv(GL_TEXTURE_BINDING_2D, &tex);
+    gl->GetIntegerv(GL_SAMPLER_BINDING, &sampler);
+    gl->GetIntegerv(GL_SHADER_STORAGE_BUFFER_BINDING, &ssbo);
+    gl->GetIntegeri_v(GL_SHADER_STORAGE_BUFFER_BINDING, 0, &ssbo0);
+    gl->GetInteger64i_v(GL_SHADER_STORAGE_BUFFER_START, 0, &ssbo0_start);
+    gl->GetInteger64i_v(GL_SHADER_STORAGE_BUFFER_SIZE, 0, &ssbo0_size);
+
+    gl->UseProgram(s->program);
+    gl->BindTexture(GL_TEXTURE_2D, s->sample_tex);
+    gl->BindSampler(0, s->sampler);
+    gl->BindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, s->pbo);
+    gl->DispatchCompute((GLuint)(s->width + 15) / 16, (GLuint)(s->height + 15) / 16, 1);
+    /* Host mapping (CPU backend) and later GL reads see the writes; CUDA's map waits for the dispatch. */
+    gl->MemoryBarrier(GL_ALL_BARRIER_BITS);
+
+    if (ssbo0_size > 0)
+        gl->BindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, (GLuint)ssbo0, (GLintptr)ssbo0_start, (GLsizeiptr)ssbo0_size);
+    else
+        gl->BindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, (GLuint)ssbo0);
+    gl->BindBuffer(GL_SHADER_STORAGE_BUFFER, (GLuint)ssbo);
+    gl->BindSampler(0, (GLuint)sampler);
+    gl->BindTexture(GL_TEXTURE_2D, (GLuint)tex);
+    gl->ActiveTexture((GLenum)active);
+    gl->UseProgram((GLuint)program);
+}
 
 glt_status glt_stage_run(glt_gl_stage *s) {
     const glt_gl *gl = glt_gl_load();
@@ -165,7 +307,9 @@ glt_status glt_stage_run(glt_gl_stage *s) {
         if (scissor) gl->Enable(GL_SCISSOR_TEST);
         if (srgb) gl->Enable(GL_FRAMEBUFFER_SRGB);
     }
-    if (s->pbo) {
+    if (s->program) {
+        run_compute(gl, s);
+    } else if (s->pbo) {
         glt_pack_state pack;
         glt_pack_push(gl, &pack);
         gl->BindBuffer(GL_PIXEL_PACK_BUFFER, s->pbo);

@@ -233,7 +233,7 @@ glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, 
 /* ---- gl_stage.c: GL-side work before reading (MSAA resolve, depth into a pixel-pack buffer) ---- */
 int glt_stage_needed(const glt_format *fmt, GLenum target, int samples);
 glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, int width, int height, int samples,
-                            glt_gl_stage **out);
+                            int for_cuda, glt_gl_stage **out);
 void glt_stage_destroy(glt_gl_stage *s); /* needs the context current */
 glt_status glt_stage_run(glt_gl_stage *s);
 GLuint glt_stage_resolved(const glt_gl_stage *s);    /* single-sample renderbuffer, or 0 */
