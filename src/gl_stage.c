@@ -18,6 +18,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,7 +48,8 @@ static int compute_wanted(const glt_gl *gl, const glt_format *fmt, int for_cuda)
     const char *env = getenv("GLTENSOR_DEPTH_PATH");
     int forced = env && !strcmp(env, "compute"); /* testing the shader path where it is not the default */
     if ((!for_cuda && !forced) || !fmt->depth || !gl->has_compute) return 0;
-    if (fmt->internal_format == 0x8CAC || fmt->internal_format == 0x8CAD) return 0; /* DEPTH32F(_STENCIL8) */
+    /* Float depth reads back fast; 32-bit fixed point cannot be recovered exactly from a sampled float. */
+    if (fmt->internal_format == 0x8CAC || fmt->internal_format == 0x8CAD || fmt->internal_format == 0x81A7) return 0;
     if (env && !strcmp(env, "readpixels")) return 0;
     GLint major = 0, minor = 0;
     gl->GetIntegerv(GL_MAJOR_VERSION, &major);
@@ -55,7 +57,11 @@ static int compute_wanted(const glt_gl *gl, const glt_format *fmt, int for_cuda)
     return major > 4 || (major == 4 && minor >= 3);
 }
 
-static const char depth_shader[] =
+/* The shader recovers the stored integer v from the sampled depth (exact: the product is exact in
+ * double and within half a step of v), then gives float(v) * float(1 / max), the arithmetic of
+ * NVIDIA's glReadPixels(GL_DEPTH_COMPONENT, GL_FLOAT), which differs in the last bit from the sampled
+ * value (a correctly rounded v / max) for some v. */
+static const char depth_shader_fmt[] =
     "#version 430\n"
     "layout(local_size_x = 16, local_size_y = 16) in;\n"
     "layout(binding = 0) uniform sampler2D depth_tex;\n"
@@ -64,12 +70,20 @@ static const char depth_shader[] =
     "void main() {\n"
     "    ivec2 p = ivec2(gl_GlobalInvocationID.xy);\n"
     "    if (p.x >= size.x || p.y >= size.y) return;\n"
-    "    depth[p.y * size.x + p.x] = texelFetch(depth_tex, p, 0).r;\n"
+    "    double v = floor(double(texelFetch(depth_tex, p, 0).r) * %.1flf + 0.5lf);\n"
+    "    depth[p.y * size.x + p.x] = float(v) * %.9g;\n"
     "}\n";
 
+static double depth_max(const glt_format *fmt) {
+    return fmt->internal_format == 0x81A5 ? 65535.0 : 16777215.0; /* DEPTH_COMPONENT16, else 24-bit */
+}
+
 static glt_status build_program(const glt_gl *gl, glt_gl_stage *s) {
+    char source[1024];
+    double max = depth_max(s->fmt);
+    snprintf(source, sizeof source, depth_shader_fmt, max, (double)(float)(1.0 / max));
     GLuint sh = gl->CreateShader(GL_COMPUTE_SHADER);
-    const GLchar *src = depth_shader;
+    const GLchar *src = source;
     gl->ShaderSource(sh, 1, &src, NULL);
     gl->CompileShader(sh);
     GLint ok = 0;
