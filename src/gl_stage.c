@@ -9,11 +9,12 @@
  *     since CUDA cannot map depth formats either. The buffer is registered with
  *     CUDA once; its mapping is linear device memory, so the CUDA side is one
  *     kernel (flip, optional linearisation) and no host copy happens.
- *     Why a pixel-pack copy rather than a shader pass writing R32F: it keeps
- *     the source's full precision (float depth, 24 or 32 bits) with no program,
- *     vertex array, or draw state of ours in the caller's context, and it
- *     measured within the target (depth <= 2x colour capture at 1024^2; see
- *     benchmarks/bench_convert.py).
+ *     The pixel-pack copy is the default because it equals glReadPixels by
+ *     construction and needs no program or state of ours in the caller's
+ *     context. Measured on an H200 at 1024^2 (benchmarks/bench_convert.py), it
+ *     costs 1.5x a colour read for DEPTH32F but 5.6x for DEPTH24, whose
+ *     readback NVIDIA converts slowly; the compute-shader path below is the
+ *     faster alternative, opt-in until its exactness is confirmed on a GPU.
  * Every binding and enable touched is restored.
  */
 #include "internal.h"
@@ -36,21 +37,21 @@ struct glt_gl_stage {
     GLuint copy_tex, copy_fbo; /* same-format copy for sources a shader cannot sample */
 };
 
-/* Fixed-point depth formats: NVIDIA's glReadPixels(GL_DEPTH_COMPONENT, GL_FLOAT) converts them slowly
- * (measured on an H200 at 1024x1024: 1,715 us for DEPTH24, 2,150 us read as unsigned int, against
- * 82 us for DEPTH32F), so these are turned into floats by a compute shader (texelFetch into a shader
- * storage buffer, which is the same buffer CUDA maps). Float depth keeps the pixel-pack copy.
- * GLTENSOR_DEPTH_PATH=readpixels forces the copy for every format, =compute the shader (also on the
- * CPU backend), for comparison. */
+/* Fixed-point depth formats are slow to read back on NVIDIA: glReadPixels(GL_DEPTH_COMPONENT,
+ * GL_FLOAT) of a 1024x1024 image took 1,715-2,008 us for DEPTH24 and ~4,200 us for DEPTH16 on an H200,
+ * against 82 us for DEPTH32F (tools/gpu_diag_depth.py, tools/gpu_depth_path.py). A compute shader that
+ * texelFetches the depth into a shader storage buffer (the same buffer CUDA maps) read the same images
+ * in 340 us (texture) / 430 us (renderbuffer, blitted to a texture first) there. Its first version,
+ * returning the sampled float, differed from glReadPixels in the last bit for a few DEPTH16 values
+ * (the sampler rounds v / max correctly; NVIDIA's glReadPixels computes float(v) * float(1 / max));
+ * the shader below reproduces the latter but has not yet been checked on the GPU, so the pixel-pack
+ * copy stays the default and GLTENSOR_DEPTH_PATH=compute opts in (either backend). */
 static int compute_wanted(const glt_gl *gl, const glt_format *fmt, int for_cuda) {
-    /* Only for the CUDA backend: the shader's normalisation may differ from glReadPixels' in the last
-     * bit on some drivers (Mesa's llvmpipe: 1 ulp), and the CPU backend runs where readback is cheap. */
+    (void)for_cuda;
     const char *env = getenv("GLTENSOR_DEPTH_PATH");
-    int forced = env && !strcmp(env, "compute"); /* testing the shader path where it is not the default */
-    if ((!for_cuda && !forced) || !fmt->depth || !gl->has_compute) return 0;
+    if (!env || strcmp(env, "compute") || !fmt->depth || !gl->has_compute) return 0;
     /* Float depth reads back fast; 32-bit fixed point cannot be recovered exactly from a sampled float. */
     if (fmt->internal_format == 0x8CAC || fmt->internal_format == 0x8CAD || fmt->internal_format == 0x81A7) return 0;
-    if (env && !strcmp(env, "readpixels")) return 0;
     GLint major = 0, minor = 0;
     gl->GetIntegerv(GL_MAJOR_VERSION, &major);
     gl->GetIntegerv(GL_MINOR_VERSION, &minor);
