@@ -34,11 +34,11 @@ CORE_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(CORE_SRC)) $(KERNEL_OBJ)
 
 lib: $(BUILD)/libgltensor.a $(BUILD)/libgltensor.so
 
-$(BUILD)/%.o: src/%.c src/internal.h src/gl_api.h include/gltensor.h
+$(BUILD)/%.o: src/%.c $(wildcard src/*.h) include/gltensor.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(BUILD)/cuda_kernels.o: src/cuda_kernels.cu
+$(BUILD)/cuda_kernels.o: src/cuda_kernels.cu src/kernels.h
 	@mkdir -p $(BUILD)
 	$(NVCC) -c -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
 	    -gencode=arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) $< -o $@

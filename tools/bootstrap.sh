@@ -41,6 +41,13 @@ if [ ${#pip_missing[@]} -gt 0 ]; then
     "$PYTHON" -m pip install -q "${pip_missing[@]}"
 fi
 
+# 2b. Engines whose integrations the tests exercise, best effort: a platform without a wheel for one of
+# them still gets the rest of the suite (those tests then skip, saying why).
+for spec in "moderngl:moderngl>=5.8" "mujoco:mujoco>=3" "panda3d:panda3d>=1.10" "matplotlib:matplotlib"; do
+    mod=${spec%%:*}
+    has_mod "$mod" || "$PYTHON" -m pip install -q "${spec#*:}" || echo "bootstrap: could not install ${spec#*:}; its tests will be skipped"
+done
+
 # 3. gltensor itself (with the CUDA backend when a toolkit is found).
 "$PYTHON" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as the 'root'" || true
 "$PYTHON" -c "import gltensor; print('bootstrap: gltensor', gltensor.__version__, '| CUDA compiled:', gltensor.cuda_compiled(), '| CUDA usable:', gltensor.cuda_available())"
