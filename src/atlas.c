@@ -53,8 +53,9 @@ static glt_status solve_grid(const glt_atlas_desc *d, int width, int height, uns
                         name, rows, cols, tw, th, cols * tw, rows * th, width, height);
     int count = d->count ? d->count : rows * cols;
     if (count > rows * cols)
-        return glt_fail(GLT_INVALID_ARGUMENT, "atlas of texture %u: %d tiles do not fit a grid of %d x %d", name,
-                        count, rows, cols);
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "atlas of texture %u: %d tiles do not fit a grid of %d x %d; lower count or enlarge the grid",
+                        name, count, rows, cols);
     a->rows = rows;
     a->cols = cols;
     a->tile_h = th;

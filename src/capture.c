@@ -71,8 +71,10 @@ static glt_status query_image(const glt_gl *gl, GLuint name, GLenum target, imag
     }
     GLenum err = gl->GetError();
     if (err != GL_NO_ERROR)
-        return glt_fail(GLT_GL_ERROR, "querying %s %u's size and format failed with %s", kind_of(target), name,
-                        glt_gl_error_name(err));
+        return glt_fail(GLT_GL_ERROR,
+                        "querying %s %u's size and format failed with %s; check that the name is a live %s of this "
+                        "context and that its target is right",
+                        kind_of(target), name, glt_gl_error_name(err), kind_of(target));
     if (d->width <= 0 || d->height <= 0)
         return glt_fail(GLT_INVALID_OBJECT,
                         "%s %u has no storage yet (%dx%d); allocate it (glTexImage2D, glTexStorage2D or "

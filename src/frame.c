@@ -59,7 +59,9 @@ glt_status glt_frame_sync_stream(glt_frame *f, void *consumer) {
     if (!f) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_sync_stream: frame is NULL");
     if (f->memory != GLT_MEMORY_CUDA || consumer == f->stream) return GLT_OK;
     void *ready = glt_block_ready_event(f->block);
-    if (!ready) return glt_fail(GLT_CUDA_ERROR, "the frame has no copy-done event to wait for (event creation failed)");
+    if (!ready)
+        return glt_fail(GLT_CUDA_ERROR, "the frame has no copy-done event to wait for (cudaEventCreate failed, "
+                                        "likely out of resources); synchronise with frame.synchronize() instead");
     glt_status st = glt_cuda_wait_event(consumer, ready, f->cuda_device);
     if (st == GLT_OK) glt_block_add_stream(f->block, consumer);
     return st;

@@ -226,7 +226,9 @@ glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, i
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)prev_pbo);
     GLenum err = gl->GetError();
     if (st == GLT_OK && err != GL_NO_ERROR)
-        st = glt_fail(GLT_GL_ERROR, "preparing to read %s %u (%s) failed with %s",
+        st = glt_fail(GLT_GL_ERROR,
+                      "preparing to read %s %u (%s) failed with %s; check that it has storage and that no GL error "
+                      "was pending from your own calls (glGetError before capturing)",
                       target == GL_RENDERBUFFER ? "renderbuffer" : "texture", name, fmt->name, glt_gl_error_name(err));
     if (st != GLT_OK) {
         glt_stage_destroy(s);
@@ -335,7 +337,10 @@ glt_status glt_stage_run(glt_gl_stage *s) {
     gl->BindFramebuffer(GL_READ_FRAMEBUFFER, (GLuint)prev_read);
     GLenum err = gl->GetError();
     if (err != GL_NO_ERROR)
-        return glt_fail(GLT_GL_ERROR, "%s %s %u (%s) failed with %s", s->resolve_rb ? "resolving" : "reading depth of",
+        return glt_fail(GLT_GL_ERROR,
+                        "%s %s %u (%s) failed with %s; if the image was reallocated or deleted since the capture was "
+                        "made, make a new capture (or pass resizable=True)",
+                        s->resolve_rb ? "resolving" : "reading depth of",
                         s->target == GL_RENDERBUFFER ? "renderbuffer" : "texture", s->name, s->fmt->name,
                         glt_gl_error_name(err));
     return GLT_OK;
@@ -352,7 +357,8 @@ glt_status glt_stage_read_depth_host(glt_gl_stage *s, int flip, int mode, double
     const float *src = gl->MapBufferRange(GL_PIXEL_PACK_BUFFER, 0, (GLsizeiptr)bytes, GL_MAP_READ_BIT);
     glt_status st = GLT_OK;
     if (!src) {
-        st = glt_fail(GLT_GL_ERROR, "mapping the depth readback of %s %u failed (%s)",
+        st = glt_fail(GLT_GL_ERROR, "mapping the depth readback of %s %u failed (%s); unmap any pixel-pack buffer "
+                                    "you left mapped, then read again",
                       s->target == GL_RENDERBUFFER ? "renderbuffer" : "texture", s->name,
                       glt_gl_error_name(gl->GetError()));
     } else {
