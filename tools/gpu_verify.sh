@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
+# CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
+#   bash tools/gpu_verify.sh STEP...   steps: tests bench suite depth engines
+# Carry `.gl` (GL loader packages, see the device tool's README) and, for `engines`, `.whl` with the
+# engines' cp312 wheels. They do not fit one call (64 MiB): panda3d alone is 54 MB, so carry it in one
+# call and mujoco + mujoco-core + mujoco-studio + glfw + moderngl + glcontext (23 MB) in another.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gltensor-out}
+mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site
+fi
+nvidia-smi -L
+GLTENSOR_CUDA_ARCHS=${GLTENSOR_CUDA_ARCHS:-90} python3 -m pip install --no-build-isolation --no-deps -e . \
+    > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+for step in "$@"; do
+    case "$step" in
+    tests) # xdist restarts a worker that crashes, so one crash cannot hide the rest of the run
+        timeout 300 python3 -m pytest -q -p no:cacheprovider -n 1 --max-worker-restart 20 -rfEs > "$OUT/pytest.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/pytest.log" | tail -40 ;;
+    bench)
+        (make lib CUDA_ARCHS=90 && make -C benchmarks/c) > "$OUT/make.log" 2>&1
+        timeout 200 python3 benchmarks/bench_single.py --json "$OUT/single.json" > "$OUT/single.log" 2>&1; tail -28 "$OUT/single.log"
+        timeout 200 python3 benchmarks/bench_batch.py --json "$OUT/batch.json" > "$OUT/batch.log" 2>&1; tail -30 "$OUT/batch.log"
+        timeout 150 python3 benchmarks/bench_convert.py --json "$OUT/convert.json" > "$OUT/convert.log" 2>&1; tail -40 "$OUT/convert.log" ;;
+    suite) # the full grid of issue #6: about 10 minutes
+        timeout 590 python3 -m gltensor.bench --no-progress --json "$OUT/suite.json" --plot "$OUT/suite.png" > "$OUT/suite.log" 2>&1
+        tail -60 "$OUT/suite.log" ;;
+    depth) # the opt-in compute-shader depth path: exactness against glReadPixels and speed
+        timeout 90 python3 tools/gpu_depth_path.py | tee "$OUT/depth.log"
+        GLTENSOR_DEPTH_PATH=compute timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_depth.py tests/test_msaa.py > "$OUT/depth_tests.log" 2>&1
+        tail -3 "$OUT/depth_tests.log" ;;
+    engines)
+        timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_mujoco.py tests/test_moderngl.py tests/test_c_example.py > "$OUT/engines.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/engines.log" | tail -30 ;;
+    *) echo "unknown step $step (tests bench suite depth engines)"; exit 2 ;;
+    esac
+done
