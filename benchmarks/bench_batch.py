@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_single import CheckFailed, Skip, fmt_us, machine_info, median, print_table, shared  # noqa: E402
+from bench_single import CheckFailed, open_run, Skip, fmt_us, median, print_table, shared  # noqa: E402
 
 # Shared with `python -m gltensor.bench`: the cameras (a texture + FBO each, and an atlas of the same tiles),
 # the cuda-python recipe, the CPU round trip.
@@ -161,23 +161,13 @@ def main(argv=None):
     warmup = max(args.warmup, 10)
     if args.steps < 1 or args.runs < 1:
         ap.error("--steps and --runs must be positive")
-    if args.steps < 200:
-        print("note: --steps %d is below the 200 that PERF.md asks for; fine for a smoke test" % args.steps)
-
-    try:
-        import torch
-    except ImportError:
-        print("error: this benchmark needs torch", file=sys.stderr)
+    run = open_run("batch", args)
+    if run is None:
         return 1
-    if args.torch_threads > 0:
-        torch.set_num_threads(args.torch_threads)
+    torch, ctx, info, json_path = run
     import gltensor
     from OpenGL import GL
 
-    ctx = gltensor.Context.headless()
-    info = machine_info(ctx, torch)
-    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in info["host"])
-    json_path = Path(args.json) if args.json else HERE / "results" / ("batch_%s.json" % host)
     report = {"benchmark": "batch", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "argv": sys.argv[1:], "machine": info,
               "config": {"configs": args.configs, "steps": args.steps, "warmup": warmup, "runs": args.runs,

@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_single import CheckFailed, fmt_us, machine_info, median, print_table, time_calls  # noqa: E402
+from bench_single import CheckFailed, open_run, fmt_us, median, print_table, time_calls  # noqa: E402
 from bench_batch import Cameras, parse_configs  # noqa: E402  (both from gltensor._bench_paths)
 
 NEAR, FAR = 0.1, 50.0           # gltensor.scene's perspective projection
@@ -291,24 +291,14 @@ def main(argv=None):
     calls = args.calls or args.steps
     if args.steps < 1 or args.runs < 1 or calls < 1:
         ap.error("--steps, --calls and --runs must be positive")
-    if args.steps < 200:
-        print("note: --steps %d is below the 200 that PERF.md asks for; fine for a smoke test" % args.steps)
-
-    try:
-        import torch
-    except ImportError:
-        print("error: this benchmark needs torch", file=sys.stderr)
+    run = open_run("convert", args)
+    if run is None:
         return 1
-    if args.torch_threads > 0:
-        torch.set_num_threads(args.torch_threads)
+    torch, ctx, info, json_path = run
     import gltensor
     from OpenGL import GL
     from gltensor.scene import Scene
 
-    ctx = gltensor.Context.headless()
-    info = machine_info(ctx, torch)
-    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in info["host"])
-    json_path = Path(args.json) if args.json else HERE / "results" / ("convert_%s.json" % host)
     report = {"benchmark": "convert", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "argv": sys.argv[1:], "machine": info,
               "config": {"size": args.size, "configs": args.configs, "steps": args.steps, "calls": calls,
@@ -361,7 +351,6 @@ def main(argv=None):
         # ------------------------------------------------ conversion configurations
         configs = [("single", 1, args.size, args.size)] + \
                   [(kind, n, w, h) for (n, w, h) in args.configs for kind in ("batch", "atlas")]
-        cams_cache = {}
         for kind, n, w, h in configs:
             label = ("1 x %dx%d Capture" % (w, h)) if kind == "single" else \
                     ("%d x %dx%d %s" % (n, w, h, "Batch" if kind == "batch" else "Atlas"))

@@ -74,6 +74,28 @@ def cuda_python_path(scene, torch, cuda_in_use):
                      close=close)
 
 
+def open_run(kind, args):
+    """The start every benchmark script shares: torch (with --torch-threads), a headless GL context, the
+    machine description and where the JSON goes. Returns (torch, ctx, info, json_path), or None when torch
+    is missing (the message is printed)."""
+    if args.steps < 200:
+        print("note: --steps %d is below the 200 that PERF.md asks for; fine for a smoke test" % args.steps)
+    try:
+        import torch
+    except ImportError:
+        print("error: this benchmark needs torch", file=sys.stderr)
+        return None
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
+    import gltensor
+
+    ctx = gltensor.Context.headless()
+    info = machine_info(ctx, torch)
+    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in info["host"])
+    json_path = Path(args.json) if args.json else HERE / "results" / ("%s_%s.json" % (kind, host))
+    return torch, ctx, info, json_path
+
+
 def build_paths(scene, cap, torch, device, cuda_in_use):
     stream = torch.cuda.current_stream() if cap.backend == "cuda" else None
     paths = [BenchPath("a", "render only")]
@@ -206,24 +228,13 @@ def main(argv=None):
     ap.add_argument("--json", help="output file (default benchmarks/results/single_<host>.json)")
     args = ap.parse_args(argv)
     warmup = max(args.warmup, 10)
-    if args.steps < 200:
-        print("note: --steps %d is below the 200 that PERF.md asks for; fine for a smoke test" % args.steps)
-
-    try:
-        import torch
-    except ImportError:
-        print("error: this benchmark needs torch", file=sys.stderr)
+    run = open_run("single", args)
+    if run is None:
         return 1
-    if args.torch_threads > 0:
-        torch.set_num_threads(args.torch_threads)
+    torch, ctx, info, json_path = run
     import gltensor
     from OpenGL import GL
     from gltensor.scene import Scene
-
-    ctx = gltensor.Context.headless()
-    info = machine_info(ctx, torch)
-    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in info["host"])
-    json_path = Path(args.json) if args.json else HERE / "results" / ("single_%s.json" % host)
     report = {"benchmark": "single_camera", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "argv": sys.argv[1:], "machine": info,
               "config": {"sizes": args.sizes, "steps": args.steps, "warmup": warmup, "runs": args.runs,
