@@ -173,6 +173,7 @@ typedef void (*PFN_glSamplerParameteri)(GLuint, GLenum, GLint);
 typedef void (*PFN_glGenTextures)(GLsizei, GLuint *);
 typedef void (*PFN_glDeleteTextures)(GLsizei, const GLuint *);
 typedef void (*PFN_glTexStorage2D)(GLenum, GLsizei, GLenum, GLsizei, GLsizei);
+typedef void (*PFN_glTexSubImage2D)(GLenum, GLint, GLint, GLint, GLsizei, GLsizei, GLenum, GLenum, const void *);
 
 /* The GL entry points gltensor uses; filled once by glt_gl_load(). */
 typedef struct glt_gl {
@@ -238,6 +239,7 @@ typedef struct glt_gl {
     PFN_glGenTextures GenTextures;
     PFN_glDeleteTextures DeleteTextures;
     PFN_glTexStorage2D TexStorage2D;
+    PFN_glTexSubImage2D TexSubImage2D;
     int has_compute; /* every optional entry point above was found */
 } glt_gl;
 

@@ -174,6 +174,7 @@ static void load_gl(void) {
     LOAD_OPT(GenTextures);
     LOAD_OPT(DeleteTextures);
     LOAD_OPT(TexStorage2D);
+    LOAD_OPT(TexSubImage2D);
 #undef LOAD_OPT
     gl_table.has_compute = all;
 }

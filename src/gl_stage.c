@@ -13,8 +13,9 @@
  *     construction and needs no program or state of ours in the caller's
  *     context. Measured on an H200 at 1024^2 (benchmarks/bench_convert.py), it
  *     costs 1.5x a colour read for DEPTH32F but 5.6x for DEPTH24, whose
- *     readback NVIDIA converts slowly; the compute-shader path below is the
- *     faster alternative, opt-in until its exactness is confirmed on a GPU.
+ *     readback NVIDIA converts slowly; for 16/24-bit depth on the CUDA backend
+ *     the compute-shader path below replaces it where a check on the driver
+ *     (depth_probe.c) finds it bit-equal to glReadPixels.
  * Every binding and enable touched is restored.
  */
 #include "internal.h"
@@ -44,18 +45,28 @@ struct glt_gl_stage {
  * in 340 us (texture) / 430 us (renderbuffer, blitted to a texture first) there. Its first version,
  * returning the sampled float, differed from glReadPixels in the last bit for a few DEPTH16 values
  * (the sampler rounds v / max correctly; NVIDIA's glReadPixels computes float(v) * float(1 / max));
- * the shader below reproduces the latter but has not yet been checked on the GPU, so the pixel-pack
- * copy stays the default and GLTENSOR_DEPTH_PATH=compute opts in (either backend). */
-static int compute_wanted(const glt_gl *gl, const glt_format *fmt, int for_cuda) {
-    (void)for_cuda;
-    const char *env = getenv("GLTENSOR_DEPTH_PATH");
-    if (!env || strcmp(env, "compute") || !fmt->depth || !gl->has_compute) return 0;
-    /* Float depth reads back fast; 32-bit fixed point cannot be recovered exactly from a sampled float. */
+ * the shader below reproduces the latter, and tests/test_depth.py checks every 16- and 24-bit value.
+ * Drivers may round differently (Mesa's glReadPixels is 1-2 ulp off the shader for 24-bit depth), so
+ * the compute path is the default only for the CUDA backend (where the speed matters) and only once
+ * glt_depth_compute_exact() has found it equal to glReadPixels on this driver; otherwise, and for
+ * float depth (fast already; 32-bit fixed point is not exactly recoverable from a sampled float), the
+ * pixel-pack copy. GLTENSOR_DEPTH_PATH=readpixels or =compute overrides the choice (read when a
+ * capture is created). */
+static int compute_possible(const glt_gl *gl, const glt_format *fmt) {
+    if (!fmt->depth || !gl->has_compute) return 0;
     if (fmt->internal_format == 0x8CAC || fmt->internal_format == 0x8CAD || fmt->internal_format == 0x81A7) return 0;
     GLint major = 0, minor = 0;
     gl->GetIntegerv(GL_MAJOR_VERSION, &major);
     gl->GetIntegerv(GL_MINOR_VERSION, &minor);
     return major > 4 || (major == 4 && minor >= 3);
+}
+
+static int compute_wanted(const glt_gl *gl, const glt_format *fmt, int for_cuda) {
+    if (!compute_possible(gl, fmt)) return 0;
+    const char *env = getenv("GLTENSOR_DEPTH_PATH");
+    if (env && !strcmp(env, "readpixels")) return 0;
+    if (env && !strcmp(env, "compute")) return 1;
+    return for_cuda && glt_depth_compute_exact(gl);
 }
 
 /* The shader recovers the stored integer v from the sampled depth (exact: the product is exact in
@@ -147,6 +158,14 @@ glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, i
                             int for_cuda, glt_gl_stage **out) {
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
+    return glt_stage_create_path(name, target, fmt, width, height, samples, compute_wanted(gl, fmt, for_cuda), out);
+}
+
+glt_status glt_stage_create_path(GLuint name, GLenum target, const glt_format *fmt, int width, int height,
+                                 int samples, int use_compute, glt_gl_stage **out) {
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return GLT_GL_ERROR;
+    use_compute = use_compute && compute_possible(gl, fmt);
     glt_gl_stage *s = calloc(1, sizeof *s);
     if (!s) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     s->name = name;
@@ -181,14 +200,14 @@ glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, i
                           "%s %u (%s, %d samples) cannot be resolved: a framebuffer with it is incomplete; make sure "
                           "it has storage",
                           target == GL_RENDERBUFFER ? "renderbuffer" : "texture", name, fmt->name, samples);
-    } else if (fmt->depth && !compute_wanted(gl, fmt, for_cuda)) {
+    } else if (fmt->depth && !use_compute) {
         /* glReadPixels from a framebuffer for textures too: NVIDIA's glGetTexImage converts 24-bit
          * depth to float with a different rounding (1 ulp apart), and glReadPixels is the reference. */
         gl->GenFramebuffers(1, &s->read_fbo);
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->read_fbo);
         attach(gl, GL_READ_FRAMEBUFFER, fmt, target, name);
     }
-    if (st == GLT_OK && compute_wanted(gl, fmt, for_cuda)) {
+    if (st == GLT_OK && use_compute) {
         st = build_program(gl, s);
         if (st == GLT_OK && target == GL_TEXTURE_2D && !s->resolve_rb) {
             s->sample_tex = name;

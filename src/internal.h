@@ -230,10 +230,16 @@ typedef struct glt_dest_strides {
 glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, const char *what,
                           glt_dest_strides *out);
 
+/* ---- depth_probe.c: is the compute-shader depth path bit-equal to glReadPixels on this driver? ---- */
+int glt_depth_compute_exact(const glt_gl *gl); /* once per GL renderer per process; needs a context current */
+
 /* ---- gl_stage.c: GL-side work before reading (MSAA resolve, depth into a pixel-pack buffer) ---- */
 int glt_stage_needed(const glt_format *fmt, GLenum target, int samples);
 glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, int width, int height, int samples,
                             int for_cuda, glt_gl_stage **out);
+/* The same with the depth path chosen by the caller (use_compute is ignored where the compute path cannot run). */
+glt_status glt_stage_create_path(GLuint name, GLenum target, const glt_format *fmt, int width, int height,
+                                 int samples, int use_compute, glt_gl_stage **out);
 void glt_stage_destroy(glt_gl_stage *s); /* needs the context current */
 glt_status glt_stage_run(glt_gl_stage *s);
 GLuint glt_stage_resolved(const glt_gl_stage *s);    /* single-sample renderbuffer, or 0 */

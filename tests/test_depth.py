@@ -7,10 +7,13 @@ never gltensor. Depth is produced by drawing, as a renderer would: per-pixel pse
 camera through a perspective or orthographic projection (glhelpers.draw_planes).
 """
 
+import ctypes
+
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 from OpenGL import GL
+from OpenGL.raw.GL.VERSION.GL_1_1 import glTexSubImage2D as raw_tex_sub_image_2d
 
 import gltensor
 from glhelpers import DEPTH, Target, check_gl, draw_depth_noise, draw_planes, read_depth, to_numpy
@@ -72,6 +75,66 @@ def test_raw_equals_read_pixels(backend, target, key, size, make_surface, captur
     assert_array_equal(read_np(cap, depth="raw", flip=False), ref)
     assert_array_equal(read_np(cap, dtype="float32", flip=False), ref)
     assert_array_equal(read_np(cap, dtype=np.float32, flip=False), ref)
+
+
+# Every stored value of the fixed-point formats, uploaded directly (not drawn), so that a last-bit
+# difference in any one conversion shows. On the CUDA backend 16/24-bit depth goes through the compute
+# shader of src/gl_stage.c, whose arithmetic must reproduce the driver's glReadPixels for all of them.
+FIXED_KEYS = ["DEPTH_COMPONENT16", "DEPTH_COMPONENT24", "DEPTH24_STENCIL8"]
+
+
+def every_value(key):
+    if key == "DEPTH_COMPONENT16":
+        return 256, 256, GL.GL_DEPTH_COMPONENT, GL.GL_UNSIGNED_SHORT, np.arange(1 << 16, dtype=np.uint16)
+    v = np.arange(1 << 24, dtype=np.uint32) << 8
+    if key == "DEPTH24_STENCIL8":  # packed depth << 8 | stencil: stored exactly
+        return 4096, 4096, GL.GL_DEPTH_STENCIL, GL.GL_UNSIGNED_INT_24_8, v | 0x5A
+    return 4096, 4096, GL.GL_DEPTH_COMPONENT, GL.GL_UNSIGNED_INT, v | 0x80  # rounds to the 24-bit value
+
+
+def every_value_surface(make_surface, key, target):
+    w, h, fmt, typ, values = every_value(key)
+    tex = make_surface(key, w, h, GL.GL_TEXTURE_2D)
+    GL.glPixelStorei(GL.GL_UNPACK_ALIGNMENT, 1)
+    GL.glBindTexture(GL.GL_TEXTURE_2D, tex.name)
+    raw_tex_sub_image_2d(GL.GL_TEXTURE_2D, 0, 0, 0, w, h, fmt, typ, values.ctypes.data_as(ctypes.c_void_p))
+    GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+    GL.glPixelStorei(GL.GL_UNPACK_ALIGNMENT, 4)
+    s = tex
+    if target == GL.GL_RENDERBUFFER:  # same-format depth blits copy the stored values exactly
+        s = make_surface(key, w, h, target)
+        with Target(tex, binding=GL.GL_READ_FRAMEBUFFER), Target(s, binding=GL.GL_DRAW_FRAMEBUFFER):
+            GL.glBlitFramebuffer(0, 0, w, h, 0, 0, w, h, GL.GL_DEPTH_BUFFER_BIT, GL.GL_NEAREST)
+    check_gl("uploading every depth value")
+    ref = read_depth(s)
+    assert np.unique(ref).size > 0.9 * values.size, "test content: the upload did not keep the values apart"
+    return s, ref
+
+
+def differing(got, ref):
+    return np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))
+
+
+@pytest.mark.parametrize("target", [GL.GL_TEXTURE_2D, GL.GL_RENDERBUFFER], ids=["2d", "rbo"])
+@pytest.mark.parametrize("key", FIXED_KEYS)
+def test_every_fixed_point_value_equals_read_pixels(backend, key, target, make_surface, capture):
+    s, ref = every_value_surface(make_surface, key, target)
+    got = read_np(cap_of(capture, s, backend), flip=False)
+    bad = differing(got, ref)
+    assert bad.size == 0, "%d of %d values differ from glReadPixels, first at %d: %r != %r" % (
+        bad.size, ref.size, bad[0], got.flat[bad[0]], ref.flat[bad[0]])
+
+
+def test_compute_path_chosen_only_where_exact(make_surface, capture, monkeypatch):
+    """The once-per-driver check of src/depth_probe.c (which makes the compute-shader path the CUDA backend's
+    default) must say "exact" exactly when the forced compute path equals glReadPixels for every value."""
+    exact = gltensor._gltensor._depth_compute_exact()
+    monkeypatch.setenv("GLTENSOR_DEPTH_PATH", "compute")
+    wrong = {}
+    for key in FIXED_KEYS:
+        s, ref = every_value_surface(make_surface, key, GL.GL_TEXTURE_2D)
+        wrong[key] = differing(read_np(cap_of(capture, s, "cpu"), flip=False), ref).size
+    assert exact == (not any(wrong.values())), "check says exact=%s; values differing per format: %s" % (exact, wrong)
 
 
 @pytest.mark.parametrize("key", KEYS)

@@ -13,6 +13,7 @@ import numpy as np
 import gltensor
 
 ctx = gltensor.Context.headless()
+print("driver check (src/depth_probe.c): compute path exact here:", gltensor._gltensor._depth_compute_exact())
 from OpenGL import GL  # noqa: E402
 from OpenGL.raw.GL.VERSION.GL_1_0 import glReadPixels as raw_read_pixels  # noqa: E402
 import torch  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: tests bench suite depth engines
+#   bash tools/gpu_verify.sh STEP...   steps: tests bench convert suite quick depth engines panda3d
 # Carry `.gl` (GL loader packages, see the device tool's README) and, for `engines`, `.whl` with the
 # engines' cp312 wheels. They do not fit one call (64 MiB): panda3d alone is 54 MB, so carry it in one
 # call and mujoco + mujoco-core + mujoco-studio + glfw + moderngl + glcontext (23 MB) in another.
@@ -33,13 +33,21 @@ for step in "$@"; do
     suite) # the full grid of issue #6: about 10 minutes
         timeout 590 python3 -m gltensor.bench --no-progress --json "$OUT/suite.json" --plot "$OUT/suite.png" > "$OUT/suite.log" 2>&1
         tail -60 "$OUT/suite.log" ;;
-    depth) # the opt-in compute-shader depth path: exactness against glReadPixels and speed
+    convert)
+        timeout 200 python3 benchmarks/bench_convert.py --json "$OUT/convert.json" > "$OUT/convert.log" 2>&1; tail -45 "$OUT/convert.log" ;;
+    quick)
+        timeout 120 python3 -m gltensor.bench --quick --no-progress --json "$OUT/suite_quick.json" --plot "$OUT/suite_quick.png" > "$OUT/suite_quick.log" 2>&1
+        tail -40 "$OUT/suite_quick.log" ;;
+    depth) # the compute-shader depth path (the CUDA default where exact): the driver check, exactness, speed;
+           # the `tests` step runs the default choice, this one the pixel-pack copy forced as well
         timeout 90 python3 tools/gpu_depth_path.py | tee "$OUT/depth.log"
-        GLTENSOR_DEPTH_PATH=compute timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_depth.py tests/test_msaa.py > "$OUT/depth_tests.log" 2>&1
+        GLTENSOR_DEPTH_PATH=readpixels timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_depth.py tests/test_msaa.py > "$OUT/depth_tests.log" 2>&1
         tail -3 "$OUT/depth_tests.log" ;;
+    panda3d)
+        timeout 200 python3 benchmarks/bench_panda3d.py --json "$OUT/panda3d.json" > "$OUT/panda3d.log" 2>&1; tail -30 "$OUT/panda3d.log" ;;
     engines)
         timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_mujoco.py tests/test_moderngl.py tests/test_c_example.py > "$OUT/engines.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/engines.log" | tail -30 ;;
-    *) echo "unknown step $step (tests bench suite depth engines)"; exit 2 ;;
+    *) echo "unknown step $step (tests bench convert suite quick depth engines panda3d)"; exit 2 ;;
     esac
 done

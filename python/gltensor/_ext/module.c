@@ -3,6 +3,7 @@
  * function that turns a glt_status into a Python exception.
  */
 #include "ext.h"
+#include "internal.h" /* glt_depth_compute_exact, for the tests */
 
 static gltensor_state *get_state(PyObject *module) { return (gltensor_state *)PyModule_GetState(module); }
 
@@ -78,7 +79,25 @@ static PyObject *py_cuda_unavailable_reason(PyObject *m, PyObject *unused) {
     return PyUnicode_FromString(glt_last_error());
 }
 
+/* Private, for the tests: does the compute-shader depth path equal glReadPixels on the driver of the
+ * current GL context (the check gl_stage.c runs before making it the CUDA backend's default)? */
+static PyObject *py_depth_compute_exact(PyObject *m, PyObject *unused) {
+    (void)m, (void)unused;
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) {
+        PyErr_SetString(PyExc_RuntimeError, glt_last_error());
+        return NULL;
+    }
+    if (!glt_current_gl_context().context) {
+        PyErr_SetString(PyExc_RuntimeError, "no GL context is current in this thread; make one current first");
+        return NULL;
+    }
+    return PyBool_FromLong(glt_depth_compute_exact(gl));
+}
+
 static PyMethodDef module_methods[] = {
+    {"_depth_compute_exact", py_depth_compute_exact, METH_NOARGS,
+     "Private: whether the compute-shader depth path is bit-equal to glReadPixels on the current context's driver."},
     {"cuda_compiled", py_cuda_compiled, METH_NOARGS, "True when this build contains the CUDA backend."},
     {"cuda_available", py_cuda_available, METH_NOARGS,
      "True when the CUDA backend is compiled in and a driver and GPU are usable now."},
