@@ -6,8 +6,12 @@
  * that differs from GL's own readback in the last bit would be a silently wrong result. So before the
  * compute path becomes the default it is run once, per GL renderer and process, next to the pixel-pack
  * copy on images holding every 16-bit value and 2^20 24-bit values spread over the whole range (every
- * low-order bit pattern included), and chosen only if every float is identical. The check costs a few
- * milliseconds once; tests/test_depth.py checks all 2^24 values.
+ * low-order bit pattern included), uploaded, and on images cleared with glClearDepth to values between
+ * the steps of the format; it is chosen only if every float is identical. Cleared images matter: on an
+ * H100 (driver 580) every uploaded or drawn value matched, but regions cleared to such values read back
+ * differently through glReadPixels than through the shader (tools/gpu_depth_path.py), so there the
+ * pixel-pack copy stays. The check costs a few milliseconds once; tests/test_depth.py checks all 2^24
+ * values and cleared images.
  *
  * Every binding and pixel-store parameter it touches is restored, and GL errors it raises are drained.
  */
@@ -28,6 +32,9 @@
 #define GL_PIXEL_UNPACK_BUFFER_BINDING 0x88EF
 #define GL_DEPTH_STENCIL_FMT 0x84F9
 #define GL_UNSIGNED_INT_24_8 0x84FA
+#define GL_SCISSOR_BOX 0x0C10
+#define GL_DEPTH_WRITEMASK 0x0B72
+#define GL_DEPTH_CLEAR_VALUE 0x0B73
 
 enum { MAX_RENDERERS = 4 };
 static struct {
@@ -50,7 +57,38 @@ static int buffer_equals(const glt_gl *gl, GLuint pbo, const float *ref, size_t 
     return same;
 }
 
-/* One format: upload `data`, read it through both paths, compare. -1 when the check could not run. */
+/* 64 stripes cleared to depths between the format's steps, as glClearDepth with a computed value gives. */
+static void clear_stripes(const glt_gl *gl, GLuint tex, GLenum internal, int w, int h) {
+    GLint draw = 0, box[4] = {0, 0, 0, 0}, mask = 1;
+    double clear = 1.0;
+    GLboolean scissor = gl->IsEnabled(GL_SCISSOR_TEST);
+    gl->GetIntegerv(GL_DRAW_FRAMEBUFFER_BINDING, &draw);
+    gl->GetIntegerv(GL_SCISSOR_BOX, box);
+    gl->GetIntegerv(GL_DEPTH_WRITEMASK, &mask);
+    gl->GetDoublev(GL_DEPTH_CLEAR_VALUE, &clear);
+    GLuint fbo = 0;
+    gl->GenFramebuffers(1, &fbo);
+    gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, fbo);
+    gl->FramebufferTexture2D(GL_DRAW_FRAMEBUFFER, internal == 0x88F0 ? GL_DEPTH_STENCIL_ATTACHMENT : GL_DEPTH_ATTACHMENT,
+                             GL_TEXTURE_2D, tex, 0);
+    gl->DrawBuffer(GL_NONE);
+    gl->Enable(GL_SCISSOR_TEST);
+    gl->DepthMask(1);
+    for (int i = 0; i < 64; ++i) {
+        gl->Scissor(i * (w / 64), 0, w / 64, h);
+        gl->ClearDepth(i / 63.0 * 0.999 + 0.0005 * (i % 7));
+        gl->Clear(GL_DEPTH_BUFFER_BIT);
+    }
+    gl->DepthMask((GLboolean)mask);
+    gl->ClearDepth(clear);
+    gl->Scissor(box[0], box[1], box[2], box[3]);
+    if (!scissor) gl->Disable(GL_SCISSOR_TEST);
+    gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, (GLuint)draw);
+    gl->DeleteFramebuffers(1, &fbo);
+}
+
+/* One format: fill a texture (upload `data`, or clear stripes when it is NULL), read it through both
+ * paths, compare. 1: identical; 0: different; -1: the check could not run. */
 static int probe_format(const glt_gl *gl, GLenum internal, GLenum format, GLenum type, int w, int h,
                         const void *data) {
     const glt_format *fmt = glt_format_find(internal);
@@ -59,8 +97,9 @@ static int probe_format(const glt_gl *gl, GLenum internal, GLenum format, GLenum
     gl->GenTextures(1, &tex);
     gl->BindTexture(GL_TEXTURE_2D, tex);
     gl->TexStorage2D(GL_TEXTURE_2D, 1, internal, w, h);
-    gl->TexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h, format, type, data);
+    if (data) gl->TexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h, format, type, data);
     gl->BindTexture(GL_TEXTURE_2D, 0);
+    if (!data) clear_stripes(gl, tex, internal, w, h);
     int result = -1;
     glt_gl_stage *by_shader = NULL, *by_read = NULL;
     if (gl->GetError() == GL_NO_ERROR &&
@@ -111,7 +150,10 @@ static int probe(const glt_gl *gl) {
     int exact = probe_format(gl, 0x81A5 /* DEPTH_COMPONENT16 */, GL_DEPTH_COMPONENT, GL_UNSIGNED_SHORT, 256, 256,
                              d16) == 1 &&
                 probe_format(gl, 0x88F0 /* DEPTH24_STENCIL8 */, GL_DEPTH_STENCIL_FMT, GL_UNSIGNED_INT_24_8, W24, H24,
-                             d24) == 1;
+                             d24) == 1 &&
+                probe_format(gl, 0x81A5, 0, 0, 1024, 16, NULL) == 1 &&
+                probe_format(gl, 0x81A6 /* DEPTH_COMPONENT24 */, 0, 0, 1024, 16, NULL) == 1 &&
+                probe_format(gl, 0x88F0, 0, 0, 1024, 16, NULL) == 1;
 
     for (int i = 0; i < N_UNPACK; ++i) gl->PixelStorei(unpack_params[i], saved[i]);
     gl->BindBuffer(GL_PIXEL_UNPACK_BUFFER, (GLuint)unpack_pbo);

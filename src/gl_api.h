@@ -173,6 +173,11 @@ typedef void (*PFN_glSamplerParameteri)(GLuint, GLenum, GLint);
 typedef void (*PFN_glGenTextures)(GLsizei, GLuint *);
 typedef void (*PFN_glDeleteTextures)(GLsizei, const GLuint *);
 typedef void (*PFN_glTexStorage2D)(GLenum, GLsizei, GLenum, GLsizei, GLsizei);
+typedef void (*PFN_glScissor)(GLint, GLint, GLsizei, GLsizei);
+typedef void (*PFN_glClearDepth)(double);
+typedef void (*PFN_glClear)(GLbitfield);
+typedef void (*PFN_glDepthMask)(GLboolean);
+typedef void (*PFN_glGetDoublev)(GLenum, double *);
 typedef void (*PFN_glTexSubImage2D)(GLenum, GLint, GLint, GLint, GLsizei, GLsizei, GLenum, GLenum, const void *);
 
 /* The GL entry points gltensor uses; filled once by glt_gl_load(). */
@@ -240,6 +245,11 @@ typedef struct glt_gl {
     PFN_glDeleteTextures DeleteTextures;
     PFN_glTexStorage2D TexStorage2D;
     PFN_glTexSubImage2D TexSubImage2D;
+    PFN_glScissor Scissor; /* these five: the depth path check of depth_probe.c */
+    PFN_glClearDepth ClearDepth;
+    PFN_glClear Clear;
+    PFN_glDepthMask DepthMask;
+    PFN_glGetDoublev GetDoublev;
     int has_compute; /* every optional entry point above was found */
 } glt_gl;
 

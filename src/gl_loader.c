@@ -175,6 +175,11 @@ static void load_gl(void) {
     LOAD_OPT(DeleteTextures);
     LOAD_OPT(TexStorage2D);
     LOAD_OPT(TexSubImage2D);
+    LOAD_OPT(Scissor);
+    LOAD_OPT(ClearDepth);
+    LOAD_OPT(Clear);
+    LOAD_OPT(DepthMask);
+    LOAD_OPT(GetDoublev);
 #undef LOAD_OPT
     gl_table.has_compute = all;
 }

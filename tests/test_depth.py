@@ -125,6 +125,35 @@ def test_every_fixed_point_value_equals_read_pixels(backend, key, target, make_s
         bad.size, ref.size, bad[0], got.flat[bad[0]], ref.flat[bad[0]])
 
 
+def cleared_stripes_surface(make_surface, key, target, w=1024, h=16):
+    """64 stripes cleared (scissored glClear) to depths between the format's steps; NVIDIA reads such
+    regions back differently through glReadPixels than a shader samples them (src/depth_probe.c)."""
+    s = make_surface(key, w, h, target)
+    with Target(s, binding=GL.GL_DRAW_FRAMEBUFFER):
+        GL.glEnable(GL.GL_SCISSOR_TEST)
+        for i in range(64):
+            GL.glScissor(i * (w // 64), 0, w // 64, h)
+            GL.glClearDepth(i / 63.0 * 0.999 + 0.0005 * (i % 7))
+            GL.glClear(GL.GL_DEPTH_BUFFER_BIT)
+        GL.glDisable(GL.GL_SCISSOR_TEST)
+        GL.glScissor(0, 0, w, h)
+        GL.glClearDepth(1.0)
+    check_gl("clearing depth stripes")
+    ref = read_depth(s)
+    assert np.unique(ref).size >= 60, "test content: the clears did not leave distinct values"
+    return s, ref
+
+
+@pytest.mark.parametrize("target", [GL.GL_TEXTURE_2D, GL.GL_RENDERBUFFER], ids=["2d", "rbo"])
+@pytest.mark.parametrize("key", FIXED_KEYS + ["DEPTH_COMPONENT32F"])
+def test_cleared_values_equal_read_pixels(backend, key, target, make_surface, capture):
+    s, ref = cleared_stripes_surface(make_surface, key, target)
+    got = read_np(cap_of(capture, s, backend), flip=False)
+    bad = differing(got, ref)
+    assert bad.size == 0, "%d of %d values differ from glReadPixels, first at %d: %r != %r" % (
+        bad.size, ref.size, bad[0], got.flat[bad[0]], ref.flat[bad[0]])
+
+
 def test_compute_path_chosen_only_where_exact(make_surface, capture, monkeypatch):
     """The once-per-driver check of src/depth_probe.c (which makes the compute-shader path the CUDA backend's
     default) must say "exact" exactly when the forced compute path equals glReadPixels for every value."""
@@ -134,6 +163,8 @@ def test_compute_path_chosen_only_where_exact(make_surface, capture, monkeypatch
     for key in FIXED_KEYS:
         s, ref = every_value_surface(make_surface, key, GL.GL_TEXTURE_2D)
         wrong[key] = differing(read_np(cap_of(capture, s, "cpu"), flip=False), ref).size
+        s, ref = cleared_stripes_surface(make_surface, key, GL.GL_TEXTURE_2D)
+        wrong[key + " cleared"] = differing(read_np(cap_of(capture, s, "cpu"), flip=False), ref).size
     assert exact == (not any(wrong.values())), "check says exact=%s; values differing per format: %s" % (exact, wrong)
 
 

@@ -74,6 +74,9 @@ for name in ("DEPTH_COMPONENT16", "DEPTH_COMPONENT24", "DEPTH24_STENCIL8", "DEPT
             got = torch.from_dlpack(cap.read(flip=False)).cpu().numpy()[..., 0]
             diff = int((got.view(np.uint32) != ref.view(np.uint32)).sum())
             line += f" | {path}: {timed(cap):7.1f} us, {diff} values differ from glReadPixels"
+            if diff:
+                i = np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))[:: max(1, diff // 4)][:4]
+                line += " (e.g. " + ", ".join("%.9g vs %.9g" % (got.flat[k], ref.flat[k]) for k in i) + ")"
             cap.close()
         os.environ.pop("GLTENSOR_DEPTH_PATH")
         print(line, flush=True)
