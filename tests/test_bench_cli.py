@@ -86,7 +86,7 @@ def test_grid_and_raw_timings(tiny_run):
             else:
                 assert r["status"] == "skipped" and r["reason"], r
     # the CPU paths and gltensor's run everywhere (CPU backend without CUDA)
-    assert {"render", "cpu", "cpu_pinned", "single", "batch", "atlas", "fused"} <= timed
+    assert {"render", "cpu", "cpu_usual", "cpu_pinned", "single", "batch", "atlas", "fused"} <= timed
 
 
 def test_skipped_paths_have_reasons(tiny_run):
@@ -107,7 +107,7 @@ def test_skipped_paths_have_reasons(tiny_run):
 def test_headlines_reported(tiny_run):
     proc, report, _ = tiny_run
     names = [h["name"] for h in report["headlines"]]
-    assert len(names) == 3
+    assert len(names) == len(bench.HEADLINES) == 4
     for h in report["headlines"]:
         # none of the headline cells is in this tiny grid
         assert h["verdict"] == "NOT RUN" and "not in the grid" in h["reason"]

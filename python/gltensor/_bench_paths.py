@@ -398,6 +398,25 @@ def cpu_round_trip(fbos, w, h, torch, to_cuda):
     return transfer
 
 
+def cpu_round_trip_as_usually_written(fbos, w, h, torch, to_cuda):
+    """The trip as simulator code usually writes it: PyOpenGL's glReadPixels returning a new buffer per camera,
+    rows flipped upright with NumPy (np.flipud + np.ascontiguousarray, since torch refuses negative strides),
+    torch.from_numpy(...).cuda(). Gives (N, H, W, 4) upright, the same image gltensor's paths give."""
+    from OpenGL import GL
+
+    def transfer():
+        GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)
+        imgs = []
+        for fbo in fbos:
+            GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, fbo)
+            data = GL.glReadPixels(0, 0, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE)
+            imgs.append(np.ascontiguousarray(np.flipud(np.frombuffer(data, np.uint8).reshape(h, w, 4))))
+        x = torch.from_numpy(np.stack(imgs))
+        return x.cuda() if to_cuda else x
+
+    return transfer
+
+
 def pinned_pbo_round_trip(fbos, w, h, torch, to_cuda):
     """glReadPixels per camera into one GL_PIXEL_PACK_BUFFER, glMapBufferRange, one memcpy into a pinned
     torch tensor (torch.empty(..., pin_memory=True)), then .cuda(non_blocking=True): the careful CPU round
