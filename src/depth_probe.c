@@ -35,6 +35,7 @@
 #define GL_SCISSOR_BOX 0x0C10
 #define GL_DEPTH_WRITEMASK 0x0B72
 #define GL_DEPTH_CLEAR_VALUE 0x0B73
+#define GL_COPY_READ_BUFFER 0x8F36 /* also its binding's query */
 
 enum { MAX_RENDERERS = 4 };
 static struct {
@@ -48,12 +49,15 @@ static const GLenum unpack_params[] = {GL_UNPACK_SWAP_BYTES, GL_UNPACK_ROW_LENGT
                                        GL_UNPACK_SKIP_PIXELS, GL_UNPACK_ALIGNMENT};
 enum { N_UNPACK = sizeof unpack_params / sizeof unpack_params[0] };
 
-/* Maps a stage's float buffer and compares it with `ref`; 1 when identical. */
-static int buffer_equals(const glt_gl *gl, GLuint pbo, const float *ref, size_t n) {
-    gl->BindBuffer(GL_PIXEL_PACK_BUFFER, pbo);
-    const void *p = gl->MapBufferRange(GL_PIXEL_PACK_BUFFER, 0, (GLsizeiptr)(n * sizeof(float)), GL_MAP_READ_BIT);
-    int same = p && memcmp(p, ref, n * sizeof(float)) == 0;
-    if (p) gl->UnmapBuffer(GL_PIXEL_PACK_BUFFER);
+/* 1 when the two stages' float buffers hold the same bytes; both mapped at once, on two binding points. */
+static int buffers_equal(const glt_gl *gl, const glt_gl_stage *x, const glt_gl_stage *y, size_t bytes) {
+    gl->BindBuffer(GL_PIXEL_PACK_BUFFER, glt_stage_depth_buffer(x));
+    gl->BindBuffer(GL_COPY_READ_BUFFER, glt_stage_depth_buffer(y));
+    const void *px = gl->MapBufferRange(GL_PIXEL_PACK_BUFFER, 0, (GLsizeiptr)bytes, GL_MAP_READ_BIT);
+    const void *py = gl->MapBufferRange(GL_COPY_READ_BUFFER, 0, (GLsizeiptr)bytes, GL_MAP_READ_BIT);
+    int same = px && py && memcmp(px, py, bytes) == 0;
+    if (px) gl->UnmapBuffer(GL_PIXEL_PACK_BUFFER);
+    if (py) gl->UnmapBuffer(GL_COPY_READ_BUFFER);
     return same;
 }
 
@@ -105,20 +109,8 @@ static int probe_format(const glt_gl *gl, GLenum internal, GLenum format, GLenum
     if (gl->GetError() == GL_NO_ERROR &&
         glt_stage_create_path(tex, GL_TEXTURE_2D, fmt, w, h, 0, 1, &by_shader) == GLT_OK &&
         glt_stage_create_path(tex, GL_TEXTURE_2D, fmt, w, h, 0, 0, &by_read) == GLT_OK &&
-        glt_stage_run(by_shader) == GLT_OK && glt_stage_run(by_read) == GLT_OK) {
-        size_t n = (size_t)w * h;
-        float *ref = malloc(n * sizeof(float));
-        gl->BindBuffer(GL_PIXEL_PACK_BUFFER, glt_stage_depth_buffer(by_read));
-        const void *p = gl->MapBufferRange(GL_PIXEL_PACK_BUFFER, 0, (GLsizeiptr)(n * sizeof(float)), GL_MAP_READ_BIT);
-        if (ref && p) {
-            memcpy(ref, p, n * sizeof(float));
-            gl->UnmapBuffer(GL_PIXEL_PACK_BUFFER);
-            result = buffer_equals(gl, glt_stage_depth_buffer(by_shader), ref, n);
-        } else if (p) {
-            gl->UnmapBuffer(GL_PIXEL_PACK_BUFFER);
-        }
-        free(ref);
-    }
+        glt_stage_run(by_shader) == GLT_OK && glt_stage_run(by_read) == GLT_OK)
+        result = buffers_equal(gl, by_shader, by_read, (size_t)w * h * sizeof(float));
     glt_stage_destroy(by_shader);
     glt_stage_destroy(by_read);
     gl->DeleteTextures(1, &tex);
@@ -138,10 +130,11 @@ static int probe(const glt_gl *gl) {
     /* 16 * i + (i mod 16): 0 .. 2^24 - 1, in steps of ~16 with every low nibble; << 8 for the packed layout. */
     for (uint32_t i = 0; i < N24; ++i) d24[i] = ((i << 4) | (i & 15u)) << 8;
 
-    GLint saved[N_UNPACK], unpack_pbo = 0, pack_pbo = 0, tex = 0;
+    GLint saved[N_UNPACK], unpack_pbo = 0, pack_pbo = 0, copy_read = 0, tex = 0;
     for (int i = 0; i < N_UNPACK; ++i) gl->GetIntegerv(unpack_params[i], &saved[i]);
     gl->GetIntegerv(GL_PIXEL_UNPACK_BUFFER_BINDING, &unpack_pbo);
     gl->GetIntegerv(GL_PIXEL_PACK_BUFFER_BINDING, &pack_pbo);
+    gl->GetIntegerv(GL_COPY_READ_BUFFER, &copy_read);
     gl->GetIntegerv(GL_TEXTURE_BINDING_2D, &tex);
     glt_gl_drain_errors(gl);
     gl->BindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
@@ -158,6 +151,7 @@ static int probe(const glt_gl *gl) {
     for (int i = 0; i < N_UNPACK; ++i) gl->PixelStorei(unpack_params[i], saved[i]);
     gl->BindBuffer(GL_PIXEL_UNPACK_BUFFER, (GLuint)unpack_pbo);
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)pack_pbo);
+    gl->BindBuffer(GL_COPY_READ_BUFFER, (GLuint)copy_read);
     gl->BindTexture(GL_TEXTURE_2D, (GLuint)tex);
     glt_gl_drain_errors(gl);
     glt_clear_error(); /* a failed probe only means: use the pixel-pack copy */

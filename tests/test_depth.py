@@ -115,14 +115,18 @@ def differing(got, ref):
     return np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))
 
 
+def assert_bit_equal(got, ref):
+    bad = differing(got, ref)
+    assert bad.size == 0, "%d of %d values differ from glReadPixels, first at %d: %r != %r" % (
+        bad.size, ref.size, bad[0], got.flat[bad[0]], ref.flat[bad[0]])
+
+
 @pytest.mark.parametrize("target", [GL.GL_TEXTURE_2D, GL.GL_RENDERBUFFER], ids=["2d", "rbo"])
 @pytest.mark.parametrize("key", FIXED_KEYS)
 def test_every_fixed_point_value_equals_read_pixels(backend, key, target, make_surface, capture):
     s, ref = every_value_surface(make_surface, key, target)
     got = read_np(cap_of(capture, s, backend), flip=False)
-    bad = differing(got, ref)
-    assert bad.size == 0, "%d of %d values differ from glReadPixels, first at %d: %r != %r" % (
-        bad.size, ref.size, bad[0], got.flat[bad[0]], ref.flat[bad[0]])
+    assert_bit_equal(got, ref)
 
 
 def cleared_stripes_surface(make_surface, key, target, w=1024, h=16):
@@ -149,9 +153,7 @@ def cleared_stripes_surface(make_surface, key, target, w=1024, h=16):
 def test_cleared_values_equal_read_pixels(backend, key, target, make_surface, capture):
     s, ref = cleared_stripes_surface(make_surface, key, target)
     got = read_np(cap_of(capture, s, backend), flip=False)
-    bad = differing(got, ref)
-    assert bad.size == 0, "%d of %d values differ from glReadPixels, first at %d: %r != %r" % (
-        bad.size, ref.size, bad[0], got.flat[bad[0]], ref.flat[bad[0]])
+    assert_bit_equal(got, ref)
 
 
 def test_compute_path_chosen_only_where_exact(make_surface, capture, monkeypatch):
