@@ -172,9 +172,9 @@ static void describe(const glt_atlas *a, char *what, size_t n) {
     snprintf(what, n, "the atlas of texture %u (%d tiles of %s)", a->cap->name, a->count, a->cap->fmt->name);
 }
 
-glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_frame **out) {
-    if (!a || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read: NULL argument");
-    *out = NULL;
+/* A read of all tiles into a new frame (view NULL, *out set) or into the caller's view. */
+static glt_status read_to(glt_atlas *a, const glt_read_options *opts_in, const glt_buffer_view *view,
+                          glt_frame **out) {
     glt_read_options opts = glt_read_options_or_default(opts_in);
     void *stream = NULL;
     glt_status st = prepare(a, &opts, &stream);
@@ -182,40 +182,23 @@ glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_fra
     glt_capture *c = a->cap;
     char what[96];
     describe(a, what, sizeof what);
-    glt_out_spec spec;
-    st = glt_out_spec_make(c->fmt, &opts, what, &spec);
+    glt_dest_shape shape = {c->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, c->cuda_device, NULL,
+                            a->count, a->tile_h, a->tile_w};
+    glt_read_dest d;
+    st = glt_read_dest_open(c->fmt, &opts, what, c->pool, stream, &shape, view, &d);
     if (st != GLT_OK) return st;
-    glt_frame *f = NULL;
-    st = glt_frame_create(c->pool, stream, c->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
-                          c->cuda_device, &spec, a->count, a->tile_h, a->tile_w, opts.flip != 0, &f);
-    if (st != GLT_OK) return st;
-    size_t pitch = glt_out_row_bytes(&spec, a->tile_w);
-    st = copy_tiles(a, &spec, glt_frame_data(f), glt_frame_image_bytes(f), pitch, pitch * (size_t)a->tile_h,
-                    opts.flip, stream, glt_block_ready_event(f->block));
-    if (st != GLT_OK) {
-        glt_frame_destroy(f);
-        return st;
-    }
-    *out = f;
-    return GLT_OK;
+    st = copy_tiles(a, &d.spec, d.data, d.strides.image, d.strides.pitch, d.strides.plane, opts.flip, stream,
+                    d.ready_event);
+    return glt_read_dest_close(&d, st, out);
+}
+
+glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_frame **out) {
+    if (!a || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read: NULL argument");
+    *out = NULL;
+    return read_to(a, opts_in, NULL, out);
 }
 
 glt_status glt_atlas_read_into(glt_atlas *a, const glt_read_options *opts_in, const glt_buffer_view *dst) {
     if (!a) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read_into: atlas is NULL");
-    glt_read_options opts = glt_read_options_or_default(opts_in);
-    void *stream = NULL;
-    glt_status st = prepare(a, &opts, &stream);
-    if (st != GLT_OK) return st;
-    glt_capture *c = a->cap;
-    char what[96];
-    describe(a, what, sizeof what);
-    glt_out_spec spec;
-    st = glt_out_spec_make(c->fmt, &opts, what, &spec);
-    if (st != GLT_OK) return st;
-    glt_dest_shape want = {c->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, c->cuda_device, &spec,
-                           a->count, a->tile_h, a->tile_w};
-    glt_dest_strides d;
-    st = glt_view_check(dst, &want, what, &d);
-    if (st != GLT_OK) return st;
-    return copy_tiles(a, &spec, dst->data, d.image, d.pitch, d.plane, opts.flip, stream, NULL);
+    return read_to(a, opts_in, dst, NULL);
 }

@@ -154,9 +154,9 @@ static glt_status stacked_copy(glt_batch *b, const glt_out_spec *spec, char *bas
     return st;
 }
 
-glt_status glt_batch_read(glt_batch *b, const glt_read_options *opts_in, glt_frame **out) {
-    if (!b || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_batch_read: NULL argument");
-    *out = NULL;
+/* A stacked read into a new frame (view NULL, *out set) or into the caller's view. */
+static glt_status read_to(glt_batch *b, const glt_read_options *opts_in, const glt_buffer_view *view,
+                          glt_frame **out) {
     glt_read_options opts = glt_read_options_or_default(opts_in);
     void *stream = NULL;
     glt_status st = prepare(b, &opts, 1, &stream);
@@ -164,42 +164,25 @@ glt_status glt_batch_read(glt_batch *b, const glt_read_options *opts_in, glt_fra
     const glt_capture *a = b->caps[0];
     char what[96];
     describe(b, what, sizeof what);
-    glt_out_spec spec;
-    st = glt_out_spec_make(a->fmt, &opts, what, &spec);
+    glt_dest_shape shape = {is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, a->cuda_device, NULL, b->count, a->height,
+                            a->width};
+    glt_read_dest d;
+    st = glt_read_dest_open(a->fmt, &opts, what, b->pool, stream, &shape, view, &d);
     if (st != GLT_OK) return st;
-    glt_frame *f = NULL;
-    st = glt_frame_create(b->pool, stream, is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, a->cuda_device, &spec,
-                          b->count, a->height, a->width, opts.flip != 0, &f);
-    if (st != GLT_OK) return st;
-    size_t pitch = glt_out_row_bytes(&spec, a->width);
-    st = stacked_copy(b, &spec, glt_frame_data(f), glt_frame_image_bytes(f), pitch, pitch * (size_t)a->height,
-                      opts.flip, stream, glt_block_ready_event(f->block));
-    if (st != GLT_OK) {
-        glt_frame_destroy(f);
-        return st;
-    }
-    *out = f;
-    return GLT_OK;
+    st = stacked_copy(b, &d.spec, d.data, d.strides.image, d.strides.pitch, d.strides.plane, opts.flip, stream,
+                      d.ready_event);
+    return glt_read_dest_close(&d, st, out);
+}
+
+glt_status glt_batch_read(glt_batch *b, const glt_read_options *opts_in, glt_frame **out) {
+    if (!b || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_batch_read: NULL argument");
+    *out = NULL;
+    return read_to(b, opts_in, NULL, out);
 }
 
 glt_status glt_batch_read_into(glt_batch *b, const glt_read_options *opts_in, const glt_buffer_view *dst) {
     if (!b) return glt_fail(GLT_INVALID_ARGUMENT, "glt_batch_read_into: batch is NULL");
-    glt_read_options opts = glt_read_options_or_default(opts_in);
-    void *stream = NULL;
-    glt_status st = prepare(b, &opts, 1, &stream);
-    if (st != GLT_OK) return st;
-    const glt_capture *a = b->caps[0];
-    char what[96];
-    describe(b, what, sizeof what);
-    glt_out_spec spec;
-    st = glt_out_spec_make(a->fmt, &opts, what, &spec);
-    if (st != GLT_OK) return st;
-    glt_dest_shape want = {is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, a->cuda_device, &spec, b->count,
-                           a->height, a->width};
-    glt_dest_strides d;
-    st = glt_view_check(dst, &want, what, &d);
-    if (st != GLT_OK) return st;
-    return stacked_copy(b, &spec, dst->data, d.image, d.pitch, d.plane, opts.flip, stream, NULL);
+    return read_to(b, opts_in, dst, NULL);
 }
 
 glt_status glt_batch_read_each(glt_batch *b, const glt_read_options *opts_in, glt_frame **frames) {

@@ -369,47 +369,30 @@ static void describe(const glt_capture *cap, char *what, size_t n) {
     snprintf(what, n, "%s %u (%s)", kind_of(cap->target), cap->name, cap->fmt->name);
 }
 
-glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, glt_frame **out) {
+/* A read into a new frame (view NULL, *out set) or into the caller's view. */
+static glt_status read_to(glt_capture *cap, const glt_read_options *opts_in, const glt_buffer_view *view,
+                          glt_frame **out) {
     glt_read_options opts = glt_read_options_or_default(opts_in);
-    if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_read: out is NULL");
-    *out = NULL;
     void *stream = NULL;
     glt_status st = glt_capture_prepare(cap, &opts, &stream);
     if (st != GLT_OK) return st;
     char what[96];
     describe(cap, what, sizeof what);
-    glt_out_spec spec;
-    st = glt_out_spec_make(cap->fmt, &opts, what, &spec);
+    glt_dest_shape shape = {cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, cap->cuda_device,
+                            NULL, 0, cap->height, cap->width};
+    glt_read_dest d;
+    st = glt_read_dest_open(cap->fmt, &opts, what, cap->pool, stream, &shape, view, &d);
     if (st != GLT_OK) return st;
-    glt_frame *f = NULL;
-    st = glt_frame_create(cap->pool, stream, cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
-                          cap->cuda_device, &spec, 0, cap->height, cap->width, opts.flip != 0, &f);
-    if (st != GLT_OK) return st;
-    size_t pitch = glt_out_row_bytes(&spec, cap->width);
-    st = glt_capture_copy(cap, &spec, opts.flip, glt_frame_data(f), pitch, pitch * (size_t)cap->height, stream,
-                          glt_block_ready_event(f->block));
-    if (st != GLT_OK) {
-        glt_frame_destroy(f);
-        return st;
-    }
-    *out = f;
-    return GLT_OK;
+    st = glt_capture_copy(cap, &d.spec, opts.flip, d.data, d.strides.pitch, d.strides.plane, stream, d.ready_event);
+    return glt_read_dest_close(&d, st, out);
+}
+
+glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, glt_frame **out) {
+    if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_read: out is NULL");
+    *out = NULL;
+    return read_to(cap, opts_in, NULL, out);
 }
 
 glt_status glt_capture_read_into(glt_capture *cap, const glt_read_options *opts_in, const glt_buffer_view *dst) {
-    glt_read_options opts = glt_read_options_or_default(opts_in);
-    void *stream = NULL;
-    glt_status st = glt_capture_prepare(cap, &opts, &stream);
-    if (st != GLT_OK) return st;
-    char what[96];
-    describe(cap, what, sizeof what);
-    glt_out_spec spec;
-    st = glt_out_spec_make(cap->fmt, &opts, what, &spec);
-    if (st != GLT_OK) return st;
-    glt_dest_shape want = {cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, cap->cuda_device,
-                           &spec, 0, cap->height, cap->width};
-    glt_dest_strides d;
-    st = glt_view_check(dst, &want, what, &d);
-    if (st != GLT_OK) return st;
-    return glt_capture_copy(cap, &spec, opts.flip, dst->data, d.pitch, d.plane, stream, NULL);
+    return read_to(cap, opts_in, dst, NULL);
 }

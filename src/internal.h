@@ -230,6 +230,23 @@ typedef struct glt_dest_strides {
 glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, const char *what,
                           glt_dest_strides *out);
 
+/* ---- read_dest.c: where one read writes ---- */
+typedef struct glt_read_dest {
+    glt_out_spec spec;
+    glt_frame *frame;         /* the new frame of a read, or NULL when writing into the caller's view */
+    void *data, *ready_event; /* ready_event: the frame block's, recorded after the copy; NULL for a view */
+    glt_dest_strides strides;
+} glt_read_dest;
+
+/* The output layout from opts, then a new frame of `shape` from `pool` (view NULL) or the caller's view,
+ * checked against `shape` (its spec member is ignored: the layout from opts is used). */
+glt_status glt_read_dest_open(const glt_format *fmt, const glt_read_options *opts, const char *what, glt_pool *pool,
+                              void *stream, const glt_dest_shape *shape, const glt_buffer_view *view,
+                              glt_read_dest *d);
+/* Ends a read whose copy returned `copied`: hands the frame to *out (when out is given) on success,
+ * destroys it on failure. Returns `copied`. */
+glt_status glt_read_dest_close(glt_read_dest *d, glt_status copied, glt_frame **out);
+
 /* ---- depth_probe.c: is the compute-shader depth path bit-equal to glReadPixels on this driver? ---- */
 int glt_depth_compute_exact(const glt_gl *gl); /* once per GL renderer per process; needs a context current */
 
