@@ -20,7 +20,6 @@ import datetime
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
@@ -29,7 +28,7 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_single import CheckFailed, open_run, Skip, fmt_us, median, print_table, shared  # noqa: E402
+from bench_single import CheckFailed, open_run, Skip, fmt_us, median, print_table, shared, time_steps  # noqa: E402
 
 # Shared with `python -m gltensor.bench`: the cameras (a texture + FBO each, and an atlas of the same tiles),
 # the cuda-python recipe, the CPU round trip.
@@ -123,22 +122,7 @@ def check_path(path, cams):
 
 
 def time_path(path, steps, warmup, sync):
-    draw, transfer = path.draw, path.transfer
-    if transfer is None:
-        def step(i):
-            draw(i)
-    else:
-        def step(i):
-            draw(i)
-            transfer().float().mean()
-    for i in range(warmup):
-        step(i)
-    sync()
-    start = time.perf_counter()
-    for i in range(steps):
-        step(i)
-    sync()
-    return (time.perf_counter() - start) / steps * 1e6
+    return time_steps(path.draw, path.transfer, steps, warmup, sync)
 
 
 # ---------------------------------------------------------------- main

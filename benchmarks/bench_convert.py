@@ -33,7 +33,6 @@ import datetime
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
@@ -42,7 +41,7 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_single import CheckFailed, open_run, fmt_us, median, print_table, time_calls  # noqa: E402
+from bench_single import CheckFailed, open_run, fmt_us, median, print_table, time_calls, time_steps  # noqa: E402
 from bench_batch import Cameras, parse_configs  # noqa: E402  (both from gltensor._bench_paths)
 
 NEAR, FAR = 0.1, 50.0           # gltensor.scene's perspective projection
@@ -260,21 +259,6 @@ def wall_time_calls(fn, calls, warmup, sync):
     for _ in range(warmup):
         fn()
     return time_calls(fn, calls, sync)
-
-
-def time_steps(draw, fn, steps, warmup, sync):
-    """PERF.md step: render + transfer (+ conversion) + consumer op; one sync at the end."""
-    def step(i):
-        draw(i)
-        fn().float().mean()
-    for i in range(warmup):
-        step(i)
-    sync()
-    start = time.perf_counter()
-    for i in range(steps):
-        step(i)
-    sync()
-    return (time.perf_counter() - start) / steps * 1e6
 
 
 # ---------------------------------------------------------------- output helpers

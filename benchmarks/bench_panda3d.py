@@ -18,7 +18,6 @@ import argparse
 import datetime
 import json
 import sys
-import time
 import types
 from pathlib import Path
 
@@ -31,7 +30,7 @@ except ImportError:
     sys.path.insert(0, str(HERE.parent / "python"))
     from gltensor import panda3d as gp
 sys.path.insert(0, str(HERE))
-from bench_single import CheckFailed, fmt_us, machine_info, median, print_table  # noqa: E402
+from bench_single import CheckFailed, fmt_us, machine_info, median, print_table, time_steps  # noqa: E402
 
 
 def parse_cases(s):
@@ -139,18 +138,7 @@ def main(argv=None):
             times = {k: [] for k, _, _ in paths}
             for _ in range(args.runs):
                 for key, _, fn in paths:
-                    def step(i, fn=fn):
-                        render(i)
-                        if fn is not None:
-                            fn().float().mean()
-                    for i in range(args.warmup):
-                        step(i)
-                    sync()
-                    t0 = time.perf_counter()
-                    for i in range(args.steps):
-                        step(i)
-                    sync()
-                    times[key].append((time.perf_counter() - t0) / args.steps * 1e6)
+                    times[key].append(time_steps(render, fn, args.steps, args.warmup, sync))
             base_us = median(times["b"])
             for key, name, _ in paths:
                 us = median(times[key])

@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
@@ -47,9 +46,10 @@ def _shared():
 
 shared = _shared()
 # Re-exported: bench_batch.py and bench_convert.py import these from here.
-CheckFailed, Skip, cuda_python_recipe, fmt_us, machine_info, median, parse_sizes, print_table, time_calls = (
+(CheckFailed, Skip, cuda_python_recipe, fmt_us, machine_info, median, parse_sizes, print_table, time_calls,
+ time_steps) = (
     shared.CheckFailed, shared.Skip, shared.cuda_python_recipe, shared.fmt_us, shared.machine_info, shared.median,
-    shared.parse_sizes, shared.print_table, shared.time_calls)
+    shared.parse_sizes, shared.print_table, shared.time_calls, shared.time_steps)
 
 
 # ---------------------------------------------------------------- the compared paths
@@ -174,22 +174,7 @@ def check_path(path, scene, draw):
 
 
 def time_path(path, draw, steps, warmup, sync):
-    transfer = path.transfer
-    if transfer is None:
-        def step(i):
-            draw(i)
-    else:
-        def step(i):
-            draw(i)
-            transfer().float().mean()
-    for i in range(warmup):
-        step(i)
-    sync()
-    start = time.perf_counter()
-    for i in range(steps):
-        step(i)
-    sync()
-    return (time.perf_counter() - start) / steps * 1e6
+    return time_steps(draw, path.transfer, steps, warmup, sync)
 
 
 def run_raw_read_loop(w, h, calls):

@@ -15,6 +15,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import time
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
 
@@ -37,13 +38,32 @@ def median(values):
 
 def time_calls(fn, calls, sync):
     """CPU µs per call of fn(): `calls` calls, one sync before and one at the end."""
-    import time
     sync()
     start = time.perf_counter()
     for _ in range(calls):
         fn()
     sync()
     return (time.perf_counter() - start) / calls * 1e6
+
+
+def time_steps(draw, transfer, steps, warmup, sync, first=0):
+    """µs per step as shared/PERF.md prescribes: draw(i), then transfer() and the consumer op
+    x.float().mean() (the draw alone when transfer is None); `warmup` steps first, one sync at the end of
+    the timed loop. Steps are numbered from `first`, so that consecutive calls can draw new frames."""
+    if transfer is None:
+        step = draw
+    else:
+        def step(i):
+            draw(i)
+            transfer().float().mean()
+    for i in range(first, first + warmup):
+        step(i)
+    sync()
+    start = time.perf_counter()
+    for i in range(first + warmup, first + warmup + steps):
+        step(i)
+    sync()
+    return (time.perf_counter() - start) / steps * 1e6
 
 
 def fmt_us(v):

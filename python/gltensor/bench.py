@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 
 from ._bench_paths import (  # noqa: E402
     BenchPath, Cameras, CheckFailed, Skip, cpu_round_trip, cpu_round_trip_as_usually_written, cuda_python_recipe,
-    fmt_us, machine_info, median, panda3d_available, Panda3DCameras, parse_sizes, pinned_pbo_round_trip, print_table, torch_stream_arg)
+    fmt_us, machine_info, median, panda3d_available, Panda3DCameras, parse_sizes, pinned_pbo_round_trip, print_table, time_steps, torch_stream_arg)
 
 # key, short label (table, plot), what one step does after rendering
 PATHS = [
@@ -413,24 +413,10 @@ class Suite:
             raise RuntimeError("%s, path %s: GL error 0x%x after the check" % (label, path.key, err))
 
     def timed(self, path, steps, warmup):
-        """us per step: warm-up, then `steps` steps, one sync at the end (PERF.md)."""
-        draw, transfer = path.draw, path.transfer
+        """us per step: warm-up, then `steps` steps, one sync at the end (PERF.md); each call draws new frames."""
         i0 = self.step_counter
         self.step_counter += warmup + steps
-        if transfer is None:
-            step = draw
-        else:
-            def step(i):
-                draw(i)
-                transfer().float().mean()
-        for i in range(i0, i0 + warmup):
-            step(i)
-        self.sync()
-        start = time.perf_counter()
-        for i in range(i0 + warmup, i0 + warmup + steps):
-            step(i)
-        self.sync()
-        return (time.perf_counter() - start) / steps * 1e6
+        return time_steps(path.draw, path.transfer, steps, warmup, self.sync, first=i0)
 
     def plan(self, est_us):
         """(warmup, rewarm, steps, capped) for a path whose step takes about est_us; None: over the budget."""
