@@ -12,6 +12,7 @@ import os
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 from OpenGL import GL  # noqa: E402
 from OpenGL.raw.GL.VERSION.GL_1_0 import glGetTexImage as _raw_get_tex_image  # noqa: E402
 from OpenGL.raw.GL.VERSION.GL_1_0 import glReadPixels as _raw_read_pixels  # noqa: E402
@@ -861,3 +862,24 @@ def draw_triangles(target, seed=0, clear=(0.1, 0.2, 0.3, 1.0)):
         GL.glUniform3fv(GL.glGetUniformLocation(prog, "pos"), 6, pos)
         GL.glUniform4fv(GL.glGetUniformLocation(prog, "col"), 6, col)
         GL.glDrawArrays(GL.GL_TRIANGLES, 0, 6)
+
+
+def out_tensor(backend, kind, shape, dtype, fill=0):
+    """A `fill`-valued destination for out=: numpy or torch, on the backend's device (skips where there is none)."""
+    if kind == "numpy":
+        if backend != "cpu":
+            pytest.skip("numpy arrays live on the host; a CUDA read needs a CUDA tensor")
+        return np.full(shape, fill, dtype)
+    torch = pytest.importorskip("torch")
+    device = "cpu"
+    if backend == "cuda":
+        if not torch.cuda.is_available():
+            pytest.skip("torch has no CUDA here")
+        device = "cuda"
+    tdt = {"uint8": torch.uint8, "float16": torch.float16, "float32": torch.float32}[np.dtype(dtype).name]
+    return torch.full(shape, fill, dtype=tdt, device=device)
+
+
+def as_numpy(t):
+    """A numpy array as is; a torch tensor copied to the host."""
+    return t if isinstance(t, np.ndarray) else torch_to_numpy(t)

@@ -14,7 +14,7 @@ from OpenGL import GL
 
 import gltensor
 from formats import BY_KEY
-from glhelpers import camera_colour, check_gl, read_framebuffer, render_camera, to_numpy, torch_to_numpy
+from glhelpers import camera_colour, check_gl, read_framebuffer, render_camera, as_numpy, out_tensor, to_numpy, torch_to_numpy
 
 pytestmark = pytest.mark.usefixtures("gl")
 
@@ -92,25 +92,6 @@ def atlas_factory(gl):
     gl.make_current()
     for a in made:
         a.close()
-
-
-def out_tensor(backend, kind, shape, dtype, fill=0):
-    if kind == "numpy":
-        if backend != "cpu":
-            pytest.skip("numpy arrays live on the host; a CUDA atlas needs a CUDA tensor")
-        return np.full(shape, fill, dtype)
-    torch = pytest.importorskip("torch")
-    device = "cpu"
-    if backend == "cuda":
-        if not torch.cuda.is_available():
-            pytest.skip("torch has no CUDA here")
-        device = "cuda"
-    tdt = {"uint8": torch.uint8, "float16": torch.float16, "float32": torch.float32}[np.dtype(dtype).name]
-    return torch.full(shape, fill, dtype=tdt, device=device)
-
-
-def as_numpy(t):
-    return t if isinstance(t, np.ndarray) else torch_to_numpy(t)
 
 
 # ---------------------------------------------------------------- layouts, pixel-exact

@@ -13,7 +13,7 @@ from numpy.testing import assert_array_equal
 from OpenGL import GL
 
 import gltensor
-from glhelpers import camera_colour, check_gl, render_camera, to_numpy, torch_to_numpy
+from glhelpers import camera_colour, check_gl, render_camera, as_numpy, out_tensor, to_numpy, torch_to_numpy
 
 pytestmark = pytest.mark.usefixtures("gl")
 
@@ -80,26 +80,6 @@ def batch_factory(gl):
         b.close()
         for cap in b.captures or ():
             cap.close()
-
-
-def out_tensor(backend, kind, shape, dtype, fill=0):
-    """A zero (or `fill`) tensor for out=: numpy or torch, on the backend's device."""
-    if kind == "numpy":
-        if backend != "cpu":
-            pytest.skip("numpy arrays live on the host; a CUDA batch needs a CUDA tensor")
-        return np.full(shape, fill, dtype)
-    torch = pytest.importorskip("torch")
-    device = "cpu"
-    if backend == "cuda":
-        if not torch.cuda.is_available():
-            pytest.skip("torch has no CUDA here")
-        device = "cuda"
-    tdt = {"uint8": torch.uint8, "float16": torch.float16, "float32": torch.float32}[np.dtype(dtype).name]
-    return torch.full(shape, fill, dtype=tdt, device=device)
-
-
-def as_numpy(t):
-    return t if isinstance(t, np.ndarray) else torch_to_numpy(t)
 
 
 # ---------------------------------------------------------------- pixel-exact slices
