@@ -259,22 +259,7 @@ def _compile(kind, source):
 
 
 def _pattern_program():
-    from OpenGL import EGL
-
-    key = ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value
-    if key not in _programs:
-        vs = _compile(GL.GL_VERTEX_SHADER, _VERTEX_SHADER)
-        fs = _compile(GL.GL_FRAGMENT_SHADER, _FRAGMENT_SHADER)
-        prog = GL.glCreateProgram()
-        GL.glAttachShader(prog, vs)
-        GL.glAttachShader(prog, fs)
-        GL.glLinkProgram(prog)
-        if not GL.glGetProgramiv(prog, GL.GL_LINK_STATUS):
-            raise AssertionError(GL.glGetProgramInfoLog(prog))
-        GL.glDeleteShader(vs)
-        GL.glDeleteShader(fs)
-        _programs[key] = (prog, int(GL.glGenVertexArrays(1)))
-    return _programs[key]
+    return program("pattern", _VERTEX_SHADER, _FRAGMENT_SHADER)
 
 
 def draw_pattern(name, target, width, height, seed):

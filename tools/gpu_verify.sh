@@ -13,6 +13,8 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 export PYTHONUNBUFFERED=1
+# A clean build every time: a warm machine keeps ignored build outputs and earlier wheels between calls.
+rm -rf build benchmarks/c/build examples/c/build python/gltensor/_gltensor*.so /tmp/site
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site
