@@ -125,3 +125,14 @@ def test_mismatch_fails_loudly(tmp_path):
 def test_unknown_path_is_a_usage_error(tmp_path):
     proc = run_bench(tmp_path, "--paths", "cpu,warp-drive")
     assert proc.returncode == 2 and "warp-drive" in proc.stderr
+
+
+@pytest.mark.parametrize("draw", ["clears", "scene"])
+def test_other_draws_pass_the_checks(tmp_path, draw):
+    proc = run_bench(tmp_path, "--sizes", "16", "--cameras", "2", "--paths", "cpu,batch,atlas", "--seconds", "0.02",
+                     "--min-steps", "3", "--runs", "1", "--no-progress", "--draw", draw)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((tmp_path / "suite.json").read_text())
+    assert report["config"]["draw"] == draw and bench.DRAWS[draw] in report["method"]
+    assert [r["status"] for r in report["cells"][0]["results"]] == ["ok"] * 3
+    assert report["cells"][0]["elapsed_s"] > 0

@@ -212,36 +212,85 @@ def machine_info(ctx, torch):
 
 # ---------------------------------------------------------------- the cameras
 
+_PATTERN_VS = """
+#version 330 core
+// Camera k draws vertices 3k..3k+2: one triangle that covers the viewport. The camera index comes from
+// gl_VertexID (glDrawArrays' first = 3k counts in it), so a camera costs one draw call and no uniform.
+flat out int v_camera;
+void main() {
+    int k = gl_VertexID / 3;
+    int v = gl_VertexID - 3 * k;
+    v_camera = k;
+    gl_Position = vec4(v == 1 ? 3.0 : -1.0, v == 2 ? 3.0 : -1.0, 0.0, 1.0);
+}
+"""
+
+_PATTERN_FS = """
+#version 330 core
+uniform int u_step;
+uniform ivec2 u_size;    // one camera's image; atlas tiles start at multiples of it
+uniform ivec2 u_corner;  // the bottom-left corner that gets the second colour
+flat in int v_camera;
+out vec4 o_color;
+void main() {
+    ivec2 p = ivec2(gl_FragCoord.xy) % u_size;  // the pixel within the camera's image (or atlas tile)
+    int r = (u_step + v_camera) % 256;
+    // Multiples of 1/255: GL's float -> unorm8 conversion gives these bytes exactly.
+    vec4 full = vec4(float(r), 64.0, float((37 * v_camera) % 256), 255.0) / 255.0;
+    vec4 corner = vec4(float(255 - r), 204.0, 26.0, 255.0) / 255.0;
+    o_color = (p.x < u_corner.x && p.y < u_corner.y) ? corner : full;
+}
+"""
+
+# What a step draws, per --draw of the suite (and Cameras(draw=...)).
+DRAWS = {
+    "pattern": "one draw call per camera (an FBO bind, or a viewport for an atlas tile, then a triangle covering the "
+               "image): a colour that changes with the step and the camera, and a second colour in the bottom-left "
+               "corner (w/2 x h/4), so that a flip, a swapped camera or a stale frame shows",
+    "clears": "per camera a full clear and a scissored clear of the bottom-left corner (w/2 x h/4), colours that "
+              "change with the step and the camera (7 GL calls per camera)",
+    "scene": "the lit demo scene (gltensor.scene: cube, sphere, checkered ground) from camera k, with depth",
+}
+
+
 class Cameras:
     """N render targets (one RGBA8 texture + FBO each) and, when `atlas`, one atlas texture of the same N
     tiles, plus the draw functions of both layouts. Camera k's picture is the same in its own texture and
     in tile k.
 
-    The cheap draw (default) is the probes' frame: per camera a clear whose colour changes with the step and
-    the camera, plus a scissored clear of the bottom-left corner (so a flip, a swapped camera or a stale frame
-    shows). It goes through PyOpenGL's raw entry points (no per-call error check), so that Python's call
-    overhead stays small next to what is measured; `use_scene` draws the lit Scene from camera k instead."""
+    `draw` (see DRAWS): "pattern" (one draw call per camera, the suite's), "clears" (the probes' frame: a clear
+    and a scissored clear per camera), "scene" (the lit Scene from camera k). Default: "scene" when
+    `use_scene`, else "clears". Calls go through PyOpenGL's raw entry points (no per-call error check), so
+    that Python's call overhead stays small next to what is measured."""
 
-    def __init__(self, n, w, h, use_scene=False, atlas=True):
+    def __init__(self, n, w, h, use_scene=False, atlas=True, draw=None):
         from OpenGL import GL
         from gltensor.scene import RenderTarget, Scene
-        self.GL, self.n, self.w, self.h = GL, n, w, h
-        self.targets, self.atlas_target, self.scene = [], None, None
+        draw = draw or ("scene" if use_scene else "clears")
+        if draw not in DRAWS:
+            raise ValueError("draw must be one of %s, got %r" % (", ".join(DRAWS), draw))
+        self.GL, self.n, self.w, self.h, self.draw = GL, n, w, h, draw
+        self.targets, self.atlas_target, self.scene, self._pattern = [], None, None, None
         self.rows, self.cols = atlas_grid(n)
+        use_scene = draw == "scene"
         try:
-            # Depth only where the lit scene needs it: the clears do not.
+            # Depth only where the lit scene needs it: the clears and the pattern do not.
             self.targets = [RenderTarget(w, h, depth=use_scene) for _ in range(n)]
             if atlas:
                 self.atlas_target = RenderTarget(self.cols * w, self.rows * h, depth=use_scene)
             self.scene = Scene(w, h) if use_scene else None  # one program and vertex buffer for all cameras
+            if draw == "pattern":
+                self._pattern = _PatternProgram(w, h, max(w // 2, 1), max(h // 4, 1))
         except Exception:
             self.close()
             raise
         # Tile k per docs/python-api.md: the grid anchored at the top-left as seen on screen, tile 0
         # top-left, then left to right, top to bottom. In GL coordinates (origin bottom-left):
         self.tiles = [((k % self.cols) * w, (self.rows - 1 - k // self.cols) * h, w, h) for k in range(n)]
-        self.draw_targets = self._draw_scene_targets if use_scene else self._draw_clear_targets
-        self.draw_atlas = self._draw_scene_atlas if use_scene else self._draw_clear_atlas
+        self.draw_targets = {"scene": self._draw_scene_targets, "clears": self._draw_clear_targets,
+                             "pattern": self._draw_pattern_targets}[draw]
+        self.draw_atlas = {"scene": self._draw_scene_atlas, "clears": self._draw_clear_atlas,
+                           "pattern": self._draw_pattern_atlas}[draw]
         from OpenGL.raw.GL.VERSION import GL_1_0, GL_3_0
         self._raw = (GL_1_0.glScissor, GL_1_0.glClearColor, GL_1_0.glClear, GL_3_0.glBindFramebuffer)
         self._fbos = [t.fbo for t in self.targets]
@@ -291,6 +340,26 @@ class Cameras:
         self._clears(i, [(x, y) for (x, y, _, _) in self.tiles])
         GL.glDisable(GL.GL_SCISSOR_TEST)
 
+    def _draw_pattern_targets(self, i):
+        p = self._pattern
+        p.begin(i, (0, 0, self.w, self.h))
+        bind, draw, fb, tris = self._raw[3], p.draw_arrays, self.GL.GL_FRAMEBUFFER, self.GL.GL_TRIANGLES
+        for k, fbo in enumerate(self._fbos):
+            bind(fb, fbo)
+            draw(tris, 3 * k, 3)
+        p.end()
+
+    def _draw_pattern_atlas(self, i):
+        p = self._pattern
+        p.begin(i, None)
+        self._raw[3](self.GL.GL_FRAMEBUFFER, self.atlas_target.fbo)
+        viewport, draw, tris = p.viewport, p.draw_arrays, self.GL.GL_TRIANGLES
+        w, h = self.w, self.h
+        for k, (x, y, _, _) in enumerate(self.tiles):
+            viewport(x, y, w, h)
+            draw(tris, 3 * k, 3)
+        p.end()
+
     def _draw_scene_targets(self, i):
         for k, t in enumerate(self.targets):
             self.scene.render((i + k) / 60.0, fbo=t.fbo, viewport=t.viewport, camera=k)
@@ -317,6 +386,53 @@ class Cameras:
             self.atlas_target.close()
         if self.scene is not None:
             self.scene.close()
+        if self._pattern is not None:
+            self._pattern.close()
+            self._pattern = None
+
+
+class _PatternProgram:
+    """The "pattern" draw's GL objects: the program (_PATTERN_VS/_FS) and the empty vertex array that a core
+    profile needs for an attribute-less draw."""
+
+    def __init__(self, w, h, corner_w, corner_h):
+        from OpenGL import GL
+        from OpenGL.raw.GL.VERSION import GL_1_0, GL_1_1, GL_2_0, GL_3_0
+        from gltensor.scene import _compile
+        self.GL = GL
+        vs, fs = _compile(GL.GL_VERTEX_SHADER, _PATTERN_VS), _compile(GL.GL_FRAGMENT_SHADER, _PATTERN_FS)
+        self.program = GL.glCreateProgram()
+        GL.glAttachShader(self.program, vs)
+        GL.glAttachShader(self.program, fs)
+        GL.glLinkProgram(self.program)
+        GL.glDeleteShader(vs)
+        GL.glDeleteShader(fs)
+        if not GL.glGetProgramiv(self.program, GL.GL_LINK_STATUS):
+            raise RuntimeError("pattern program link failed: %s" % GL.glGetProgramInfoLog(self.program).decode())
+        self.vao = GL.glGenVertexArrays(1)
+        GL.glUseProgram(self.program)
+        GL.glUniform2i(GL.glGetUniformLocation(self.program, "u_size"), w, h)
+        GL.glUniform2i(GL.glGetUniformLocation(self.program, "u_corner"), corner_w, corner_h)
+        GL.glUseProgram(0)
+        self._u_step = GL.glGetUniformLocation(self.program, "u_step")
+        self._use, self._bind_vao, self._uniform1i = GL_2_0.glUseProgram, GL_3_0.glBindVertexArray, GL_2_0.glUniform1i
+        self.viewport, self.draw_arrays = GL_1_0.glViewport, GL_1_1.glDrawArrays
+
+    def begin(self, step, viewport):
+        self._use(self.program)
+        self._bind_vao(self.vao)
+        self._uniform1i(self._u_step, int(step))
+        if viewport is not None:
+            self.viewport(*viewport)
+
+    def end(self):
+        self._bind_vao(0)
+        self._use(0)
+
+    def close(self):
+        GL = self.GL
+        GL.glDeleteVertexArrays(1, [self.vao])
+        GL.glDeleteProgram(self.program)
 
 
 # ---------------------------------------------------------------- the compared paths
@@ -421,7 +537,8 @@ def cpu_round_trip(fbos, w, h, torch, to_cuda):
 def cpu_round_trip_as_usually_written(fbos, w, h, torch, to_cuda):
     """The trip as simulator code usually writes it: PyOpenGL's glReadPixels returning a new buffer per camera,
     rows flipped upright with NumPy (np.flipud + np.ascontiguousarray, since torch refuses negative strides),
-    torch.from_numpy(...).cuda(). Gives (N, H, W, 4) upright, the same image gltensor's paths give."""
+    torch.from_numpy(...).cuda(), np.stack-ed into one batch for several cameras. Gives (N, H, W, 4) upright,
+    the same image gltensor's paths give."""
     from OpenGL import GL
 
     def transfer():
@@ -431,7 +548,8 @@ def cpu_round_trip_as_usually_written(fbos, w, h, torch, to_cuda):
             GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, fbo)
             data = GL.glReadPixels(0, 0, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE)
             imgs.append(np.ascontiguousarray(np.flipud(np.frombuffer(data, np.uint8).reshape(h, w, 4))))
-        x = torch.from_numpy(np.stack(imgs))
+        # One camera: no np.stack (its copy is not what single-camera code pays); [None] is a view.
+        x = torch.from_numpy(np.stack(imgs) if len(imgs) > 1 else imgs[0][None])
         return x.cuda() if to_cuda else x
 
     return transfer
@@ -513,9 +631,9 @@ def _u8(v):
 
 class Panda3DCameras:
     """N offscreen Panda3D buffers, each rendering into a texture kept in RAM (RTMCopyRam), drawn the
-    suite's cheap way: a full clear and a clear of the bottom-left corner (display regions with clear
-    colours), colours that change with the step and the camera. Panda3D runs its own GL context; the
-    caller's context is made current again by `restore` after each Panda3D frame.
+    way the suite's "clears" draw does: a full clear and a clear of the bottom-left corner (display regions with
+    clear colours), colours that change with the step and the camera. Panda3D runs its own GL context, made
+    current before each Panda3D frame; the caller's is made current again by `restore` after it.
 
     transfer(): per camera tex.getRamImage() -> numpy -> torch.from_numpy -> .cuda(), then BGRA -> RGBA on
     the device (Panda3D keeps RAM images as BGRA). Rows bottom-up as Panda3D keeps them.
@@ -539,7 +657,7 @@ class Panda3DCameras:
         self.engine, self.pipe = Panda3DCameras._engine
         import warnings  # the RAM image is read-only; torch only reads it (then copies it with .cuda())
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        self.buffers, self.textures, self.regions = [], [], []
+        self.buffers, self.textures, self.regions, self.panda_gl = [], [], [], None
         fbp = p3.FrameBufferProperties()
         fbp.set_rgba_bits(8, 8, 8, 8)
         fbp.set_depth_bits(0)
@@ -564,10 +682,19 @@ class Panda3DCameras:
                 self.textures.append(tex)
                 self.regions.append((full, corner))
             self.engine.open_windows()
+            # Panda3D's context is current after a frame (each buffer's begin_frame makes it current). It is
+            # made current again before each later frame: Panda issues some GL calls outside begin_frame (frame
+            # start), which would otherwise land in the suite's context (NVIDIA then reports GL errors).
+            self.engine.render_frame()
+            from gltensor.panda3d import _GLState
+            self.panda_gl = _GLState.current()
+            self.restore()
+            mine = _GLState.current()
+            if self.panda_gl is not None and mine is not None and self.panda_gl.handles[3] == mine.handles[3]:
+                self.panda_gl = None  # Panda3D drew in the suite's context: nothing to switch to
         except Exception:
             self.close()
             raise
-        self.restore()
         self.corner_px = None
 
     def _colours(self, i, k):
@@ -581,6 +708,8 @@ class Panda3DCameras:
             self.buffers[k].set_clear_color(p3.LColor(*(c / 255.0 for c in c1)))
             full.set_clear_color(p3.LColor(*(c / 255.0 for c in c1)))
             corner.set_clear_color(p3.LColor(*(c / 255.0 for c in c2)))
+        if self.panda_gl is not None:
+            self.panda_gl.make_current()
         self.engine.render_frame()
         self.restore()
 
@@ -612,6 +741,8 @@ class Panda3DCameras:
             self.engine.remove_window(buf)
         self.buffers, self.textures, self.regions = [], [], []
         try:
+            if self.panda_gl is not None:
+                self.panda_gl.make_current()
             self.engine.render_frame()  # lets Panda3D release the buffers' GL objects
         except Exception:
             pass

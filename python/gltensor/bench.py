@@ -29,7 +29,7 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports Ope
 import numpy as np  # noqa: E402
 
 from ._bench_paths import (  # noqa: E402
-    BenchPath, Cameras, CheckFailed, Skip, cpu_round_trip, cpu_round_trip_as_usually_written, cuda_python_recipe,
+    BenchPath, Cameras, CheckFailed, DRAWS, Skip, cpu_round_trip, cpu_round_trip_as_usually_written, cuda_python_recipe,
     fmt_us, machine_info, median, panda3d_available, Panda3DCameras, parse_sizes, pinned_pbo_round_trip, print_table, time_steps, torch_stream_arg)
 
 # key, short label (table, plot), what one step does after rendering
@@ -41,7 +41,7 @@ PATHS = [
      "(no flip): the strongest Python CPU baseline"),
     ("cpu_usual", "CPU round trip as usually written",
      "glReadPixels (PyOpenGL) returning a new buffer per camera -> np.flipud -> np.ascontiguousarray -> "
-     "torch.from_numpy(np.stack(...)).cuda(); upright, the image gltensor gives"),
+     "torch.from_numpy(np.stack(...)).cuda() (no np.stack for one camera); upright, the image gltensor gives"),
     ("cpu_pinned", "CPU round trip, pinned PBO",
      "glReadPixels per camera into one GL_PIXEL_PACK_BUFFER -> glMapBufferRange -> memcpy into a pinned torch "
      "tensor (two alternating, event-guarded) -> .cuda(non_blocking=True); GL's rows"),
@@ -179,10 +179,10 @@ def build_parser():
     ap.add_argument("--json", help="JSON output (default benchmarks/results/suite_<host>.json)")
     ap.add_argument("--plot", help="PNG output (default: the JSON's path with .png)")
     ap.add_argument("--seconds", type=float, default=None,
-                    help="timed seconds per path per cell, over all runs (default 0.75; --quick 0.25)")
+                    help="timed seconds per path per cell, over all runs (default 0.4; --quick 0.25)")
     ap.add_argument("--path-budget", type=float, default=None,
                     help="at most this many seconds per path per cell, warm-up included: slower paths get fewer "
-                         "steps (marked 'capped') or are skipped (default 6; --quick 2.5)")
+                         "steps (marked 'capped') or are skipped (default 3; --quick 2.5)")
     ap.add_argument("--runs", type=int, default=3, help="runs per path per cell; the median is reported (default 3)")
     ap.add_argument("--min-steps", type=int, default=20, help="timed steps per run at least (default 20)")
     ap.add_argument("--warmup", type=int, default=10, help="warm-up steps before the first run (at least 10)")
@@ -190,7 +190,10 @@ def build_parser():
                     help="skip cells whose pixels (N*W*H*4 bytes) exceed this many GiB (default 4)")
     ap.add_argument("--time-limit", type=float, default=None,
                     help="start no new cell after this many seconds; the rest are listed as skipped (0: none; "
-                         "default 570 for the full grid, none with --quick or a custom grid)")
+                         "default 540 for the full grid, none with --quick or a custom grid)")
+    ap.add_argument("--draw", choices=tuple(DRAWS), default="pattern",
+                    help="what each camera renders per step (default pattern): " +
+                         "; ".join("%s: %s" % (k, v) for k, v in DRAWS.items()))
     ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto", help="gltensor backend")
     ap.add_argument("--strict", action="store_true", help="exit 3 when a headline verdict is FAIL")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -284,7 +287,7 @@ class Suite:
         if "atlas" in want and max(atlas_w, atlas_h) > self.max_texture:
             atlas_reason = "size: the atlas texture would be %dx%d > GL_MAX_TEXTURE_SIZE %d" % (
                 atlas_w, atlas_h, self.max_texture)
-        cams = res["cams"] = Cameras(n, w, h, use_scene=False, atlas=("atlas" in want and atlas_reason is None))
+        cams = res["cams"] = Cameras(n, w, h, atlas=("atlas" in want and atlas_reason is None), draw=args.draw)
         caps = res["caps"] = [gltensor.Capture(t.texture, gltensor.GL_TEXTURE_2D, backend=args.backend)
                               for t in cams.targets]
         device = "cuda:%d" % caps[0].cuda_device if caps[0].backend == "cuda" else "cpu"
@@ -393,11 +396,14 @@ class Suite:
             if getattr(path, "reference", None) is not None:
                 exp = path.reference(i)
             else:
-                # The draw is deterministic in i: the readback of step i is read once per cell and layout.
-                key = (path.atlas, path.flipped, i)
+                # The draw is deterministic in i: the readback of step i is read once per cell and layout (GL's
+                # rows; the upright reference is its row-reversed view).
+                key = (path.atlas, i)
                 ref = self.ref_cache.get(key)
                 if ref is None:
-                    ref = self.ref_cache[key] = cams.reference(path.atlas, path.flipped)
+                    ref = self.ref_cache[key] = cams.reference(path.atlas, flip=False)
+                if path.flipped:
+                    ref = ref[:, ::-1]
                 exp = path.expect(ref) if path.expect else (ref[0] if path.squeeze else ref)
             if got.shape != exp.shape or got.dtype != exp.dtype:
                 raise CheckFailed("%s, path %s: step %d gives %s %s, the reference is %s %s"
@@ -717,11 +723,11 @@ def main(argv=None):
         ap.error("--runs and --min-steps must be positive")
     args.warmup = max(args.warmup, 10)
     if args.seconds is None:
-        args.seconds = 0.25 if args.quick else 0.75
+        args.seconds = 0.25 if args.quick else 0.4
     if args.path_budget is None:
-        args.path_budget = 2.5 if args.quick else 6.0
+        args.path_budget = 2.5 if args.quick else 3.0
     if args.time_limit is None:
-        args.time_limit = 570.0 if not args.quick and args.sizes is None and args.cameras is None else 0.0
+        args.time_limit = 540.0 if not args.quick and args.sizes is None and args.cameras is None else 0.0
     if args.sizes is None and args.cameras is None:
         cells = list(QUICK_CELLS) if args.quick else \
             [(n, w, h) for n in _parse_cameras(FULL_CAMERAS) for (w, h) in parse_sizes(FULL_SIZES)]
@@ -760,12 +766,12 @@ def _run(args, cells, torch, gltensor, ctx, started):
     json_path = Path(args.json) if args.json else _default_results_dir() / ("suite_%s.json" % host)
     plot_path = Path(args.plot) if args.plot else json_path.with_suffix(".png")
     skips = suite.global_skips()
-    method = ("one step = render N cameras (a clear + a scissored clear each) + transfer + x.float().mean(); "
+    method = ("one step = render N cameras (%s) + transfer + x.float().mean(); "
               "wall clock (time.perf_counter), one glFinish%s at the end of each timed loop; steps per run sized "
               "from a probe step so that a path takes ~%g s per cell (at least %d steps per run, %d warm-up steps "
               "before the first run, 3 before later ones), median of %d runs, runs interleaved across paths; paths "
               "slower than --path-budget %g s per cell get fewer steps ('capped', 3 warm-up) or are skipped"
-              % (" + torch.cuda.synchronize()" if suite.to_cuda else "", args.seconds, args.min_steps, args.warmup,
+              % (DRAWS[args.draw], " + torch.cuda.synchronize()" if suite.to_cuda else "", args.seconds, args.min_steps, args.warmup,
                  args.runs, args.path_budget))
     if not suite.cuda:
         notes.append("no CUDA (%s): gltensor runs on its CPU backend, CUDA-only paths are skipped, '.cuda()' is left "
@@ -776,7 +782,7 @@ def _run(args, cells, torch, gltensor, ctx, started):
               "config": {"quick": args.quick, "cells": [[n, w, h] for n, w, h in cells], "paths": args.paths,
                          "seconds_per_path": args.seconds, "path_budget_s": args.path_budget, "runs": args.runs,
                          "min_steps": args.min_steps, "warmup": args.warmup, "max_cell_bytes_gib": args.max_cell_bytes,
-                         "time_limit_s": args.time_limit, "backend": args.backend,
+                         "time_limit_s": args.time_limit, "backend": args.backend, "draw": args.draw,
                          "torch_threads": torch.get_num_threads()},
               "method": method, "notes": notes,
               "paths": {k: {"label": LABEL[k], "description": DESCRIPTION[k], "selected": k in args.paths,
@@ -819,8 +825,11 @@ def _run(args, cells, torch, gltensor, ctx, started):
                 continue
             bar.describe(label)
             t0 = time.perf_counter()
-            report["cells"].append(suite.run_cell(n, w, h, skips, bar))
-            bar.cell_done("[%d/%d] %s: %.1f s" % (ci + 1, len(cells), label, time.perf_counter() - t0))
+            cell = suite.run_cell(n, w, h, skips, bar)
+            cell["elapsed_s"] = time.perf_counter() - t0
+            report["cells"].append(cell)
+            bar.cell_done("[%d/%d] %s: %.1f s (%.0f s in all)" % (ci + 1, len(cells), label, cell["elapsed_s"],
+                                                             time.perf_counter() - started))
             save()
     except CheckFailed as e:
         bar.close()
