@@ -113,11 +113,13 @@ def test_headlines_reported(tiny_run):
         assert h["verdict"] == "NOT RUN" and "not in the grid" in h["reason"]
 
 
-def test_mismatch_fails_loudly(tmp_path):
-    proc = run_bench(tmp_path, "--sizes", "16", "--cameras", "2", "--paths", "cpu,batch", "--seconds", "0.02",
-                     "--no-progress", "--inject-mismatch", "batch")
+@pytest.mark.parametrize("paths,cameras,bad", [("cpu,batch", 2, "batch"), ("fused", 1, "fused"), ("fused", 3, "fused"),
+                                              ("single", 1, "single"), ("atlas", 3, "atlas")])
+def test_mismatch_fails_loudly(tmp_path, paths, cameras, bad):
+    proc = run_bench(tmp_path, "--sizes", "16", "--cameras", str(cameras), "--paths", paths, "--seconds", "0.02",
+                     "--no-progress", "--inject-mismatch", bad)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "CHECK FAILED" in proc.stderr and "batch" in proc.stderr
+    assert "CHECK FAILED" in proc.stderr and ("path %s" % bad) in proc.stderr and "differs" in proc.stderr
     report = json.loads((tmp_path / "suite.json").read_text())
     assert report["status"].startswith("check failed")
 

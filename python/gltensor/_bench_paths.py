@@ -441,8 +441,9 @@ class BenchPath:
     """One way of getting the N frames of a step into torch.
 
     draw(i): render step i; transfer(): the tensor the consumer op runs on; flipped: top row first;
-    atlas: the reference is the atlas's tiles; expect(ref): turns the reference readback ((N, H, W, 4) uint8)
-    into what transfer() must return (default: ref itself, or ref[0] for a single camera when `squeeze`);
+    atlas: the reference is the atlas's tiles; squeeze: transfer() gives one camera's frame without the leading
+    camera axis; expect(ref_k): turns camera k's reference readback ((H, W, 4) uint8 torch tensor, on the
+    output's device, rows as `flipped` says) into what transfer()[k] must equal (default: ref_k itself);
     skipped: the reason when the path cannot run; close(): releases what the path made."""
 
     def __init__(self, key, name, draw=None, transfer=None, flipped=True, atlas=False, note="", skipped=None,

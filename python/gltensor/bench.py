@@ -363,13 +363,14 @@ class Suite:
                         note="%d x %d tiles of a %dx%d texture; one map" % (cams.rows, cams.cols, atlas_w, atlas_h))
                 elif key == "fused":
                     src = caps[0] if n == 1 else res["batch"]
-                    perm = (2, 0, 1) if n == 1 else (0, 3, 1, 2)
+                    # NumPy's float32 v / 255 for every byte v: the expected value of each channel, by lookup.
+                    lut = torch.from_numpy(np.arange(256, dtype=np.float32) / np.float32(255)).to(device)
 
-                    def expect(ref, perm=perm, n=n):
-                        x = ref[0] if n == 1 else ref
-                        return np.ascontiguousarray((x[..., :3].astype(np.float32) / np.float32(255)).transpose(perm))
+                    def expect(ref_k, lut=lut):  # (H, W, 4) uint8 -> (3, H, W) float32
+                        return lut[ref_k[..., :3].long()].permute(2, 0, 1)
                     add("fused", lambda: torch.from_dlpack(src.read(channels="rgb", dtype="float32", layout="chw")),
-                        expect=expect, note="float32 %s RGB /255, flipped, one pass" % ("CHW" if n == 1 else "NCHW"))
+                        expect=expect, squeeze=(n == 1),
+                        note="float32 %s RGB /255, flipped, one pass" % ("CHW" if n == 1 else "NCHW"))
             except Skip as e:
                 paths.append(BenchPath(key, LABEL[key], skipped=str(e)))
             except CheckFailed:
@@ -385,44 +386,66 @@ class Suite:
 
     def check(self, path, cams, label):
         """Two different steps, each equal to the reference readback: wrong pixels, flips, swapped cameras and
-        stale frames all fail."""
+        stale frames all fail. Compared camera by camera where the output lives (on the GPU for CUDA outputs), so
+        that a check of gigabytes does not cost a host copy of them."""
+        torch = self.torch
         for i in (3, 40):
             path.draw(i)
             got = path.transfer()
-            got = got.cpu().numpy()
             if path.key == self.args.inject_mismatch:
-                got = got.copy()
-                got.flat[got.size // 2] += 1
-            if getattr(path, "reference", None) is not None:
-                exp = path.reference(i)
-            else:
-                # The draw is deterministic in i: the readback of step i is read once per cell and layout (GL's
-                # rows; the upright reference is its row-reversed view).
-                key = (path.atlas, i)
-                ref = self.ref_cache.get(key)
-                if ref is None:
-                    ref = self.ref_cache[key] = cams.reference(path.atlas, flip=False)
-                if path.flipped:
-                    ref = ref[:, ::-1]
-                exp = path.expect(ref) if path.expect else (ref[0] if path.squeeze else ref)
-            if got.shape != exp.shape or got.dtype != exp.dtype:
-                raise CheckFailed("%s, path %s: step %d gives %s %s, the reference is %s %s"
-                                  % (label, path.key, i, got.shape, got.dtype, exp.shape, exp.dtype))
-            if not np.array_equal(got, exp):
-                bad = np.argwhere(got != exp)
-                raise CheckFailed("%s, path %s: step %d differs from the reference readback: %d of %d values, first "
-                                  "at index %s (got %s, expected %s)"
-                                  % (label, path.key, i, len(bad), got.size, tuple(int(v) for v in bad[0]),
-                                     got[tuple(bad[0])], exp[tuple(bad[0])]))
+                got = got.clone().contiguous()
+                got.view(-1)[got.numel() // 2] += 1
+            if path.squeeze:
+                got = got.unsqueeze(0)
+            ref = self._reference(path, cams, i, got.device)
+            if got.shape[0] != ref.shape[0]:
+                raise CheckFailed("%s, path %s: step %d gives %s, %d camera(s) expected"
+                                  % (label, path.key, i, tuple(got.shape), ref.shape[0]))
+            for k in range(ref.shape[0]):
+                exp = path.expect(ref[k]) if path.expect else ref[k]
+                g = got[k]
+                if g.shape != exp.shape or g.dtype != exp.dtype:
+                    raise CheckFailed("%s, path %s: step %d, camera %d gives %s %s, the reference is %s %s"
+                                      % (label, path.key, i, k, tuple(g.shape), g.dtype, tuple(exp.shape), exp.dtype))
+                if not torch.equal(g, exp):
+                    g, e = g.cpu().numpy(), exp.cpu().numpy()
+                    bad = np.argwhere(g != e)
+                    raise CheckFailed("%s, path %s: step %d, camera %d differs from the reference readback: %d of %d "
+                                      "values, first at index %s (got %s, expected %s)"
+                                      % (label, path.key, i, k, len(bad), g.size, tuple(int(v) for v in bad[0]),
+                                         g[tuple(bad[0])], e[tuple(bad[0])]))
         err = self.GL.glGetError()
         if err:
             raise RuntimeError("%s, path %s: GL error 0x%x after the check" % (label, path.key, err))
+
+    def _reference(self, path, cams, i, device):
+        """(N, H, W, 4) uint8 torch tensor on `device`: what step i must give, rows as the path promises."""
+        torch = self.torch
+        if getattr(path, "reference", None) is not None:  # a path with its own picture (Panda3D)
+            return torch.from_numpy(path.reference(i)).to(device)
+        # The draw is deterministic in i: step i is read back once per cell, layout and device (GL's rows; the
+        # upright reference is its row-reversed copy).
+        key = (path.atlas, i, str(device))
+        ref = self.ref_cache.get(key)
+        if ref is None:
+            ref = self.ref_cache[key] = torch.from_numpy(cams.reference(path.atlas, flip=False)).to(device)
+        if path.flipped:
+            fkey = key + ("flipped",)
+            if fkey not in self.ref_cache:
+                self.ref_cache[fkey] = ref.flip(1)
+            ref = self.ref_cache[fkey]
+        return ref
 
     def timed(self, path, steps, warmup):
         """us per step: warm-up, then `steps` steps, one sync at the end (PERF.md); each call draws new frames."""
         i0 = self.step_counter
         self.step_counter += warmup + steps
         return time_steps(path.draw, path.transfer, steps, warmup, self.sync, first=i0)
+
+    def slowest_step_us(self):
+        """The slowest step (µs) that plan() still accepts: 3 capped runs of 3 steps within --path-budget."""
+        a = self.args
+        return a.path_budget / (3 + (a.runs - 1) + 3 * a.runs) * 1e6
 
     def plan(self, est_us):
         """(warmup, rewarm, steps, capped) for a path whose step takes about est_us; None: over the budget."""
@@ -447,14 +470,24 @@ class Suite:
         res = {}
         paths = []
         self.ref_cache = {}
+        phases = cell["phases_s"] = {}
+        clock = [time.perf_counter()]
+
+        def phase(name):  # where a cell's time goes: setup, check, probe, timed, close
+            now = time.perf_counter()
+            phases[name] = phases.get(name, 0.0) + now - clock[0]
+            clock[0] = now
         try:
             paths = self.build_paths(n, w, h, res, skips)
             cams = res["cams"]
             active = [p for p in paths if not p.skipped]
+            phase("setup")
             for p in active:  # correctness first, every path of the cell, before any timing
                 if p.transfer is not None:
                     self.ctx.make_current()
                     self.check(p, cams, label)
+            self.ref_cache = {}  # the references' memory is not held while timing
+            phase("check")
             plans = {}
             for p in active:  # one probe step (after the check's two) sizes the runs
                 self.ctx.make_current()
@@ -466,8 +499,8 @@ class Suite:
                     p.skipped = "memory: %s" % e
                     continue
                 pl = self.plan(est)
-                for _ in range(2):  # a first step can carry one-time costs (allocations, lazy init): look again
-                    if pl is not None:
+                for _ in range(2):  # a first step can carry one-time costs (allocations, lazy init): look again,
+                    if pl is not None or est > 3 * self.slowest_step_us():  # unless far too slow for that
                         break
                     est = min(est, self.timed(p, 1, 0))
                     pl = self.plan(est)
@@ -477,6 +510,7 @@ class Suite:
                 else:
                     plans[p.key] = pl + (est,)
             active = [p for p in active if not p.skipped]
+            phase("probe")
             bar.add((len(active) - self.expected_paths(n, skips)) * self.args.runs)
             times = {p.key: [] for p in active}
             for r in range(self.args.runs):  # runs interleaved across paths, so that drift hits all alike
@@ -486,6 +520,7 @@ class Suite:
                     bar.describe("%s, %s, run %d" % (label, p.key, r + 1))
                     times[p.key].append(self.timed(p, steps, warm if r == 0 else rewarm))
                     bar.update()
+            phase("timed")
         except (CheckFailed, KeyboardInterrupt):
             raise
         except Exception as e:
@@ -497,6 +532,7 @@ class Suite:
         finally:
             self.ref_cache = {}
             self._close(paths, res)
+            phase("close")
 
         cell["status"] = "ok"
         base_cpu = median(times["cpu"]) if "cpu" in times else None
