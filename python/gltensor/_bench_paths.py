@@ -631,7 +631,8 @@ def _u8(v):
 
 
 class Panda3DCameras:
-    """N offscreen Panda3D buffers, each rendering into a texture kept in RAM (RTMCopyRam), drawn the
+    """N offscreen Panda3D buffers (FBOs hosted by one small buffer kept for the process, as a window hosts them
+    in a ShowBase program), each rendering into a texture kept in RAM (RTMCopyRam), drawn the
     way the suite's "clears" draw does: a full clear and a clear of the bottom-left corner (display regions with
     clear colours), colours that change with the step and the camera. Panda3D runs its own GL context, made
     current before each Panda3D frame; the caller's is made current again by `restore` after it.
@@ -655,8 +656,20 @@ class Panda3DCameras:
                 pipe = p3.GraphicsPipeSelection.get_global_ptr().make_default_pipe()
             if pipe is None:
                 raise Skip("panda3d: no graphics pipe (p3headlessgl) could be made")
-            Panda3DCameras._engine = (p3.GraphicsEngine.get_global_ptr(), pipe)
-        self.engine, self.pipe = Panda3DCameras._engine
+            # One small buffer hosts the cameras' buffers for the whole process, as a ShowBase window hosts
+            # makeTextureBuffer's: the cameras' buffers are FBOs of its GL context, made and removed per cell
+            # while the context stays. (Standalone buffers, each with its own context, made after earlier ones
+            # were removed, set off GL errors in Panda3D on NVIDIA.)
+            engine = p3.GraphicsEngine.get_global_ptr()
+            hfbp = p3.FrameBufferProperties()
+            hfbp.set_rgba_bits(8, 8, 8, 8)
+            host = engine.make_output(pipe, "gltensor-bench-host", -100, hfbp, p3.WindowProperties.size(16, 16),
+                                      p3.GraphicsPipe.BF_refuse_window)
+            if host is None:
+                raise Skip("panda3d: could not make an offscreen host buffer")
+            engine.open_windows()
+            Panda3DCameras._engine = (engine, pipe, host)
+        self.engine, self.pipe, self.host = Panda3DCameras._engine
         import warnings  # the RAM image is read-only; torch only reads it (then copies it with .cuda())
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         self.buffers, self.textures, self.regions, self.panda_gl = [], [], [], None
@@ -666,11 +679,12 @@ class Panda3DCameras:
         if self.back_buffers is not None:
             fbp.set_back_buffers(self.back_buffers)
         props = p3.WindowProperties.size(w, h)
-        flags = p3.GraphicsPipe.BF_refuse_window
+        flags = p3.GraphicsPipe.BF_refuse_window | p3.GraphicsPipe.BF_refuse_parasite
         self.render_np = p3.NodePath("gltensor-bench-empty")
         try:
             for k in range(n):
-                buf = self.engine.make_output(self.pipe, "gltensor-bench-%d" % k, 0, fbp, props, flags)
+                buf = self.engine.make_output(self.pipe, "gltensor-bench-%d" % k, 0, fbp, props, flags,
+                                              self.host.get_gsg(), self.host)
                 if buf is None:
                     raise Skip("panda3d: could not make an offscreen buffer of %dx%d" % (w, h))
                 tex = p3.Texture("cam%d" % k)
