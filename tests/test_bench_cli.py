@@ -138,3 +138,26 @@ def test_other_draws_pass_the_checks(tmp_path, draw):
     assert report["config"]["draw"] == draw and bench.DRAWS[draw] in report["method"]
     assert [r["status"] for r in report["cells"][0]["results"]] == ["ok"] * 3
     assert report["cells"][0]["elapsed_s"] > 0
+
+
+def test_from_json_prints_a_saved_run_and_draws_its_plot(tiny_run, tmp_path):
+    _, report, tmp = tiny_run
+    proc = run_bench(tmp_path, "--from-json", str(tmp / "suite.json"), "--plot", str(tmp_path / "again.png"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Headline targets" in proc.stdout and "µs/step" in proc.stdout
+    for h in report["headlines"]:
+        assert h["name"] in proc.stdout
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "again.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_from_json_refuses_what_is_not_a_finished_report(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"benchmark": "suite", "status": "running"}))
+    proc = run_bench(tmp_path, "--from-json", str(bad))
+    assert proc.returncode == 2 and "not a finished suite report" in proc.stderr
+    proc = run_bench(tmp_path, "--from-json", str(tmp_path / "missing.json"))
+    assert proc.returncode == 2 and "cannot read" in proc.stderr

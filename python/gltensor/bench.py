@@ -178,6 +178,9 @@ def build_parser():
                     help="paths to run, comma-separated (default all): %s" % ",".join(PATH_KEYS))
     ap.add_argument("--json", help="JSON output (default benchmarks/results/suite_<host>.json)")
     ap.add_argument("--plot", help="PNG output (default: the JSON's path with .png)")
+    ap.add_argument("--from-json", metavar="JSON", default=None,
+                    help="run nothing: print the tables and verdicts of a saved report and draw its plot again "
+                         "(to --plot, default the report's path with .png)")
     ap.add_argument("--seconds", type=float, default=None,
                     help="timed seconds per path per cell, over all runs (default 0.4; --quick 0.25)")
     ap.add_argument("--path-budget", type=float, default=None,
@@ -697,13 +700,16 @@ def plot(report, path):
     cams = sorted({c["cameras"] for c in report["cells"]})
     if not cams:
         return "no cells"
-    fig, axes = plt.subplots(1, len(cams), figsize=(4.2 * len(cams) + 1.5, 4.6), squeeze=False, sharey=True)
-    colours = {"render": "0.55", "cpu": "tab:red", "cpu_usual": "tab:brown", "cpu_pinned": "tab:orange", "cuda_python": "tab:purple",
-               "panda3d": "tab:brown", "single": "tab:blue", "batch": "tab:green", "atlas": "tab:olive",
-               "fused": "tab:cyan"}
-    style = {k: dict(color=colours[k], marker="o", linestyle="-") for k in PATH_KEYS}
+    fig, axes = plt.subplots(1, len(cams), figsize=(4.2 * len(cams) + 2.5, 4.6), squeeze=False, sharey=True)
+    colours = {"render": "0.55", "cpu": "tab:red", "cpu_usual": "tab:brown", "cpu_pinned": "tab:orange",
+               "cuda_python": "tab:purple", "panda3d": "tab:pink", "single": "tab:blue", "batch": "tab:green",
+               "atlas": "tab:olive", "fused": "tab:cyan"}
+    style = {k: dict(color=colours[k], marker="o", linestyle="-", markersize=4) for k in PATH_KEYS}
     style["render"].update(linestyle="--", marker=".")
     style["fused"].update(linestyle=":")
+    # The recipe and gltensor single cost the same per image (one map per camera): dashed crosses on top keep
+    # the recipe's line visible over single's.
+    style["cuda_python"].update(linestyle="--", marker="x", markersize=6, zorder=3)
     handles = {}
     # The same x axis in every panel: every size of the grid, so that panels compare at a glance.
     sizes = sorted({tuple(c["size"]) for c in report["cells"]}, key=lambda s: (s[0] * s[1], s))
@@ -715,7 +721,7 @@ def plot(report, path):
             if not pts:
                 continue
             pts.sort()
-            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], label=LABEL[key], markersize=4, **style[key])
+            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], label=LABEL[key], **style[key])
             handles[key] = line
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -736,7 +742,7 @@ def plot(report, path):
     skipped = ["%s: %s" % (LABEL[s["path"]], _short(s["reason"], 70)) for s in report["skipped_paths"]]
     if skipped:
         fig.text(0.01, 0.01, "skipped: " + "; ".join(skipped), fontsize=7, color="0.35")
-    fig.tight_layout(rect=(0, 0.04 if skipped else 0, 1 - 1.6 / fig.get_figwidth(), 0.95))
+    fig.tight_layout(rect=(0, 0.04 if skipped else 0, 1 - 2.5 / fig.get_figwidth(), 0.95))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -758,6 +764,8 @@ def main(argv=None):
     if args.runs < 1 or args.min_steps < 1:
         ap.error("--runs and --min-steps must be positive")
     args.warmup = max(args.warmup, 10)
+    if args.from_json:
+        return from_json(args.from_json, args.plot)
     if args.seconds is None:
         args.seconds = 0.25 if args.quick else 0.4
     if args.path_budget is None:
@@ -891,23 +899,48 @@ def _run(args, cells, torch, gltensor, ctx, started):
         report["outputs"]["plot_skipped"] = why_no_plot
     save()
 
+    summarize(report, json_path, plot_path, why_no_plot)
+    if args.strict and any(h["verdict"] == "FAIL" for h in report["headlines"]):
+        status = 3
+    return status
+
+
+def summarize(report, json_path, plot_path, why_no_plot):
+    """The end of a run's output (also of --from-json): tables, headline verdicts, skips, notes, files."""
     print_results(report)
     print_table("Headline targets (issue #6), speed-up in µs/step of the same cell",
                 ["target", "path", "baseline", "speed-up", "needed", "verdict", "why"],
                 [[h["name"], h["path"], h["baseline"], _fmt_ratio(h["ratio"]), h["target"], h["verdict"],
                   _short(h.get("reason", ""), 100)] for h in report["headlines"]], left=(0, 1, 2, 5))
     print()
-    for k, r in skips.items():
-        print("skipped path %s (%s): %s" % (k, LABEL[k], r))
+    for s in report["skipped_paths"]:
+        print("skipped path %s (%s): %s" % (s["path"], LABEL[s["path"]], s["reason"]))
     print("note: batch and atlas run for 2 cameras or more")
-    for n in notes:
+    for n in report["notes"]:
         print("note: " + n)
     print("JSON: %s" % json_path)
     print("plot: %s" % (plot_path if not why_no_plot else "not written (%s)" % why_no_plot))
     print("elapsed: %.1f s" % report["elapsed_s"])
-    if args.strict and any(h["verdict"] == "FAIL" for h in report["headlines"]):
-        status = 3
-    return status
+
+
+def from_json(json_path, plot_path):
+    """--from-json: the tables and verdicts of a saved run, and its plot drawn again (no GL, no timing)."""
+    try:
+        report = json.loads(Path(json_path).read_text())
+    except (OSError, ValueError) as e:
+        print("error: cannot read the report %s: %s" % (json_path, e), file=sys.stderr)
+        return 2
+    if report.get("benchmark") != "suite" or report.get("status") != "ok":
+        print("error: %s is not a finished suite report (benchmark=%r, status=%r)"
+              % (json_path, report.get("benchmark"), report.get("status")), file=sys.stderr)
+        return 2
+    print("report of %s, %s: %s | GL: %s | backend: %s" % (
+        report["date"], report["machine"].get("host"), report["machine"].get("gpu_name") or "no GPU",
+        report["machine"].get("gl_renderer"), report["backend"]))
+    print("method: " + report["method"])
+    plot_path = Path(plot_path) if plot_path else Path(json_path).with_suffix(".png")
+    summarize(report, json_path, plot_path, plot(report, plot_path))
+    return 0
 
 
 if __name__ == "__main__":
