@@ -398,17 +398,9 @@ class _PatternProgram:
     def __init__(self, w, h, corner_w, corner_h):
         from OpenGL import GL
         from OpenGL.raw.GL.VERSION import GL_1_0, GL_1_1, GL_2_0, GL_3_0
-        from gltensor.scene import _compile
+        from gltensor.scene import _link
         self.GL = GL
-        vs, fs = _compile(GL.GL_VERTEX_SHADER, _PATTERN_VS), _compile(GL.GL_FRAGMENT_SHADER, _PATTERN_FS)
-        self.program = GL.glCreateProgram()
-        GL.glAttachShader(self.program, vs)
-        GL.glAttachShader(self.program, fs)
-        GL.glLinkProgram(self.program)
-        GL.glDeleteShader(vs)
-        GL.glDeleteShader(fs)
-        if not GL.glGetProgramiv(self.program, GL.GL_LINK_STATUS):
-            raise RuntimeError("pattern program link failed: %s" % GL.glGetProgramInfoLog(self.program).decode())
+        self.program = _link(_PATTERN_VS, _PATTERN_FS)
         self.vao = GL.glGenVertexArrays(1)
         GL.glUseProgram(self.program)
         GL.glUniform2i(GL.glGetUniformLocation(self.program, "u_size"), w, h)

@@ -131,6 +131,22 @@ def _compile(kind, source):
     return shader
 
 
+def _link(vs_source, fs_source):
+    """A program of one vertex and one fragment shader; a RuntimeError with GL's log when either fails."""
+    vs, fs = _compile(GL.GL_VERTEX_SHADER, vs_source), _compile(GL.GL_FRAGMENT_SHADER, fs_source)
+    program = GL.glCreateProgram()
+    GL.glAttachShader(program, vs)
+    GL.glAttachShader(program, fs)
+    GL.glLinkProgram(program)
+    GL.glDeleteShader(vs)  # flagged only; they go away with the program
+    GL.glDeleteShader(fs)
+    if not GL.glGetProgramiv(program, GL.GL_LINK_STATUS):
+        log = GL.glGetProgramInfoLog(program).decode()
+        GL.glDeleteProgram(program)
+        raise RuntimeError("program link failed: %s" % log)
+    return program
+
+
 def _camera_view_proj(camera, aspect):
     """View-projection of camera `camera`: on a circle around the cube, spaced by the golden angle so
     that any two indices differ."""
@@ -242,15 +258,7 @@ class Scene:
         if status != GL.GL_FRAMEBUFFER_COMPLETE:
             raise RuntimeError("framebuffer incomplete: 0x%04x" % status)
 
-        vs, fs = _compile(GL.GL_VERTEX_SHADER, _VERTEX_SHADER), _compile(GL.GL_FRAGMENT_SHADER, _FRAGMENT_SHADER)
-        self.program = GL.glCreateProgram()
-        GL.glAttachShader(self.program, vs)
-        GL.glAttachShader(self.program, fs)
-        GL.glLinkProgram(self.program)
-        GL.glDeleteShader(vs)  # flagged only; they go away with the program
-        GL.glDeleteShader(fs)
-        if not GL.glGetProgramiv(self.program, GL.GL_LINK_STATUS):
-            raise RuntimeError("program link failed: %s" % GL.glGetProgramInfoLog(self.program).decode())
+        self.program = _link(_VERTEX_SHADER, _FRAGMENT_SHADER)
         self._u_model = GL.glGetUniformLocation(self.program, "u_model")
         self._u_view_proj = GL.glGetUniformLocation(self.program, "u_view_proj")
         self._u_light = GL.glGetUniformLocation(self.program, "u_light_dir")
