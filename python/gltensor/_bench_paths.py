@@ -635,7 +635,6 @@ class Panda3DCameras:
     1/255, so GL's float -> unorm8 conversion is exact)."""
 
     _engine = None  # one Panda3D graphics engine and pipe per process
-    back_buffers = None  # FrameBufferProperties.set_back_buffers, when not None
 
     def __init__(self, n, w, h, torch, to_cuda, restore):
         from panda3d import core as p3
@@ -668,8 +667,6 @@ class Panda3DCameras:
         fbp = p3.FrameBufferProperties()
         fbp.set_rgba_bits(8, 8, 8, 8)
         fbp.set_depth_bits(0)
-        if self.back_buffers is not None:
-            fbp.set_back_buffers(self.back_buffers)
         props = p3.WindowProperties.size(w, h)
         flags = p3.GraphicsPipe.BF_refuse_window | p3.GraphicsPipe.BF_refuse_parasite
         self.render_np = p3.NodePath("gltensor-bench-empty")
