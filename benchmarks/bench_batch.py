@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_single import CheckFailed, open_run, Skip, fmt_us, median, print_table, shared, time_steps  # noqa: E402
+from bench_single import add_run_args, CheckFailed, open_run, Skip, fmt_us, median, print_table, shared, time_steps  # noqa: E402
 
 # Shared with `python -m gltensor.bench`: the cameras (a texture + FBO each, and an atlas of the same tiles),
 # the cuda-python recipe, the CPU round trip.
@@ -131,16 +131,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--configs", type=parse_configs, default=parse_configs("16x256,64x128,256x84"),
                     help="comma-separated CAMERASxSIZE or CAMERASxWxH (default 16x256,64x128,256x84)")
-    ap.add_argument("--steps", type=int, default=200, help="timed steps per run (PERF.md: >= 200)")
-    ap.add_argument("--warmup", type=int, default=10, help="warm-up steps before each run (at least 10)")
-    ap.add_argument("--runs", type=int, default=3, help="runs per path; the median is reported")
+    add_run_args(ap, "batch")
     ap.add_argument("--scene", action=argparse.BooleanOptionalAction, default=False,
                     help="render the lit Scene from each camera instead of the probes' cheap clears (default off)")
-    ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
-    ap.add_argument("--torch-threads", type=int, default=0,
-                    help="torch.set_num_threads(N) first; 0 leaves torch's default. On a CPU-only machine "
-                         "with llvmpipe, 1 keeps torch's spinning OpenMP workers from starving the renderer")
-    ap.add_argument("--json", help="output file (default benchmarks/results/batch_<host>.json)")
     args = ap.parse_args(argv)
     warmup = max(args.warmup, 10)
     if args.steps < 1 or args.runs < 1:

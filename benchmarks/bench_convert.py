@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_single import CheckFailed, open_run, fmt_us, median, print_table, time_calls, time_steps  # noqa: E402
+from bench_single import add_run_args, CheckFailed, open_run, fmt_us, median, print_table, time_calls, time_steps  # noqa: E402
 from bench_batch import Cameras, parse_configs  # noqa: E402  (both from gltensor._bench_paths)
 
 NEAR, FAR = 0.1, 50.0           # gltensor.scene's perspective projection
@@ -282,20 +282,13 @@ def main(argv=None):
     ap.add_argument("--size", type=int, default=1024, help="single camera and depth image size (default 1024)")
     ap.add_argument("--configs", type=parse_configs, default=parse_configs("64x128"),
                     help="comma-separated CAMERASxSIZE for Batch and Atlas (default 64x128)")
-    ap.add_argument("--steps", type=int, default=200, help="timed steps per run (PERF.md: >= 200)")
+    add_run_args(ap, "convert", warmup_what="steps/calls")
     ap.add_argument("--calls", type=int, default=None, help="read calls per run in view (1) (default: --steps)")
-    ap.add_argument("--warmup", type=int, default=10, help="warm-up steps/calls before each run (at least 10)")
-    ap.add_argument("--runs", type=int, default=3, help="runs per path; the median is reported")
     ap.add_argument("--scene", action=argparse.BooleanOptionalAction, default=True,
                     help="single camera: render the lit Scene (default) or a cheap scissored clear")
     ap.add_argument("--batch-scene", action=argparse.BooleanOptionalAction, default=False,
                     help="Batch/Atlas: render the lit Scene per camera instead of the probes' clears (default off)")
     ap.add_argument("--depth", action=argparse.BooleanOptionalAction, default=True, help="run the depth part")
-    ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
-    ap.add_argument("--torch-threads", type=int, default=0,
-                    help="torch.set_num_threads(N) first; 0 leaves torch's default. On a CPU-only machine "
-                         "with llvmpipe, 1 keeps torch's spinning OpenMP workers from starving the renderer")
-    ap.add_argument("--json", help="output file (default benchmarks/results/convert_<host>.json)")
     args = ap.parse_args(argv)
     warmup = max(args.warmup, 10)
     calls = args.calls or args.steps

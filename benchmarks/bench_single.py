@@ -74,6 +74,19 @@ def cuda_python_path(scene, torch, cuda_in_use):
                      close=close)
 
 
+def add_run_args(ap, kind, warmup_what="steps"):
+    """The options every benchmark script shares: --steps, --warmup, --runs, --backend, --torch-threads, --json.
+    Script-specific options go before or after; open_run() reads these."""
+    ap.add_argument("--steps", type=int, default=200, help="timed steps per run (PERF.md: >= 200)")
+    ap.add_argument("--warmup", type=int, default=10, help="warm-up %s before each run (at least 10)" % warmup_what)
+    ap.add_argument("--runs", type=int, default=3, help="runs per path; the median is reported")
+    ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="torch.set_num_threads(N) first; 0 leaves torch's default. On a CPU-only machine "
+                         "with llvmpipe, 1 keeps torch's spinning OpenMP workers from starving the renderer")
+    ap.add_argument("--json", help="output file (default benchmarks/results/%s_<host>.json)" % kind)
+
+
 def open_run(kind, args):
     """The start every benchmark script shares: torch (with --torch-threads), a headless GL context, the
     machine description and where the JSON goes. Returns (torch, ctx, info, json_path), or None when torch
@@ -200,17 +213,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=parse_sizes, default=parse_sizes("84,256,1024"),
                     help="comma-separated sizes, N or WxH (default 84,256,1024)")
-    ap.add_argument("--steps", type=int, default=200, help="timed steps per run (PERF.md: >= 200)")
-    ap.add_argument("--warmup", type=int, default=10, help="warm-up steps before each run (at least 10)")
-    ap.add_argument("--runs", type=int, default=3, help="runs per path; the median is reported")
+    add_run_args(ap, "single")
     ap.add_argument("--calls", type=int, default=2000, help="read() calls for the per-call CPU time")
     ap.add_argument("--scene", action=argparse.BooleanOptionalAction, default=True,
                     help="render the lit Scene (default) or, with --no-scene, a cheap scissored clear")
-    ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
-    ap.add_argument("--torch-threads", type=int, default=0,
-                    help="torch.set_num_threads(N) first; 0 leaves torch's default. On a CPU-only machine "
-                         "with llvmpipe, 1 keeps torch's spinning OpenMP workers from starving the renderer")
-    ap.add_argument("--json", help="output file (default benchmarks/results/single_<host>.json)")
     args = ap.parse_args(argv)
     warmup = max(args.warmup, 10)
     run = open_run("single", args)
