@@ -868,3 +868,26 @@ def out_tensor(backend, kind, shape, dtype, fill=0):
 def as_numpy(t):
     """A numpy array as is; a torch tensor copied to the host."""
     return t if isinstance(t, np.ndarray) else torch_to_numpy(t)
+
+
+# GL state a read may touch while it works and must leave as it found it: (glGetIntegerv name, label).
+READ_STATE = [
+    (GL.GL_PIXEL_PACK_BUFFER_BINDING, "pbo"),
+    (GL.GL_PIXEL_UNPACK_BUFFER_BINDING, "upbo"),
+    (GL.GL_READ_FRAMEBUFFER_BINDING, "read_fbo"),
+    (GL.GL_DRAW_FRAMEBUFFER_BINDING, "draw_fbo"),
+    (GL.GL_RENDERBUFFER_BINDING, "rbo"),
+    (GL.GL_TEXTURE_BINDING_2D, "tex2d"),
+    (GL.GL_TEXTURE_BINDING_RECTANGLE, "texrect"),
+    (GL.GL_ACTIVE_TEXTURE, "active_texture"),
+    (GL.GL_PACK_ALIGNMENT, "pack_alignment"),
+    (GL.GL_PACK_ROW_LENGTH, "pack_row_length"),
+    (GL.GL_PACK_SKIP_ROWS, "pack_skip_rows"),
+    (GL.GL_PACK_SKIP_PIXELS, "pack_skip_pixels"),
+    (GL.GL_PACK_SWAP_BYTES, "pack_swap_bytes"),
+]
+
+
+def gl_state(items):
+    """{label: value} of glGetIntegerv for each (name, label) of items, e.g. READ_STATE."""
+    return {label: int(GL.glGetIntegerv(pname)) for pname, label in items}

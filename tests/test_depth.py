@@ -16,7 +16,7 @@ from OpenGL import GL
 from OpenGL.raw.GL.VERSION.GL_1_1 import glTexSubImage2D as raw_tex_sub_image_2d
 
 import gltensor
-from glhelpers import DEPTH, Target, check_gl, draw_depth_noise, draw_planes, read_depth, to_numpy
+from glhelpers import DEPTH, READ_STATE, Target, check_gl, draw_depth_noise, draw_planes, gl_state as read_gl_state, read_depth, to_numpy
 
 pytestmark = pytest.mark.usefixtures("gl")
 
@@ -471,28 +471,16 @@ def test_reallocated_colour_to_depth_and_back(backend, target, make_surface, cap
 # ---------------------------------------------------------------- GL state
 
 
-_STATE = [
-    (GL.GL_PIXEL_PACK_BUFFER_BINDING, "pbo"),
-    (GL.GL_PIXEL_UNPACK_BUFFER_BINDING, "upbo"),
-    (GL.GL_READ_FRAMEBUFFER_BINDING, "read_fbo"),
-    (GL.GL_DRAW_FRAMEBUFFER_BINDING, "draw_fbo"),
-    (GL.GL_RENDERBUFFER_BINDING, "rbo"),
-    (GL.GL_TEXTURE_BINDING_2D, "tex2d"),
-    (GL.GL_TEXTURE_BINDING_RECTANGLE, "texrect"),
+# The read-path state of glhelpers.READ_STATE, plus what a depth read's GL stage also touches.
+_STATE = READ_STATE + [
     (GL.GL_TEXTURE_BINDING_2D_MULTISAMPLE, "tex2dms"),
-    (GL.GL_ACTIVE_TEXTURE, "active_texture"),
-    (GL.GL_PACK_ALIGNMENT, "pack_alignment"),
-    (GL.GL_PACK_ROW_LENGTH, "pack_row_length"),
-    (GL.GL_PACK_SKIP_ROWS, "pack_skip_rows"),
-    (GL.GL_PACK_SKIP_PIXELS, "pack_skip_pixels"),
-    (GL.GL_PACK_SWAP_BYTES, "pack_swap_bytes"),
     (GL.GL_READ_BUFFER, "read_buffer"),
     (GL.GL_DRAW_BUFFER0, "draw_buffer0"),
 ]
 
 
 def gl_state():
-    state = {label: int(GL.glGetIntegerv(pname)) for pname, label in _STATE}
+    state = read_gl_state(_STATE)
     state["scissor_test"] = bool(GL.glIsEnabled(GL.GL_SCISSOR_TEST))
     state["scissor_box"] = [int(v) for v in GL.glGetIntegerv(GL.GL_SCISSOR_BOX)]
     state["depth_test"] = bool(GL.glIsEnabled(GL.GL_DEPTH_TEST))

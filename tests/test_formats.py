@@ -11,7 +11,7 @@ from OpenGL import GL
 
 import gltensor
 from formats import BY_KEY, FORMATS, random_data
-from glhelpers import check_gl, tex_image_2d, to_numpy, to_numpy_torch
+from glhelpers import READ_STATE, check_gl, gl_state, tex_image_2d, to_numpy, to_numpy_torch
 
 pytestmark = pytest.mark.usefixtures("gl")
 
@@ -205,27 +205,6 @@ def test_shader_rendered_content(backend, target, key, make_image, capture):
 
 
 # GL state a read must leave as it found it: a capture runs inside someone else's renderer.
-_STATE = [
-    (GL.GL_PIXEL_PACK_BUFFER_BINDING, "pbo"),
-    (GL.GL_PIXEL_UNPACK_BUFFER_BINDING, "upbo"),
-    (GL.GL_READ_FRAMEBUFFER_BINDING, "read_fbo"),
-    (GL.GL_DRAW_FRAMEBUFFER_BINDING, "draw_fbo"),
-    (GL.GL_RENDERBUFFER_BINDING, "rbo"),
-    (GL.GL_TEXTURE_BINDING_2D, "tex2d"),
-    (GL.GL_TEXTURE_BINDING_RECTANGLE, "texrect"),
-    (GL.GL_ACTIVE_TEXTURE, "active_texture"),
-    (GL.GL_PACK_ALIGNMENT, "pack_alignment"),
-    (GL.GL_PACK_ROW_LENGTH, "pack_row_length"),
-    (GL.GL_PACK_SKIP_ROWS, "pack_skip_rows"),
-    (GL.GL_PACK_SKIP_PIXELS, "pack_skip_pixels"),
-    (GL.GL_PACK_SWAP_BYTES, "pack_swap_bytes"),
-]
-
-
-def _gl_state():
-    return {label: int(GL.glGetIntegerv(pname)) for pname, label in _STATE}
-
-
 @pytest.mark.parametrize("target", TARGETS, ids=TARGET_IDS)
 def test_read_preserves_gl_state(backend, target, make_image, capture):
     img = make_image(target, "RGB8", 11, 7, seed=3)  # 33-byte rows: sensitive to PACK_ALIGNMENT
@@ -251,11 +230,11 @@ def test_read_preserves_gl_state(backend, target, make_image, capture):
         GL.glPixelStorei(GL.GL_PACK_ROW_LENGTH, 3)
         GL.glPixelStorei(GL.GL_PACK_SKIP_ROWS, 2)
         GL.glPixelStorei(GL.GL_PACK_SKIP_PIXELS, 1)
-        before = _gl_state()
+        before = gl_state(READ_STATE)
 
         got = to_numpy(cap.read(flip=False))
         check_gl("after read with unusual GL state")
-        assert _gl_state() == before, "Capture.read() changed GL state it does not own"
+        assert gl_state(READ_STATE) == before, "Capture.read() changed GL state it does not own"
         assert_array_equal(got, ref)
     finally:
         GL.glActiveTexture(GL.GL_TEXTURE0)
@@ -280,11 +259,11 @@ def test_capture_creation_preserves_gl_state(backend, make_renderbuffer, capture
     other_tex = int(GL.glGenTextures(1))
     try:
         GL.glBindTexture(GL.GL_TEXTURE_2D, other_tex)
-        before = _gl_state()
+        before = gl_state(READ_STATE)
         cap = capture(img, backend=backend)
-        assert _gl_state() == before, "Capture() changed GL state it does not own"
+        assert gl_state(READ_STATE) == before, "Capture() changed GL state it does not own"
         cap.read()
-        assert _gl_state() == before
+        assert gl_state(READ_STATE) == before
     finally:
         GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
         GL.glDeleteTextures(1, [other_tex])
