@@ -272,6 +272,8 @@ class Cameras:
         self.GL, self.n, self.w, self.h, self.draw = GL, n, w, h, draw
         self.targets, self.atlas_target, self.scene, self._pattern = [], None, None, None
         self.rows, self.cols = atlas_grid(n)
+        # The bottom-left corner that gets the second colour (clears and pattern); the step only changes red.
+        self._corner = (max(w // 2, 1), max(h // 4, 1))
         use_scene = draw == "scene"
         try:
             # Depth only where the lit scene needs it: the clears and the pattern do not.
@@ -280,7 +282,7 @@ class Cameras:
                 self.atlas_target = RenderTarget(self.cols * w, self.rows * h, depth=use_scene)
             self.scene = Scene(w, h) if use_scene else None  # one program and vertex buffer for all cameras
             if draw == "pattern":
-                self._pattern = _PatternProgram(w, h, max(w // 2, 1), max(h // 4, 1))
+                self._pattern = _PatternProgram(w, h, *self._corner)
         except Exception:
             self.close()
             raise
@@ -294,8 +296,6 @@ class Cameras:
         from OpenGL.raw.GL.VERSION import GL_1_0, GL_3_0
         self._raw = (GL_1_0.glScissor, GL_1_0.glClearColor, GL_1_0.glClear, GL_3_0.glBindFramebuffer)
         self._fbos = [t.fbo for t in self.targets]
-        # Per camera: (full colour g, b) and the corner's size; the step only changes red.
-        self._corner = (max(w // 2, 1), max(h // 4, 1))
 
     @property
     def atlas_size(self):

@@ -931,8 +931,9 @@ def from_json(json_path, plot_path):
         print("error: cannot read the report %s: %s" % (json_path, e), file=sys.stderr)
         return 2
     if report.get("benchmark") != "suite" or report.get("status") != "ok":
-        print("error: %s is not a finished suite report (benchmark=%r, status=%r)"
-              % (json_path, report.get("benchmark"), report.get("status")), file=sys.stderr)
+        print("error: %s is not a finished suite report (benchmark=%r, status=%r); give the JSON that a completed "
+              "`python -m gltensor.bench` run wrote" % (json_path, report.get("benchmark"), report.get("status")),
+              file=sys.stderr)
         return 2
     print("report of %s, %s: %s | GL: %s | backend: %s" % (
         report["date"], report["machine"].get("host"), report["machine"].get("gpu_name") or "no GPU",

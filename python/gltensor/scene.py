@@ -238,25 +238,8 @@ class Scene:
     def __init__(self, width, height, *, camera=0):
         self.width, self.height, self.camera = int(width), int(height), int(camera)
         # Colour goes to a texture (what gets captured); depth to a renderbuffer nobody reads.
-        self.texture = GL.glGenTextures(1)
-        GL.glBindTexture(GL.GL_TEXTURE_2D, self.texture)
-        GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, self.width, self.height, 0,
-                        GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, None)
-        # No mipmaps: with the default mipmap min filter the texture would be incomplete.
-        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MIN_FILTER, GL.GL_NEAREST)
-        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MAG_FILTER, GL.GL_NEAREST)
-        GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
-        self.depth = GL.glGenRenderbuffers(1)
-        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.depth)
-        GL.glRenderbufferStorage(GL.GL_RENDERBUFFER, GL.GL_DEPTH_COMPONENT24, self.width, self.height)
-        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
-        self.fbo = GL.glGenFramebuffers(1)
-        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
-        GL.glFramebufferTexture2D(GL.GL_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0, GL.GL_TEXTURE_2D, self.texture, 0)
-        GL.glFramebufferRenderbuffer(GL.GL_FRAMEBUFFER, GL.GL_DEPTH_ATTACHMENT, GL.GL_RENDERBUFFER, self.depth)
-        status = GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER)
-        if status != GL.GL_FRAMEBUFFER_COMPLETE:
-            raise RuntimeError("framebuffer incomplete: 0x%04x" % status)
+        self.target = RenderTarget(self.width, self.height, depth=True)
+        self.texture, self.depth, self.fbo = self.target.texture, self.target.depth, self.target.fbo
 
         self.program = _link(_VERTEX_SHADER, _FRAGMENT_SHADER)
         self._u_model = GL.glGetUniformLocation(self.program, "u_model")
@@ -356,9 +339,7 @@ class Scene:
         if self._closed:
             return
         self._closed = True
-        GL.glDeleteFramebuffers(1, [self.fbo])
-        GL.glDeleteRenderbuffers(1, [self.depth])
-        GL.glDeleteTextures([self.texture])
+        self.target.close()
         GL.glDeleteBuffers(1, [self.vbo])
         GL.glDeleteVertexArrays(1, [self.vao])
         GL.glDeleteProgram(self.program)
