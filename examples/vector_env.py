@@ -44,13 +44,16 @@ class VectorEnv:
     lives in that context. backend: "auto" | "cuda" | "cpu" (see gltensor.Capture).
     """
 
-    def __init__(self, n_envs, size, mode="batch", *, backend="auto", episode_steps=200, dt=1 / 30, seed=0):
+    def __init__(self, n_envs, size, mode="batch", *, backend="auto", episode_steps=200, dt=1 / 30, seed=0,
+                 read_options=None):
         import torch
         if mode not in ("batch", "atlas"):
             raise ValueError("mode must be 'batch' or 'atlas', got %r" % (mode,))
         self.torch = torch
         self.n, self.size, self.mode = int(n_envs), int(size), mode
         self.episode_steps, self.dt = episode_steps, dt
+        # Conversions for the one read (e.g. channels="rgb", dtype="float32", layout="chw"): done in the copy.
+        self.read_options = dict(read_options or {})
         self.rng = np.random.default_rng(seed)
         # Per-env state: a clock, its speed, the step within the episode.
         self.t = np.zeros(self.n)
@@ -88,11 +91,11 @@ class VectorEnv:
     def _observe(self):
         self._render()
         # One read for all envs; DLPack makes torch's stream wait for the copy (CUDA) before using it.
-        return self.torch.from_dlpack(self.reader.read())
+        return self.torch.from_dlpack(self.reader.read(**self.read_options))
 
     def step(self):
         """Advances every env's clock (an env whose episode ends restarts at a random time) and
-        returns the new observations, (N, H, W, 4) uint8."""
+        returns the new observations, (N, H, W, 4) uint8 (or as read_options convert them)."""
         self.t += self.dt * self.speed
         self.steps += 1
         done = self.steps >= self.episode_steps

@@ -109,8 +109,12 @@ typedef enum glt_memory { GLT_MEMORY_HOST, GLT_MEMORY_CUDA } glt_memory;
 /* ---- headless OpenGL context (EGL, no window) ---- */
 typedef struct glt_context glt_context;
 
+/* glt_context_desc.cuda_device: the device this process works on (glt_default_cuda_device). */
+#define GLT_CUDA_DEVICE_AUTO (-2)
+
 typedef struct glt_context_desc {
-    int cuda_device;    /* CUDA ordinal (honours CUDA_VISIBLE_DEVICES); -1: the first CUDA device */
+    int cuda_device;    /* CUDA ordinal (honours CUDA_VISIBLE_DEVICES); -1: any CUDA device;
+                           GLT_CUDA_DEVICE_AUTO (the default): glt_default_cuda_device() */
     int allow_software; /* 1: fall back to Mesa's software device when no EGL device matches */
     int force_software; /* 1: use the software device even when an NVIDIA one exists */
     int gl_major, gl_minor; /* 0, 0: 4.5 core, then 3.3 core */
@@ -123,9 +127,22 @@ typedef struct glt_context_info {
     int gl_major, gl_minor;
 } glt_context_info;
 
-/* Fills desc with the defaults (cuda_device 0, software fallback allowed, GL 4.5). */
+/* Fills desc with the defaults (cuda_device GLT_CUDA_DEVICE_AUTO, software fallback allowed, GL 4.5). */
 GLT_API void glt_context_desc_init(glt_context_desc *desc);
-/* Creates the context and makes it current in the calling thread. */
+/* The CUDA device a process works on when it names none: LOCAL_RANK (set by torchrun and most
+ * launchers) when it names a visible device, 0 when LOCAL_RANK is unset or when exactly one device is
+ * visible (a launcher that gives each rank its own GPU through CUDA_VISIBLE_DEVICES). -1 when CUDA
+ * is unusable here. GLT_INVALID_ARGUMENT when LOCAL_RANK is not a number or names no visible device. */
+GLT_API glt_status glt_default_cuda_device(int *cuda_device);
+/* The index, in eglQueryDevicesEXT's order, of the EGL device that runs on CUDA device cuda_device
+ * (honouring CUDA_VISIBLE_DEVICES): what engines that open their own EGL display take (Panda3D's
+ * egl-device-index, MuJoCo's MUJOCO_EGL_DEVICE_ID, moderngl's device_index). Each NVIDIA EGL device
+ * is confirmed through CUDA with a short-lived context; the caller's current context is restored.
+ * GLT_WRONG_DEVICE when no EGL device runs on it, GLT_CUDA_UNAVAILABLE without CUDA. */
+GLT_API glt_status glt_egl_device_index(int cuda_device, int *egl_index);
+/* Creates the context and makes it current in the calling thread. An explicit cuda_device (>= 0) that
+ * cannot be honoured fails (GLT_CUDA_UNAVAILABLE, GLT_WRONG_DEVICE) even when software is allowed:
+ * the software fallback serves only requests that name no device. */
 GLT_API glt_status glt_context_create_headless(const glt_context_desc *desc, glt_context **out);
 GLT_API glt_status glt_context_make_current(glt_context *ctx);
 /* Leaves the calling thread with no current context (only if ctx is current). */

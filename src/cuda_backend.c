@@ -6,6 +6,12 @@
  * they are; otherwise (rows flipped to top-first, or an array with more channels
  * than the format, as RGB8 stored as RGBX) one kernel reads the array through a
  * texture object and writes the final layout, so no second pass is ever needed.
+ *
+ * This file is the only one that calls CUDA. Every entry point that does so on an object's behalf
+ * starts with ON_DEVICE(the object's device): that device is current for the rest of the function and
+ * the caller's is restored on every return. Allocations, events, streams, kernel launches and
+ * map/unmap therefore always run on the object's GPU, whatever device the calling thread (torch, a
+ * frame released on another thread) had current. tests/test_device_guard.py checks the rule.
  */
 #include "internal.h"
 
@@ -57,7 +63,15 @@ glt_status glt_device_guard_enter(glt_device_guard *g, int device) {
 
 void glt_device_guard_exit(glt_device_guard *g) {
     if (g->changed) cudaSetDevice(g->previous);
+    g->changed = 0;
 }
+
+/* Makes `dev` current until the enclosing function returns (the cleanup attribute restores the caller's
+ * device on every return path); returns `on_fail` when the device cannot be entered (message set). */
+#define ON_DEVICE_OR(dev, on_fail)                                                                    \
+    __attribute__((cleanup(glt_device_guard_exit))) glt_device_guard device_guard_ = {0, 0};          \
+    if (glt_device_guard_enter(&device_guard_, (dev)) != GLT_OK) return on_fail
+#define ON_DEVICE(dev) ON_DEVICE_OR(dev, GLT_CUDA_ERROR)
 
 static glt_status cuda_fail(cudaError_t e, const char *call, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static glt_status cuda_fail(cudaError_t e, const char *call, const char *fmt, ...) {
@@ -70,6 +84,8 @@ static glt_status cuda_fail(cudaError_t e, const char *call, const char *fmt, ..
     return glt_fail(GLT_CUDA_ERROR, "%s failed (%s: %s): %s", call, cudaGetErrorName(e), cudaGetErrorString(e), what);
 }
 
+/* Device-agnostic queries (no object, no device yet): cudaGetDeviceCount and cudaGLGetDevices create no
+ * CUDA context, so they run on whatever device is current without touching it. */
 glt_status glt_cuda_probe(int *device_count) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -109,14 +125,9 @@ glt_status glt_cuda_device_of_current_context(int *cuda_device) {
 
 glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt, int width,
                                    int height, glt_cuda_image **out) {
-    glt_device_guard g;
-    glt_status st = glt_device_guard_enter(&g, cuda_device);
-    if (st != GLT_OK) return st;
+    ON_DEVICE(cuda_device);
     glt_cuda_image *img = calloc(1, sizeof *img);
-    if (!img) {
-        glt_device_guard_exit(&g);
-        return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    }
+    if (!img) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     img->device = cuda_device;
     img->name = name;
     img->target = target;
@@ -126,28 +137,26 @@ glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, 
     const char *kind = target == GL_RENDERBUFFER ? "renderbuffer" : "texture";
     cudaError_t e = cudaGraphicsGLRegisterImage(&img->resource, name, target, cudaGraphicsRegisterFlagsReadOnly);
     if (e != cudaSuccess) {
-        st = cuda_fail(e, "cudaGraphicsGLRegisterImage",
-                       "%s %u (%s, %dx%d, %s) could not be registered with CUDA device %d; check that the GL "
-                       "context is current and runs on that GPU, and that the image has storage",
-                       kind, name, fmt->name, width, height, glt_target_name(target), cuda_device);
         free(img);
-        glt_device_guard_exit(&g);
-        return st;
+        return cuda_fail(e, "cudaGraphicsGLRegisterImage",
+                         "%s %u (%s, %dx%d, %s) could not be registered with CUDA device %d; check that the GL "
+                         "context is current and runs on that GPU, and that the image has storage",
+                         kind, name, fmt->name, width, height, glt_target_name(target), cuda_device);
     }
-    glt_device_guard_exit(&g);
     *out = img;
     return GLT_OK;
 }
 
+static void image_release(glt_cuda_image *img) {
+    ON_DEVICE_OR(img->device, );
+    if (img->texture) cudaDestroyTextureObject(img->texture);
+    cudaGraphicsUnregisterResource(img->resource);
+    cudaGetLastError();
+}
+
 void glt_cuda_image_unregister(glt_cuda_image *img) {
     if (!img) return;
-    glt_device_guard g;
-    if (glt_device_guard_enter(&g, img->device) == GLT_OK) {
-        if (img->texture) cudaDestroyTextureObject(img->texture);
-        cudaGraphicsUnregisterResource(img->resource);
-        cudaGetLastError();
-        glt_device_guard_exit(&g);
-    }
+    image_release(img);
     free(img);
 }
 
@@ -277,15 +286,17 @@ glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, co
     if (n_images <= 0 || n_regions <= 0) return GLT_OK;
     cudaStream_t stream = (cudaStream_t)stream_arg;
     int device = images[0]->device;
-    glt_device_guard g;
-    glt_status st = glt_device_guard_enter(&g, device);
-    if (st != GLT_OK) return st;
+    ON_DEVICE(device);
+    glt_status st = GLT_OK;
+    for (int i = 1; i < n_images; ++i)
+        if (images[i]->device != device)
+            return glt_fail(GLT_WRONG_DEVICE, "%s %u is registered with CUDA device %d, %s %u with device %d; one "
+                                              "read maps images of one device only",
+                            kind_of(images[0]), images[0]->name, device, kind_of(images[i]), images[i]->name,
+                            images[i]->device);
     cudaGraphicsResource_t local[32];
     cudaGraphicsResource_t *res = n_images <= 32 ? local : malloc(sizeof *res * (size_t)n_images);
-    if (!res) {
-        glt_device_guard_exit(&g);
-        return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    }
+    if (!res) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     for (int i = 0; i < n_images; ++i) res[i] = images[i]->resource;
     /* The one handoff: every image in a single map call, whatever their number. */
     cudaError_t e = cudaGraphicsMapResources(n_images, res, stream);
@@ -316,61 +327,117 @@ glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, co
                        kind_of(images[0]), images[0]->name);
 out:
     if (res != local) free(res);
-    glt_device_guard_exit(&g);
     return st;
 }
 
 glt_status glt_cuda_wait_event(void *consumer, void *event, int cuda_device) {
-    glt_device_guard g;
-    glt_status st = glt_device_guard_enter(&g, cuda_device);
-    if (st != GLT_OK) return st;
-    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)consumer, (cudaEvent_t)event, 0);
-    if (e != cudaSuccess)
-        st = cuda_fail(e, "cudaStreamWaitEvent", "making stream %p wait for a frame's copy; pass a live CUDA stream "
-                                                 "of device %d",
-                       consumer, cuda_device);
-    glt_device_guard_exit(&g);
-    return st;
+    return glt_cuda_wait_events(consumer, &event, 1, cuda_device);
+}
+
+glt_status glt_cuda_wait_events(void *consumer, void *const *events, int n, int cuda_device) {
+    ON_DEVICE(cuda_device);
+    for (int i = 0; i < n; ++i) {
+        if (!events[i]) continue;
+        cudaError_t e = cudaStreamWaitEvent((cudaStream_t)consumer, (cudaEvent_t)events[i], 0);
+        if (e != cudaSuccess)
+            return cuda_fail(e, "cudaStreamWaitEvent",
+                             "making stream %p wait for a frame's copy; pass a live CUDA stream of device %d",
+                             consumer, cuda_device);
+    }
+    return GLT_OK;
 }
 
 glt_status glt_cuda_record_event(void *event, void *stream, int cuda_device) {
-    glt_device_guard g;
-    glt_status st = glt_device_guard_enter(&g, cuda_device);
-    if (st != GLT_OK) return st;
+    ON_DEVICE(cuda_device);
     cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
-    if (e != cudaSuccess) st = cuda_fail(e, "cudaEventRecord", "marking a frame's copy as done");
-    glt_device_guard_exit(&g);
-    return st;
+    if (e != cudaSuccess) return cuda_fail(e, "cudaEventRecord", "marking a frame's copy as done");
+    return GLT_OK;
 }
 
 glt_status glt_cuda_stream_sync(void *stream, int cuda_device) {
-    glt_device_guard g;
-    glt_status st = glt_device_guard_enter(&g, cuda_device);
-    if (st != GLT_OK) return st;
+    ON_DEVICE(cuda_device);
     cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
-    if (e != cudaSuccess) st = cuda_fail(e, "cudaStreamSynchronize", "waiting for a frame's copy");
-    glt_device_guard_exit(&g);
-    return st;
+    if (e != cudaSuccess) return cuda_fail(e, "cudaStreamSynchronize", "waiting for a frame's copy");
+    return GLT_OK;
 }
 
 glt_status glt_cuda_device_sync(int cuda_device) {
-    glt_device_guard g;
-    glt_status st = glt_device_guard_enter(&g, cuda_device);
-    if (st != GLT_OK) return st;
+    ON_DEVICE(cuda_device);
     cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) st = cuda_fail(e, "cudaDeviceSynchronize", "waiting for reads in flight");
-    glt_device_guard_exit(&g);
-    return st;
+    if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceSynchronize", "waiting for reads in flight");
+    return GLT_OK;
 }
 
 glt_status glt_cuda_copy_linear(void *dst, const void *src, size_t bytes, void *stream, int cuda_device) {
-    glt_device_guard g;
-    glt_status st = glt_device_guard_enter(&g, cuda_device);
-    if (st != GLT_OK) return st;
+    ON_DEVICE(cuda_device);
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
-    if (e != cudaSuccess) st = cuda_fail(e, "cudaMemcpyAsync", "copying a %zu-byte frame", bytes);
-    glt_device_guard_exit(&g);
-    return st;
+    if (e != cudaSuccess) return cuda_fail(e, "cudaMemcpyAsync", "copying a %zu-byte frame", bytes);
+    return GLT_OK;
+}
+
+/* ---- device memory and events of the frame pool ---- */
+
+glt_status glt_cuda_alloc(int cuda_device, size_t bytes, void **out) {
+    ON_DEVICE(cuda_device);
+    cudaError_t e = cudaMalloc(out, bytes);
+    if (e != cudaSuccess) {
+        *out = NULL;
+        cudaGetLastError();
+        return glt_fail(GLT_OUT_OF_MEMORY,
+                        "cudaMalloc of a %zu-byte frame failed (%s) on CUDA device %d; free frames you no longer "
+                        "need (each live frame holds its own buffer)",
+                        bytes, cudaGetErrorName(e), cuda_device);
+    }
+    return GLT_OK;
+}
+
+void glt_cuda_block_free(int cuda_device, void *data, void *const *events, int n_events, int n_pending, void *ready) {
+    ON_DEVICE_OR(cuda_device, );
+    for (int i = 0; i < n_pending; ++i)
+        if (events[i]) cudaEventSynchronize((cudaEvent_t)events[i]);
+    for (int i = 0; i < n_events; ++i)
+        if (events[i]) cudaEventDestroy((cudaEvent_t)events[i]);
+    if (ready) cudaEventDestroy((cudaEvent_t)ready);
+    cudaFree(data);
+    cudaGetLastError();
+}
+
+glt_status glt_cuda_event_create(int cuda_device, void **event) {
+    ON_DEVICE(cuda_device);
+    cudaError_t e = cudaEventCreateWithFlags((cudaEvent_t *)event, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        *event = NULL;
+        return cuda_fail(e, "cudaEventCreateWithFlags", "an event to order a frame's reuse on CUDA device %d",
+                         cuda_device);
+    }
+    return GLT_OK;
+}
+
+int glt_cuda_event_done(int cuda_device, void *event) {
+    ON_DEVICE_OR(cuda_device, 1);
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaErrorNotReady) return 0;
+    if (e != cudaSuccess) cudaGetLastError(); /* a failed event orders nothing: treat as done */
+    return 1;
+}
+
+int glt_cuda_mark_stream_uses(int cuda_device, int sync_device, void *const *streams, int n_streams, void **events) {
+    ON_DEVICE_OR(cuda_device, 0);
+    if (sync_device) cudaDeviceSynchronize(); /* more users than event slots: wait for all of them here */
+    int recorded = 0;
+    for (int i = 0; i < n_streams; ++i) {
+        if (!events[recorded] &&
+            cudaEventCreateWithFlags((cudaEvent_t *)&events[recorded], cudaEventDisableTiming) != cudaSuccess) {
+            /* No event to order the reuse by: wait here instead. */
+            events[recorded] = NULL;
+            cudaStreamSynchronize((cudaStream_t)streams[i]);
+            continue;
+        }
+        cudaEventRecord((cudaEvent_t)events[recorded], (cudaStream_t)streams[i]);
+        recorded++;
+    }
+    cudaGetLastError(); /* a consumer stream destroyed meanwhile must not poison later calls */
+    return recorded;
 }
 
 struct glt_cuda_buffer {
@@ -380,18 +447,12 @@ struct glt_cuda_buffer {
 };
 
 glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buffer **out) {
-    glt_device_guard g;
-    glt_status st = glt_device_guard_enter(&g, cuda_device);
-    if (st != GLT_OK) return st;
+    ON_DEVICE(cuda_device);
     glt_cuda_buffer *b = calloc(1, sizeof *b);
-    if (!b) {
-        glt_device_guard_exit(&g);
-        return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    }
+    if (!b) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     b->device = cuda_device;
     b->name = buffer;
     cudaError_t e = cudaGraphicsGLRegisterBuffer(&b->resource, buffer, cudaGraphicsRegisterFlagsReadOnly);
-    glt_device_guard_exit(&g);
     if (e != cudaSuccess) {
         free(b);
         return cuda_fail(e, "cudaGraphicsGLRegisterBuffer", "the depth readback buffer %u on CUDA device %d", buffer,
@@ -401,30 +462,27 @@ glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buf
     return GLT_OK;
 }
 
+static void buffer_release(glt_cuda_buffer *b) {
+    ON_DEVICE_OR(b->device, );
+    cudaGraphicsUnregisterResource(b->resource);
+    cudaGetLastError();
+}
+
 void glt_cuda_buffer_unregister(glt_cuda_buffer *b) {
     if (!b) return;
-    glt_device_guard g;
-    if (glt_device_guard_enter(&g, b->device) == GLT_OK) {
-        cudaGraphicsUnregisterResource(b->resource);
-        cudaGetLastError();
-        glt_device_guard_exit(&g);
-    }
+    buffer_release(b);
     free(b);
 }
 
 glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
                                void *dst, size_t pitch, void *stream, void *ready_event) {
-    glt_device_guard g;
-    glt_status st = glt_device_guard_enter(&g, b->device);
-    if (st != GLT_OK) return st;
+    ON_DEVICE(b->device);
+    glt_status st = GLT_OK;
     cudaError_t e = cudaGraphicsMapResources(1, &b->resource, (cudaStream_t)stream);
-    if (e != cudaSuccess) {
-        st = cuda_fail(e, "cudaGraphicsMapResources", "the depth readback buffer %u; make sure its GL context is "
-                                                      "current",
-                       b->name);
-        glt_device_guard_exit(&g);
-        return st;
-    }
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cudaGraphicsMapResources", "the depth readback buffer %u; make sure its GL context is "
+                                                        "current",
+                         b->name);
     void *src = NULL;
     size_t size = 0;
     e = cudaGraphicsResourceGetMappedPointer(&src, &size, b->resource);
@@ -442,12 +500,12 @@ glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const 
     }
     e = cudaGraphicsUnmapResources(1, &b->resource, (cudaStream_t)stream);
     if (e != cudaSuccess && st == GLT_OK) st = cuda_fail(e, "cudaGraphicsUnmapResources", "depth buffer %u", b->name);
-    glt_device_guard_exit(&g);
     return st;
 }
 
 glt_status glt_cuda_check_stream(void *stream, int cuda_device) {
     if ((uintptr_t)stream <= 2) return GLT_OK; /* default, legacy default and per-thread default streams */
+    ON_DEVICE(cuda_device);
     int dev = -1;
     cudaError_t e = cudaStreamGetDevice((cudaStream_t)stream, &dev);
     if (e != cudaSuccess) {
@@ -465,7 +523,8 @@ glt_status glt_cuda_check_stream(void *stream, int cuda_device) {
     return GLT_OK;
 }
 
-glt_status glt_cuda_pointer_device(const void *ptr, int *cuda_device) {
+glt_status glt_cuda_pointer_device(const void *ptr, int query_device, int *cuda_device) {
+    ON_DEVICE(query_device); /* any device answers; this one keeps the query from initialising device 0 */
     struct cudaPointerAttributes a;
     cudaError_t e = cudaPointerGetAttributes(&a, ptr);
     if (e != cudaSuccess || (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)) {
@@ -509,6 +568,31 @@ glt_status glt_cuda_wait_event(void *consumer, void *event, int cuda_device) {
     (void)consumer, (void)event, (void)cuda_device;
     return no_cuda();
 }
+glt_status glt_cuda_wait_events(void *consumer, void *const *events, int n, int cuda_device) {
+    (void)consumer, (void)events, (void)n, (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_cuda_alloc(int cuda_device, size_t bytes, void **out) {
+    (void)cuda_device, (void)bytes;
+    *out = NULL;
+    return no_cuda();
+}
+void glt_cuda_block_free(int cuda_device, void *data, void *const *events, int n_events, int n_pending, void *ready) {
+    (void)cuda_device, (void)data, (void)events, (void)n_events, (void)n_pending, (void)ready;
+}
+glt_status glt_cuda_event_create(int cuda_device, void **event) {
+    (void)cuda_device;
+    *event = NULL;
+    return no_cuda();
+}
+int glt_cuda_event_done(int cuda_device, void *event) {
+    (void)cuda_device, (void)event;
+    return 1;
+}
+int glt_cuda_mark_stream_uses(int cuda_device, int sync_device, void *const *streams, int n_streams, void **events) {
+    (void)cuda_device, (void)sync_device, (void)streams, (void)n_streams, (void)events;
+    return 0;
+}
 glt_status glt_cuda_record_event(void *event, void *stream, int cuda_device) {
     (void)event, (void)stream, (void)cuda_device;
     return no_cuda();
@@ -539,8 +623,8 @@ glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const 
     (void)b, (void)width, (void)height, (void)spec, (void)flip, (void)dst, (void)pitch, (void)stream;
     return no_cuda();
 }
-glt_status glt_cuda_pointer_device(const void *ptr, int *cuda_device) {
-    (void)ptr, (void)cuda_device;
+glt_status glt_cuda_pointer_device(const void *ptr, int query_device, int *cuda_device) {
+    (void)ptr, (void)query_device, (void)cuda_device;
     return no_cuda();
 }
 glt_status glt_device_guard_enter(glt_device_guard *g, int device) {

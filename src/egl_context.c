@@ -86,6 +86,122 @@ static glt_status finish(const glt_egl *egl, EGLDisplay d, EGLContext c, int maj
     return GLT_OK;
 }
 
+glt_status glt_default_cuda_device(int *cuda_device) {
+    if (!cuda_device) return glt_fail(GLT_INVALID_ARGUMENT, "glt_default_cuda_device: cuda_device is NULL");
+    *cuda_device = -1;
+    int count = 0;
+    if (glt_cuda_probe(&count) != GLT_OK || count <= 0) {
+        glt_clear_error(); /* no CUDA: not an error here, the caller falls back to software */
+        return GLT_OK;
+    }
+    const char *rank = getenv("LOCAL_RANK");
+    if (!rank || !*rank) {
+        *cuda_device = 0;
+        return GLT_OK;
+    }
+    char *end = NULL;
+    long r = strtol(rank, &end, 10);
+    if (*end != '\0' || r < 0)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "LOCAL_RANK=\"%s\" is not a rank number; unset it, or pass the CUDA device explicitly "
+                        "(gltensor.Context.headless(cuda_device=N))",
+                        rank);
+    if (r < count) {
+        *cuda_device = (int)r;
+    } else if (count == 1) {
+        *cuda_device = 0; /* the launcher gave each rank one GPU through CUDA_VISIBLE_DEVICES */
+    } else {
+        const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "LOCAL_RANK=%ld, but only %d CUDA devices are visible (CUDA_VISIBLE_DEVICES=%s); start at most "
+                        "%d ranks per node, give each rank its own GPU through CUDA_VISIBLE_DEVICES, or pass the "
+                        "CUDA device explicitly",
+                        r, count, visible ? visible : "unset", count);
+    }
+    return GLT_OK;
+}
+
+/* The EGL devices in eglQueryDevicesEXT's order: the order engines' "EGL device index" counts in. */
+static int query_devices(const glt_egl *egl, EGLDeviceEXT *devices) {
+    EGLint count = 0;
+    if (!egl->QueryDevicesEXT || !egl->QueryDevicesEXT(MAX_DEVICES, devices, &count) || count <= 0) return 0;
+    return (int)count;
+}
+
+static int is_nvidia(const glt_egl *egl, EGLDeviceEXT device) {
+    return has_ext(egl->QueryDeviceStringEXT ? egl->QueryDeviceStringEXT(device, EGL_EXTENSIONS) : NULL,
+                   "EGL_NV_device_cuda");
+}
+
+/* What EGL says the device's CUDA ordinal is (-1 if it does not say); only a hint, see the top. */
+static int egl_cuda_number(const glt_egl *egl, EGLDeviceEXT device) {
+    EGLAttrib n = -1;
+    if (!egl->QueryDeviceAttribEXT || !egl->QueryDeviceAttribEXT(device, EGL_CUDA_DEVICE_NV, &n)) return -1;
+    return (int)n;
+}
+
+/* A context on an NVIDIA EGL device, current in this thread, and the CUDA device it runs on. */
+typedef struct opened {
+    EGLDisplay display;
+    EGLContext context;
+    int major, minor;
+    int cuda_device; /* -1 when CUDA cannot say (status CUDA_UNAVAILABLE) */
+    glt_status cuda_status;
+} opened;
+
+static int open_nvidia(const glt_egl *egl, EGLDeviceEXT device, const glt_context_desc *desc, opened *o) {
+    o->display = egl->GetPlatformDisplayEXT(EGL_PLATFORM_DEVICE_EXT, device, NULL);
+    if (o->display == EGL_NO_DISPLAY) return 0;
+    o->context = create_on_display(egl, o->display, desc, &o->major, &o->minor);
+    if (o->context == EGL_NO_CONTEXT) return 0;
+    o->cuda_device = -1;
+    o->cuda_status = glt_cuda_device_of_current_context(&o->cuda_device);
+    return 1;
+}
+
+static void close_opened(const glt_egl *egl, opened *o) {
+    egl->MakeCurrent(o->display, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+    egl->DestroyContext(o->display, o->context);
+}
+
+/* Visits NVIDIA EGL devices in two passes, first those EGL numbers as `wanted`, then the others (EGL's
+ * number may not follow CUDA_VISIBLE_DEVICES), opening a context on each until `take` keeps one
+ * (returns 1; the context stays current) or none is left (returns 0, each context destroyed).
+ * `tried` lists what was tried, for messages. */
+typedef int (*take_fn)(const opened *o, int pass, void *arg);
+static int find_nvidia(const glt_egl *egl, const glt_context_desc *desc, int wanted, take_fn take, void *arg,
+                       opened *out, int *index, int *nvidia_seen, char *tried, size_t tried_size) {
+    EGLDeviceEXT devices[MAX_DEVICES];
+    int count = query_devices(egl, devices);
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int i = 0; i < count; ++i) {
+            if (!is_nvidia(egl, devices[i])) continue;
+            if (nvidia_seen) *nvidia_seen = 1;
+            int preferred = wanted < 0 || egl_cuda_number(egl, devices[i]) == wanted;
+            if ((pass == 0) != preferred) continue;
+            opened o;
+            if (!open_nvidia(egl, devices[i], desc, &o)) continue;
+            if (take(&o, pass, arg)) {
+                *out = o;
+                if (index) *index = i;
+                return 1;
+            }
+            size_t len = strlen(tried);
+            snprintf(tried + len, tried_size - len, "%sEGL device %d (CUDA %d)", len ? ", " : "", i, o.cuda_device);
+            close_opened(egl, &o);
+        }
+    }
+    return 0;
+}
+
+/* Keeps the context that CUDA confirms runs on *(int *)arg (any, when negative); with CUDA unusable,
+ * trusts EGL's own number (first pass only). */
+static int take_device(const opened *o, int pass, void *arg) {
+    int wanted = *(const int *)arg;
+    if (o->cuda_status == GLT_OK) return wanted < 0 || o->cuda_device == wanted;
+    return o->cuda_status == GLT_CUDA_UNAVAILABLE && pass == 0;
+}
+
 glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_context **out) {
     glt_context_desc desc;
     if (desc_in)
@@ -100,43 +216,44 @@ glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_cont
         return glt_fail(GLT_EGL_ERROR, "this EGL lacks EGL_EXT_device_enumeration / EGL_EXT_platform_device, "
                                        "needed for headless contexts; install libglvnd's libegl1 with a driver "
                                        "that provides them (NVIDIA, or Mesa's libegl-mesa0)");
+    /* A device the caller named must be honoured or refused; only "whichever this process uses" may fall
+     * back to software. */
+    int named = desc.cuda_device >= 0;
+    if (desc.cuda_device == GLT_CUDA_DEVICE_AUTO) {
+        glt_status st = glt_default_cuda_device(&desc.cuda_device);
+        if (st != GLT_OK) return st;
+    } else if (desc.cuda_device < -1) {
+        return glt_fail(GLT_INVALID_ARGUMENT, "cuda_device %d is not a CUDA ordinal; pass N >= 0, -1 (any) or "
+                                              "GLT_CUDA_DEVICE_AUTO", desc.cuda_device);
+    }
     EGLDeviceEXT devices[MAX_DEVICES];
-    EGLint count = 0;
-    if (!egl->QueryDevicesEXT(MAX_DEVICES, devices, &count) || count <= 0) count = 0;
+    int count = query_devices(egl, devices);
 
-    int major = 0, minor = 0;
     int nvidia_seen = 0;
     char tried[256] = "";
     if (!desc.force_software) {
-        /* Two passes: first the device EGL says is our CUDA ordinal, then any other NVIDIA device. */
-        for (int pass = 0; pass < 2; ++pass) {
-            for (EGLint i = 0; i < count; ++i) {
-                const char *ext = egl->QueryDeviceStringEXT ? egl->QueryDeviceStringEXT(devices[i], EGL_EXTENSIONS) : NULL;
-                if (!has_ext(ext, "EGL_NV_device_cuda")) continue;
-                nvidia_seen = 1;
-                EGLAttrib egl_cuda = -1;
-                if (egl->QueryDeviceAttribEXT) egl->QueryDeviceAttribEXT(devices[i], EGL_CUDA_DEVICE_NV, &egl_cuda);
-                int preferred = desc.cuda_device < 0 || egl_cuda == desc.cuda_device;
-                if ((pass == 0) != preferred) continue;
-                EGLDisplay d = egl->GetPlatformDisplayEXT(EGL_PLATFORM_DEVICE_EXT, devices[i], NULL);
-                if (d == EGL_NO_DISPLAY) continue;
-                EGLContext c = create_on_display(egl, d, &desc, &major, &minor);
-                if (c == EGL_NO_CONTEXT) continue;
-                int cuda_dev = -1;
-                glt_status st = glt_cuda_device_of_current_context(&cuda_dev);
-                if (st == GLT_OK && (desc.cuda_device < 0 || cuda_dev == desc.cuda_device))
-                    return finish(egl, d, c, major, minor, cuda_dev, out);
-                if (st == GLT_CUDA_UNAVAILABLE && pass == 0) /* no way to confirm: trust EGL's number */
-                    return finish(egl, d, c, major, minor, -1, out);
-                size_t len = strlen(tried);
-                snprintf(tried + len, sizeof tried - len, "%sEGL device %d (CUDA %d)", len ? ", " : "", (int)i,
-                         cuda_dev);
-                egl->MakeCurrent(d, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
-                egl->DestroyContext(d, c);
-            }
-        }
+        opened o;
+        if (find_nvidia(egl, &desc, desc.cuda_device, take_device, &desc.cuda_device, &o, NULL, &nvidia_seen, tried,
+                        sizeof tried))
+            return finish(egl, o.display, o.context, o.major, o.minor, o.cuda_status == GLT_OK ? o.cuda_device : -1,
+                          out);
     }
-    if (!desc.allow_software && !desc.force_software) {
+    if (named && !desc.force_software) {
+        int n = 0;
+        if (glt_cuda_probe(&n) != GLT_OK || n <= 0)
+            return glt_fail(GLT_CUDA_UNAVAILABLE,
+                            "cuda_device=%d was asked for, but CUDA is unavailable here (%s); pass no cuda_device "
+                            "to fall back to Mesa's software renderer, or fix the NVIDIA driver (python -m "
+                            "gltensor doctor)",
+                            desc.cuda_device, n <= 0 && glt_cuda_compiled() ? "no usable CUDA device"
+                                                                             : "this gltensor was built without CUDA");
+        if (desc.cuda_device >= n)
+            return glt_fail(GLT_WRONG_DEVICE,
+                            "cuda_device=%d was asked for, but only %d CUDA device(s) are visible (CUDA_VISIBLE_DEVICES "
+                            "renumbers them from 0); pass a device below %d",
+                            desc.cuda_device, n, n);
+    }
+    if ((named || !desc.allow_software) && !desc.force_software) {
         if (nvidia_seen)
             return glt_fail(GLT_WRONG_DEVICE,
                             "no NVIDIA EGL device runs on CUDA device %d (tried %s); pick another cuda_device "
@@ -144,12 +261,12 @@ glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_cont
                             desc.cuda_device, tried[0] ? tried : "none");
         return glt_fail(GLT_EGL_ERROR,
                         "no NVIDIA EGL device found among %d EGL devices; install the NVIDIA driver's EGL "
-                        "vendor library (10_nvidia.json, set __EGL_VENDOR_LIBRARY_FILENAMES if it is not found) "
-                        "or allow the software fallback",
-                        (int)count);
+                        "vendor library (10_nvidia.json, set __EGL_VENDOR_LIBRARY_FILENAMES if it is not found)%s",
+                        count, named ? "" : " or allow the software fallback");
     }
+    int major = 0, minor = 0;
     /* Mesa's software device, then the surfaceless platform as a last resort. */
-    for (EGLint i = 0; i < count; ++i) {
+    for (int i = 0; i < count; ++i) {
         const char *ext = egl->QueryDeviceStringEXT ? egl->QueryDeviceStringEXT(devices[i], EGL_EXTENSIONS) : NULL;
         if (!has_ext(ext, "EGL_MESA_device_software")) continue;
         EGLDisplay d = egl->GetPlatformDisplayEXT(EGL_PLATFORM_DEVICE_EXT, devices[i], NULL);
@@ -181,7 +298,73 @@ glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_cont
                     "could not create a headless OpenGL 3.3+ core context on any of %d EGL devices (last EGL "
                     "error 0x%04X); install Mesa's EGL driver for software rendering (apt-get install libegl1 "
                     "libegl-mesa0 libgl1-mesa-dri) or the NVIDIA driver",
-                    (int)count, egl->GetError ? (unsigned)egl->GetError() : 0u);
+                    count, egl->GetError ? (unsigned)egl->GetError() : 0u);
+}
+
+/* Keeps nothing: only CUDA's confirmed answer counts, so *(int *)arg learns it and the search goes on
+ * unless it is the wanted device. */
+static int take_confirmed(const opened *o, int pass, void *arg) {
+    (void)pass;
+    return o->cuda_status == GLT_OK && o->cuda_device == *(const int *)arg;
+}
+
+glt_status glt_egl_device_index(int cuda_device, int *egl_index) {
+    if (!egl_index) return glt_fail(GLT_INVALID_ARGUMENT, "glt_egl_device_index: egl_index is NULL");
+    *egl_index = -1;
+    int n = 0;
+    glt_status st = glt_cuda_probe(&n);
+    if (st != GLT_OK) return st;
+    if (cuda_device < 0 || cuda_device >= n)
+        return glt_fail(GLT_INVALID_ARGUMENT, "cuda_device %d is not one of the %d visible CUDA devices (0..%d)",
+                        cuda_device, n, n - 1);
+    /* The mapping is fixed for the life of the process (CUDA_VISIBLE_DEVICES is read once by CUDA). */
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int known[MAX_DEVICES];
+    static int known_set[MAX_DEVICES];
+    pthread_mutex_lock(&lock);
+    if (cuda_device < MAX_DEVICES && known_set[cuda_device]) {
+        *egl_index = known[cuda_device];
+        pthread_mutex_unlock(&lock);
+        return GLT_OK;
+    }
+    pthread_mutex_unlock(&lock);
+    const glt_egl *egl = glt_egl_load();
+    if (!egl) return GLT_EGL_ERROR;
+    if (!egl->QueryDevicesEXT || !egl->GetPlatformDisplayEXT)
+        return glt_fail(GLT_EGL_ERROR, "this EGL lacks EGL_EXT_device_enumeration / EGL_EXT_platform_device");
+    /* The caller's current context (if any) comes back afterwards, with its bound API. */
+    EGLDisplay saved_display = egl->GetCurrentDisplay ? egl->GetCurrentDisplay() : EGL_NO_DISPLAY;
+    EGLContext saved_context = egl->GetCurrentContext();
+    EGLSurface saved_draw = egl->GetCurrentSurface ? egl->GetCurrentSurface(EGL_DRAW) : EGL_NO_SURFACE;
+    EGLSurface saved_read = egl->GetCurrentSurface ? egl->GetCurrentSurface(EGL_READ) : EGL_NO_SURFACE;
+    EGLenum saved_api = egl->QueryAPI ? egl->QueryAPI() : EGL_OPENGL_API;
+
+    glt_context_desc desc;
+    glt_context_desc_init(&desc);
+    opened o;
+    int index = -1, nvidia_seen = 0;
+    char tried[256] = "";
+    int found = find_nvidia(egl, &desc, cuda_device, take_confirmed, &cuda_device, &o, &index, &nvidia_seen, tried,
+                            sizeof tried);
+    if (found) close_opened(egl, &o);
+    egl->BindAPI(saved_api);
+    if (saved_context != EGL_NO_CONTEXT) egl->MakeCurrent(saved_display, saved_draw, saved_read, saved_context);
+    if (!found) {
+        if (!nvidia_seen)
+            return glt_fail(GLT_EGL_ERROR, "no NVIDIA EGL device is visible; install the NVIDIA driver's EGL vendor "
+                                           "library (10_nvidia.json; set __EGL_VENDOR_LIBRARY_FILENAMES if it is not "
+                                           "found)");
+        return glt_fail(GLT_WRONG_DEVICE, "no NVIDIA EGL device runs on CUDA device %d (tried %s)", cuda_device,
+                        tried[0] ? tried : "none");
+    }
+    pthread_mutex_lock(&lock);
+    if (cuda_device < MAX_DEVICES) {
+        known[cuda_device] = index;
+        known_set[cuda_device] = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    *egl_index = index;
+    return GLT_OK;
 }
 
 glt_status glt_context_make_current(glt_context *ctx) {

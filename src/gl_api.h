@@ -282,7 +282,12 @@ typedef intptr_t EGLAttrib;
 #define EGL_CUDA_DEVICE_NV 0x323A
 #define EGL_DRM_DEVICE_FILE_EXT 0x3233
 
+#define EGL_DRAW 0x3059
+#define EGL_READ 0x305A
+
 typedef EGLDisplay (*PFN_eglGetCurrentDisplay)(void);
+typedef EGLSurface (*PFN_eglGetCurrentSurface)(EGLint);
+typedef EGLenum (*PFN_eglQueryAPI)(void);
 typedef EGLContext (*PFN_eglGetCurrentContext)(void);
 typedef void *(*PFN_eglGetProcAddress)(const char *);
 typedef EGLint (*PFN_eglGetError)(void);
@@ -301,6 +306,8 @@ typedef EGLDisplay (*PFN_eglGetPlatformDisplayEXT)(EGLenum, void *, const EGLint
 typedef struct glt_egl {
     PFN_eglGetCurrentDisplay GetCurrentDisplay;
     PFN_eglGetCurrentContext GetCurrentContext;
+    PFN_eglGetCurrentSurface GetCurrentSurface;
+    PFN_eglQueryAPI QueryAPI;
     PFN_eglGetProcAddress GetProcAddress;
     PFN_eglGetError GetError;
     PFN_eglInitialize Initialize;

@@ -42,6 +42,8 @@ static void load_egl(void) {
 #define LOAD_EGL(fn) egl_table.fn = (PFN_egl##fn)dlsym(libegl, "egl" #fn)
     LOAD_EGL(GetCurrentDisplay);
     LOAD_EGL(GetCurrentContext);
+    LOAD_EGL(GetCurrentSurface);
+    LOAD_EGL(QueryAPI);
     LOAD_EGL(GetProcAddress);
     LOAD_EGL(GetError);
     LOAD_EGL(Initialize);

@@ -143,11 +143,25 @@ glt_status glt_cuda_stream_sync(void *stream, int cuda_device);
 glt_status glt_cuda_device_sync(int cuda_device);
 /* GLT_INVALID_ARGUMENT unless stream is a live stream of cuda_device (0, 1 and 2 are CUDA's defaults). */
 glt_status glt_cuda_check_stream(void *stream, int cuda_device);
-/* The device a pointer's memory lives on, or GLT_INVALID_ARGUMENT when it is not CUDA device memory. */
-glt_status glt_cuda_pointer_device(const void *ptr, int *cuda_device);
+/* The device a pointer's memory lives on, or GLT_INVALID_ARGUMENT when it is not CUDA device memory
+ * (asked on query_device, the device the caller works on). */
+glt_status glt_cuda_pointer_device(const void *ptr, int query_device, int *cuda_device);
 glt_status glt_cuda_copy_linear(void *dst, const void *src, size_t bytes, void *stream, int cuda_device);
+/* consumer waits on the GPU for each non-NULL event of events[0..n). */
+glt_status glt_cuda_wait_events(void *consumer, void *const *events, int n, int cuda_device);
 
-/* Runs the rest of a CUDA call sequence with `device` current, restoring the caller's device. */
+/* Device memory and events of the frame pool, each made and used on cuda_device. */
+glt_status glt_cuda_alloc(int cuda_device, size_t bytes, void **out);
+/* Waits for the first n_pending events, destroys every event (and `ready`), frees data. */
+void glt_cuda_block_free(int cuda_device, void *data, void *const *events, int n_events, int n_pending, void *ready);
+glt_status glt_cuda_event_create(int cuda_device, void **event);
+int glt_cuda_event_done(int cuda_device, void *event); /* 1 unless the event's work is still queued */
+/* Records events[0..k) on the streams that used a block (creating events as needed; waits on the CPU
+ * for a stream whose event cannot be made, or for the whole device when sync_device) and returns k. */
+int glt_cuda_mark_stream_uses(int cuda_device, int sync_device, void *const *streams, int n_streams, void **events);
+
+/* Makes `device` current, remembering the caller's; exit restores it. Used only inside cuda_backend.c
+ * (its ON_DEVICE macro): no other file calls CUDA. */
 typedef struct glt_device_guard {
     int previous;
     int changed;

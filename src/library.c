@@ -46,7 +46,7 @@ const char *glt_backend_name(glt_backend backend) {
 }
 
 void glt_context_desc_init(glt_context_desc *desc) {
-    desc->cuda_device = 0;
+    desc->cuda_device = GLT_CUDA_DEVICE_AUTO;
     desc->allow_software = 1;
     desc->force_software = 0;
     desc->gl_major = 0;

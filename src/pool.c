@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef GLT_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
+/* No CUDA call is made here: device memory and events go through cuda_backend.c, whose every entry
+ * point runs on the pool's device, so a pool of device 1 never touches whatever device the calling
+ * thread happens to have current (v0.1 allocated frames of device-1 captures on device 0). */
 
 /* Idle blocks kept per pool: enough for frames held a few steps, without hoarding memory. */
 #define GLT_POOL_MAX_IDLE 8
@@ -67,18 +67,9 @@ static void block_free(glt_block *b) {
     if (b->pool->memory == GLT_MEMORY_HOST) {
         free(b->data);
     } else {
-#ifdef GLT_WITH_CUDA
-        glt_device_guard g;
-        if (glt_device_guard_enter(&g, b->pool->cuda_device) == GLT_OK) {
-            /* Work still queued on the block must finish before its memory goes back to CUDA. */
-            for (int i = 0; i < b->nevents_pending; ++i) cudaEventSynchronize((cudaEvent_t)b->events[i]);
-            for (int i = 0; i < GLT_BLOCK_MAX_STREAMS; ++i)
-                if (b->events[i]) cudaEventDestroy((cudaEvent_t)b->events[i]);
-            if (b->ready) cudaEventDestroy((cudaEvent_t)b->ready);
-            cudaFree(b->data);
-            glt_device_guard_exit(&g);
-        }
-#endif
+        /* Work still queued on the block must finish before its memory goes back to CUDA. */
+        glt_cuda_block_free(b->pool->cuda_device, b->data, b->events, GLT_BLOCK_MAX_STREAMS, b->nevents_pending,
+                            b->ready);
     }
     free(b);
 }
@@ -115,20 +106,11 @@ static glt_status block_alloc(glt_pool *pool, size_t bytes, glt_block **out) {
             return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a %zu-byte frame", bytes);
         }
     } else {
-#ifdef GLT_WITH_CUDA
-        cudaError_t e = cudaMalloc(&b->data, bytes ? bytes : 1);
-        if (e != cudaSuccess) {
+        glt_status st = glt_cuda_alloc(pool->cuda_device, bytes ? bytes : 1, &b->data);
+        if (st != GLT_OK) {
             free(b);
-            cudaGetLastError();
-            return glt_fail(GLT_OUT_OF_MEMORY,
-                            "cudaMalloc of a %zu-byte frame failed (%s) on CUDA device %d; free frames you no "
-                            "longer need (each live frame holds its own buffer)",
-                            bytes, cudaGetErrorName(e), pool->cuda_device);
+            return st;
         }
-#else
-        free(b);
-        return glt_fail(GLT_CUDA_UNAVAILABLE, "this build has no CUDA support");
-#endif
     }
     *out = b;
     return GLT_OK;
@@ -136,16 +118,9 @@ static glt_status block_alloc(glt_pool *pool, size_t bytes, glt_block **out) {
 
 /* 1 when every stream that used the block has finished with it (queried, never waited for). */
 static int block_idle_on_gpu(glt_block *b) {
-#ifdef GLT_WITH_CUDA
-    for (int i = 0; i < b->nevents_pending; ++i) {
-        cudaError_t e = cudaEventQuery((cudaEvent_t)b->events[i]);
-        if (e == cudaErrorNotReady) return 0;
-        if (e != cudaSuccess) cudaGetLastError();
-    }
+    for (int i = 0; i < b->nevents_pending; ++i)
+        if (!glt_cuda_event_done(b->pool->cuda_device, b->events[i])) return 0;
     b->nevents_pending = 0;
-#else
-    (void)b;
-#endif
     return 1;
 }
 
@@ -173,13 +148,14 @@ glt_status glt_pool_acquire(glt_pool *pool, size_t bytes, void *stream, glt_bloc
         glt_status st = block_alloc(pool, bytes, &b);
         if (st != GLT_OK) return st;
     }
-#ifdef GLT_WITH_CUDA
-    if (pool->memory == GLT_MEMORY_CUDA) {
-        for (int i = 0; i < b->nevents_pending; ++i)
-            cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)b->events[i], 0);
+    if (pool->memory == GLT_MEMORY_CUDA && b->nevents_pending > 0) {
+        glt_status st = glt_cuda_wait_events(stream, b->events, b->nevents_pending, pool->cuda_device);
+        if (st != GLT_OK) {
+            /* Ordering after its last consumers failed: never hand the block out unordered. */
+            block_free(b);
+            return st;
+        }
     }
-#endif
-    (void)stream;
     b->nevents_pending = 0;
     b->nstreams = 0;
     b->overflow = 0;
@@ -192,18 +168,8 @@ glt_status glt_pool_acquire(glt_pool *pool, size_t bytes, void *stream, glt_bloc
 void *glt_block_data(const glt_block *block) { return block->data; }
 
 void *glt_block_ready_event(glt_block *b) {
-#ifdef GLT_WITH_CUDA
-    if (b->pool->memory == GLT_MEMORY_CUDA && !b->ready) {
-        glt_device_guard g;
-        if (glt_device_guard_enter(&g, b->pool->cuda_device) == GLT_OK) {
-            if (cudaEventCreateWithFlags((cudaEvent_t *)&b->ready, cudaEventDisableTiming) != cudaSuccess) {
-                b->ready = NULL;
-                cudaGetLastError();
-            }
-            glt_device_guard_exit(&g);
-        }
-    }
-#endif
+    if (b->pool->memory == GLT_MEMORY_CUDA && !b->ready && glt_cuda_event_create(b->pool->cuda_device, &b->ready) != GLT_OK)
+        b->ready = NULL;
     return b->ready;
 }
 size_t glt_block_size(const glt_block *block) { return block->size; }
@@ -224,28 +190,8 @@ glt_status glt_block_add_stream(glt_block *block, void *stream) {
 void glt_pool_give_back(glt_block *b) {
     if (!b) return;
     glt_pool *pool = b->pool;
-#ifdef GLT_WITH_CUDA
-    if (pool->memory == GLT_MEMORY_CUDA) {
-        glt_device_guard g;
-        if (glt_device_guard_enter(&g, pool->cuda_device) == GLT_OK) {
-            if (b->overflow) cudaDeviceSynchronize();
-            for (int i = 0; i < b->nstreams; ++i) {
-                int j = b->nevents_pending;
-                if (!b->events[j] &&
-                    cudaEventCreateWithFlags((cudaEvent_t *)&b->events[j], cudaEventDisableTiming) != cudaSuccess) {
-                    /* No event to order the reuse by: wait here instead. */
-                    b->events[j] = NULL;
-                    cudaStreamSynchronize((cudaStream_t)b->streams[i]);
-                    continue;
-                }
-                cudaEventRecord((cudaEvent_t)b->events[j], (cudaStream_t)b->streams[i]);
-                b->nevents_pending++;
-            }
-            cudaGetLastError(); /* a consumer stream destroyed meanwhile must not poison later calls */
-            glt_device_guard_exit(&g);
-        }
-    }
-#endif
+    if (pool->memory == GLT_MEMORY_CUDA)
+        b->nevents_pending = glt_cuda_mark_stream_uses(pool->cuda_device, b->overflow, b->streams, b->nstreams, b->events);
     b->nstreams = 0;
     int keep;
     pthread_mutex_lock(&pool->mutex);

@@ -23,7 +23,7 @@ glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, 
     if (v->read_only) return glt_fail(GLT_INVALID_ARGUMENT, "out= is read-only; pass a writable tensor or array");
     int device = v->cuda_device;
     if (want->memory == GLT_MEMORY_CUDA && v->memory == GLT_MEMORY_CUDA && device < 0) {
-        glt_status st = glt_cuda_pointer_device(v->data, &device);
+        glt_status st = glt_cuda_pointer_device(v->data, want->cuda_device, &device);
         if (st != GLT_OK) return st;
     }
     if (v->memory != want->memory || (want->memory == GLT_MEMORY_CUDA && device != want->cuda_device)) {

@@ -39,9 +39,16 @@ def cuda_available():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a usable CUDA device (skipped when gltensor.cuda_available() is False)")
+    config.addinivalue_line("markers", "multigpu: needs two or more CUDA devices (skipped with fewer)")
 
 
 def pytest_collection_modifyitems(config, items):
+    devices = gltensor.cuda_device_count() if gltensor is not None else 0
+    if devices < 2:
+        skip = pytest.mark.skip(reason=f"multigpu test: {devices} CUDA device(s) visible here, two are needed")
+        for item in items:
+            if "multigpu" in item.keywords:
+                item.add_marker(skip)
     if cuda_available():
         return
     if gltensor is None:

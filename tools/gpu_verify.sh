@@ -2,6 +2,7 @@
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
 #   bash tools/gpu_verify.sh STEP...   steps: tests bench convert suite quick quickclears depth engines panda3d
+#                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 # Carry `.gl` (GL loader packages, see the device tool's README) and, for `engines`, `.whl` with the
 # engines' cp312 wheels. They do not fit one call (64 MiB): panda3d alone is 54 MB, so carry it in one
 # call and mujoco + mujoco-core + mujoco-studio + glfw + moderngl + glcontext (23 MB) in another.
@@ -58,6 +59,34 @@ for step in "$@"; do
     engines)
         timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_mujoco.py tests/test_moderngl.py tests/test_c_example.py > "$OUT/engines.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/engines.log" | tail -30 ;;
-    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d)"; exit 2 ;;
+    multigpu) # correctness on every device: the multigpu tests (device 0 and 1, torch on the other GPU),
+              # CUDA_VISIBLE_DEVICES permutations, LOCAL_RANK, engines on the rank's GPU, the DDP example per GPU
+        timeout 420 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_device_guard.py tests/test_multigpu.py \
+            tests/test_distributed_example.py > "$OUT/multigpu.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/multigpu.log" | tail -30 ;;
+    memcheck-multigpu) # wrong-device and out-of-bounds accesses of the device matrix (the v0.1 bug's signature)
+        GLTENSOR_UNDER_SANITIZER=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 99 \
+            --log-file "$OUT/memcheck_multigpu.txt" python3 -m pytest -q -p no:cacheprovider -x tests/test_multigpu.py \
+            -k "not local_rank and not default_device and not torch_current and not permutations and not gpu1_makes and not mujoco" \
+            > "$OUT/memcheck_multigpu.log" 2>&1; echo "memcheck exit $? (99: errors found)"
+        tail -3 "$OUT/memcheck_multigpu.log"; grep -E "ERROR SUMMARY|Invalid" "$OUT/memcheck_multigpu.txt" | sort | uniq -c | head ;;
+    scaling) # examples/distributed/train_ddp.py at the same per-rank load on 1 and on 2 GPUs
+        for mode in atlas batch; do for train in --no-train ""; do
+            [ "$mode$train" = "batch--no-train" ] && continue
+            for n in 1 2; do
+                timeout 150 torchrun --standalone --nproc_per_node=$n examples/distributed/train_ddp.py --mode $mode \
+                    --cameras 64 --size 128 --steps 400 $train --json "$OUT/ddp_${mode}${train}_$n.json" \
+                    > "$OUT/ddp_${mode}${train}_$n.log" 2>&1 || tail -20 "$OUT/ddp_${mode}${train}_$n.log"
+            done
+            python3 - "$OUT/ddp_${mode}${train}_1.json" "$OUT/ddp_${mode}${train}_2.json" "$mode${train:- train}" <<'PY'
+import json, sys
+one, two = (json.load(open(p)) for p in sys.argv[1:3])
+e = two["total_frames_per_s"] / (2 * one["total_frames_per_s"])
+print(f"{sys.argv[3]:>18}: 1 rank {one['total_frames_per_s']:8.0f} frames/s | 2 ranks " +
+      " + ".join(f"{r['frames_per_s']:.0f} (cuda:{r['context_cuda_device']}, {r['step_us']:.0f} us/step)" for r in two["ranks"]) +
+      f" = {two['total_frames_per_s']:.0f} | efficiency {e:.1%}")
+PY
+        done; done ;;
+    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d multigpu memcheck-multigpu scaling)"; exit 2 ;;
     esac
 done

@@ -34,13 +34,15 @@ from ._gltensor import (  # noqa: F401  (re-exported API)
     __version__,
     cuda_available,
     cuda_compiled,
+    cuda_device_count,
     cuda_unavailable_reason,
 )
+from .devices import default_cuda_device, egl_device_index  # noqa: F401
 
 __all__ = [
     "Capture", "Batch", "Atlas", "Context", "Frame",
     "GL_TEXTURE_2D", "GL_TEXTURE_RECTANGLE", "GL_TEXTURE_2D_MULTISAMPLE", "GL_RENDERBUFFER",
-    "cuda_available", "cuda_compiled", "cuda_unavailable_reason",
+    "cuda_available", "cuda_compiled", "cuda_device_count", "cuda_unavailable_reason", "default_cuda_device", "egl_device_index",
     "GLTensorError", "NoContextError", "WrongContextError", "InvalidObjectError", "UnsupportedFormatError",
     "WrongDeviceError", "CudaUnavailableError", "ClosedError", "InvalidArgumentError", "CudaError", "GLError",
     "EGLError", "OutOfMemoryError",

@@ -13,16 +13,48 @@ static PyObject *closed_error(ContextObject *self) {
     return NULL;
 }
 
+/* cuda_device=None: the device the process works on, as gltensor.devices.default_cuda_device() says
+ * (torch's current device once torch has initialised CUDA, else the core's LOCAL_RANK / 0 rule). */
+static int resolve_cuda_device(PyObject *arg, int *cuda_device) {
+    PyObject *value = arg;
+    if (arg == Py_None) {
+        PyObject *devices = PyImport_ImportModule("gltensor.devices");
+        if (!devices) return -1;
+        value = PyObject_CallMethod(devices, "default_cuda_device", NULL);
+        Py_DECREF(devices);
+        if (!value) return -1;
+        if (value == Py_None) {
+            Py_DECREF(value);
+            *cuda_device = GLT_CUDA_DEVICE_AUTO; /* no CUDA: the core falls back to software */
+            return 0;
+        }
+    } else {
+        Py_INCREF(value);
+    }
+    long n = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
+    int bad = !PyLong_Check(value) || PyBool_Check(value) || n < 0 || n > 1 << 16;
+    Py_DECREF(value);
+    if (PyErr_Occurred()) return -1;
+    if (bad) {
+        PyErr_Format(PyExc_ValueError, "cuda_device must be None (the process's device) or a CUDA ordinal >= 0, "
+                                       "got %R",
+                     arg);
+        return -1;
+    }
+    *cuda_device = (int)n;
+    return 0;
+}
+
 static PyObject *context_headless(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"cuda_device", "software", NULL};
-    int cuda_device = 0;
+    PyObject *device_arg = Py_None;
     PyObject *software = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$O:headless", kwlist, &cuda_device, &software)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$O:headless", kwlist, &device_arg, &software)) return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
     glt_context_desc desc;
     glt_context_desc_init(&desc);
-    desc.cuda_device = cuda_device;
+    if (resolve_cuda_device(device_arg, &desc.cuda_device) < 0) return NULL;
     if (software == Py_True) {
         desc.force_software = 1;
     } else if (software == Py_False) {
@@ -142,9 +174,13 @@ static PyObject *context_repr(ContextObject *self) {
 
 static PyMethodDef context_methods[] = {
     {"headless", (PyCFunction)(void (*)(void))context_headless, METH_CLASS | METH_VARARGS | METH_KEYWORDS,
-     "headless(cuda_device=0, *, software=None) -> Context\n\nAn OpenGL 4.5 (else 3.3) core context without a "
-     "window, current in the calling thread, on the EGL device that CUDA knows as cuda_device. software=None "
-     "falls back to Mesa's software device when there is no NVIDIA one; True forces it; False forbids it."},
+     "headless(cuda_device=None, *, software=None) -> Context\n\nAn OpenGL 4.5 (else 3.3) core context without a "
+     "window, current in the calling thread, on the EGL device that CUDA knows as cuda_device (honouring "
+     "CUDA_VISIBLE_DEVICES). None: the device this process works on (gltensor.default_cuda_device(): torch's "
+     "current device once torch has initialised CUDA, else LOCAL_RANK, else 0). software=None falls back to "
+     "Mesa's software device when no device was named and there is no NVIDIA one; True forces it; False "
+     "forbids it. A named cuda_device that cannot be honoured raises.\n\n"
+     "    ctx = gltensor.Context.headless()      # ctx.cuda_device -> 0 (or None on Mesa)"},
     {"make_current", (PyCFunction)context_make_current, METH_NOARGS, "Make this context current in this thread."},
     {"release", (PyCFunction)context_release, METH_NOARGS, "Leave this thread with no current context."},
     {"close", (PyCFunction)context_close, METH_NOARGS, "Destroy the context (idempotent)."},

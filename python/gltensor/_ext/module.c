@@ -72,6 +72,12 @@ static PyObject *py_cuda_available(PyObject *m, PyObject *unused) {
     return PyBool_FromLong(glt_cuda_probe(&n) == GLT_OK && n > 0);
 }
 
+static PyObject *py_cuda_device_count(PyObject *m, PyObject *unused) {
+    (void)m, (void)unused;
+    int n = 0;
+    return PyLong_FromLong(glt_cuda_probe(&n) == GLT_OK ? n : 0);
+}
+
 static PyObject *py_cuda_unavailable_reason(PyObject *m, PyObject *unused) {
     (void)m, (void)unused;
     int n = 0;
@@ -95,12 +101,38 @@ static PyObject *py_depth_compute_exact(PyObject *m, PyObject *unused) {
     return PyBool_FromLong(glt_depth_compute_exact(gl));
 }
 
+static PyObject *py_core_default_cuda_device(PyObject *m, PyObject *unused) {
+    (void)unused;
+    int device = -1;
+    glt_status s = glt_default_cuda_device(&device);
+    if (s != GLT_OK) return glt_py_raise(get_state(m), s);
+    if (device < 0) Py_RETURN_NONE;
+    return PyLong_FromLong(device);
+}
+
+static PyObject *py_egl_device_index(PyObject *m, PyObject *arg) {
+    long cuda_device = PyLong_AsLong(arg);
+    if (cuda_device == -1 && PyErr_Occurred()) return NULL;
+    int index = -1;
+    glt_status s;
+    Py_BEGIN_ALLOW_THREADS s = glt_egl_device_index((int)cuda_device, &index);
+    Py_END_ALLOW_THREADS if (s != GLT_OK) return glt_py_raise(get_state(m), s);
+    return PyLong_FromLong(index);
+}
+
 static PyMethodDef module_methods[] = {
+    {"_core_default_cuda_device", py_core_default_cuda_device, METH_NOARGS,
+     "Private: the core's rule for the process's CUDA device (LOCAL_RANK, else 0; None without CUDA). "
+     "gltensor.default_cuda_device() puts torch's current device first."},
+    {"_egl_device_index", py_egl_device_index, METH_O,
+     "Private: the EGL device index of a CUDA device; see gltensor.egl_device_index()."},
     {"_depth_compute_exact", py_depth_compute_exact, METH_NOARGS,
      "Private: whether the compute-shader depth path is bit-equal to glReadPixels on the current context's driver."},
     {"cuda_compiled", py_cuda_compiled, METH_NOARGS, "True when this build contains the CUDA backend."},
     {"cuda_available", py_cuda_available, METH_NOARGS,
      "True when the CUDA backend is compiled in and a driver and GPU are usable now."},
+    {"cuda_device_count", py_cuda_device_count, METH_NOARGS,
+     "Number of CUDA devices this process sees (after CUDA_VISIBLE_DEVICES); 0 without CUDA."},
     {"cuda_unavailable_reason", py_cuda_unavailable_reason, METH_NOARGS,
      "Why CUDA cannot be used (str), or None when it can."},
     {NULL, NULL, 0, NULL},
