@@ -74,7 +74,7 @@ for step in "$@"; do
         for mode in atlas batch; do for train in --no-train ""; do
             [ "$mode$train" = "batch--no-train" ] && continue
             for n in 1 2; do
-                timeout 150 torchrun --standalone --nproc_per_node=$n examples/distributed/train_ddp.py --mode $mode \
+                timeout 150 python3 -m torch.distributed.run --standalone --nproc_per_node=$n examples/distributed/train_ddp.py --mode $mode \
                     --cameras 64 --size 128 --steps 400 $train --json "$OUT/ddp_${mode}${train}_$n.json" \
                     > "$OUT/ddp_${mode}${train}_$n.log" 2>&1 || tail -20 "$OUT/ddp_${mode}${train}_$n.log"
             done
