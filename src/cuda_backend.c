@@ -61,8 +61,45 @@ glt_status glt_device_guard_enter(glt_device_guard *g, int device) {
     return GLT_OK;
 }
 
+/* The driver's primary-context query, reached through the runtime (linking libcuda would make the
+ * library unloadable without a driver). */
+typedef int (*cu_device_get_fn)(int *device, int ordinal);
+typedef int (*cu_primary_ctx_state_fn)(int device, unsigned int *flags, int *active);
+static pthread_once_t driver_entries_once = PTHREAD_ONCE_INIT;
+static cu_device_get_fn cu_device_get;
+static cu_primary_ctx_state_fn cu_primary_ctx_state;
+
+static void load_driver_entries(void) {
+    enum cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuDeviceGet", (void **)&cu_device_get, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+        cu_device_get = NULL;
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", (void **)&cu_primary_ctx_state, 12000,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+        cu_primary_ctx_state = NULL;
+    cudaGetLastError();
+}
+
+/* 1 when making `device` current creates no CUDA context (its primary context is active already), or
+ * when that cannot be told. */
+static int primary_context_active(int device) {
+    pthread_once(&driver_entries_once, load_driver_entries);
+    int dev = 0, active = 0;
+    unsigned int flags = 0;
+    if (!cu_device_get || !cu_primary_ctx_state || cu_device_get(&dev, device) != 0 ||
+        cu_primary_ctx_state(dev, &flags, &active) != 0)
+        return 1;
+    return active;
+}
+
 void glt_device_guard_exit(glt_device_guard *g) {
-    if (g->changed) cudaSetDevice(g->previous);
+    /* The caller gets its device back unless no CUDA context exists there yet: since CUDA 12,
+     * cudaSetDevice creates the device's context, so restoring a device the thread never used (0, by
+     * default) would make every process that captures on GPU k also hold a context on GPU 0. The thread
+     * then stays on the capture's device, as torch's own device guard leaves it. */
+    if (g->changed && primary_context_active(g->previous)) cudaSetDevice(g->previous);
     g->changed = 0;
 }
 

@@ -21,6 +21,7 @@ DEVICE_AGNOSTIC = {
     "glt_cuda_probe",  # cudaGetDeviceCount
     "glt_cuda_device_of_current_context",  # cudaGLGetDevices: which device is this GL context on?
     "cuda_fail",  # cudaGetErrorName/String and clearing the error after a failed call
+    "load_driver_entries",  # looks up two driver entry points (cudaGetDriverEntryPointByVersion)
 }
 
 

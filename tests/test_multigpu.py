@@ -71,7 +71,9 @@ class OnGpu:
         """The frame as torch sees it, after a torch op on it (where v0.1's corruption surfaced)."""
         t = torch.from_dlpack(frame) if stream is None else torch.from_dlpack(frame.__dlpack__(stream=stream))
         assert t.device == self.torch_device, f"frame of a device-{self.dev} capture is on {t.device}"
-        assert torch.cuda.current_device() == self.other, "the library changed the caller's current device"
+        # Inside `with torch.cuda.stream(s)` torch itself makes s's device current.
+        expected = self.other if stream is None else self.dev
+        assert torch.cuda.current_device() == expected, "the library changed the caller's current device"
         checksum = t.double().sum()
         torch.cuda.synchronize(self.dev)
         arr = glhelpers.torch_to_numpy(t)

@@ -63,30 +63,36 @@ for step in "$@"; do
               # CUDA_VISIBLE_DEVICES permutations, LOCAL_RANK, engines on the rank's GPU, the DDP example per GPU
         timeout 420 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_device_guard.py tests/test_multigpu.py \
             tests/test_distributed_example.py > "$OUT/multigpu.log" 2>&1
-        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/multigpu.log" | tail -30 ;;
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/multigpu.log" | tail -30
+        grep -E "^E  |^tests/.*Error" "$OUT/multigpu.log" | head -40 ;;
     memcheck-multigpu) # wrong-device and out-of-bounds accesses of the device matrix (the v0.1 bug's signature)
         GLTENSOR_UNDER_SANITIZER=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 99 \
             --log-file "$OUT/memcheck_multigpu.txt" python3 -m pytest -q -p no:cacheprovider -x tests/test_multigpu.py \
             -k "not local_rank and not default_device and not torch_current and not permutations and not gpu1_makes and not mujoco" \
             > "$OUT/memcheck_multigpu.log" 2>&1; echo "memcheck exit $? (99: errors found)"
         tail -3 "$OUT/memcheck_multigpu.log"; grep -E "ERROR SUMMARY|Invalid" "$OUT/memcheck_multigpu.txt" | sort | uniq -c | head ;;
-    scaling) # examples/distributed/train_ddp.py at the same per-rank load on 1 and on 2 GPUs
-        for mode in atlas batch; do for train in --no-train ""; do
-            [ "$mode$train" = "batch--no-train" ] && continue
-            for n in 1 2; do
-                timeout 150 python3 -m torch.distributed.run --standalone --nproc_per_node=$n examples/distributed/train_ddp.py --mode $mode \
-                    --cameras 64 --size 128 --steps 400 $train --json "$OUT/ddp_${mode}${train}_$n.json" \
-                    > "$OUT/ddp_${mode}${train}_$n.log" 2>&1 || tail -20 "$OUT/ddp_${mode}${train}_$n.log"
-            done
-            python3 - "$OUT/ddp_${mode}${train}_1.json" "$OUT/ddp_${mode}${train}_2.json" "$mode${train:- train}" <<'PY'
-import json, sys
-one, two = (json.load(open(p)) for p in sys.argv[1:3])
-e = two["total_frames_per_s"] / (2 * one["total_frames_per_s"])
-print(f"{sys.argv[3]:>18}: 1 rank {one['total_frames_per_s']:8.0f} frames/s | 2 ranks " +
-      " + ".join(f"{r['frames_per_s']:.0f} (cuda:{r['context_cuda_device']}, {r['step_us']:.0f} us/step)" for r in two["ranks"]) +
-      f" = {two['total_frames_per_s']:.0f} | efficiency {e:.1%}")
+    scaling) # examples/distributed/train_ddp.py at the same per-rank load on 1 and on 2 GPUs; runs alternate
+             # (1, 2, 1, 2, ...) so that drift of the machine hits both, and the medians are compared
+        for cfg in "atlas --no-train" "atlas" "batch"; do
+            tag=$(echo "$cfg" | tr -d ' -')
+            for rep in 1 2 3; do for n in 1 2; do
+                timeout 100 python3 -m torch.distributed.run --standalone --nproc_per_node=$n \
+                    examples/distributed/train_ddp.py --mode $cfg --cameras 64 --size 128 --steps 300 \
+                    --json "$OUT/ddp_${tag}_${n}_${rep}.json" > /tmp/ddp.log 2>&1 || tail -20 /tmp/ddp.log
+            done; done
+            python3 - "$OUT" "$tag" <<'PY'
+import glob, json, statistics, sys
+out, tag = sys.argv[1:3]
+runs = {n: [json.load(open(p)) for p in sorted(glob.glob(f"{out}/ddp_{tag}_{n}_*.json"))] for n in (1, 2)}
+tot = {n: statistics.median(r["total_frames_per_s"] for r in runs[n]) for n in (1, 2)}
+per = " + ".join(f"cuda:{r['context_cuda_device']} {r['step_us']:.0f} us/step" for r in runs[2][0]["ranks"])
+print(f"{tag:>14}: 1 rank {tot[1]:8.0f} frames/s | 2 ranks {tot[2]:8.0f} frames/s ({per}) | "
+      f"efficiency {tot[2] / (2 * tot[1]):.1%}  [runs: {[round(r['total_frames_per_s']) for r in runs[1]]} vs "
+      f"{[round(r['total_frames_per_s']) for r in runs[2]]}]")
+json.dump({"median_frames_per_s": tot, "runs": runs}, open(f"{out}/scaling_{tag}.json", "w"), indent=1)
 PY
-        done; done ;;
+            rm -f "$OUT"/ddp_"${tag}"_*.json
+        done ;;
     *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d multigpu memcheck-multigpu scaling)"; exit 2 ;;
     esac
 done
