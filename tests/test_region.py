@@ -200,6 +200,13 @@ def test_out_exact_and_view_into_larger(backend, kind, target, make_image, captu
     assert_array_equal(host[4:15, 6:23], want)
     host[4:15, 6:23] = 7
     assert (host == 7).all(), "a region read wrote outside its out= view"
+    # unflipped and unconverted: CUDA's plain 2D copy from the region's offset in the array, rows padded
+    big = out_tensor(backend, kind, (20, 30, 4), "uint8", fill=7)
+    cap.read(out=big[4:15, 6:23], flip=False)
+    host = as_numpy(big)
+    assert_array_equal(host[4:15, 6:23], crop(img.reference(), REGION))
+    host[4:15, 6:23] = 7
+    assert (host == 7).all(), "a region read wrote outside its out= view"
     # converted into out=
     conv = out_tensor(backend, kind, (3, 11, 17), "float32", fill=-1)
     cap.read(out=conv, dtype="float32", layout="chw", channels="rgb", flip=False)
@@ -384,8 +391,10 @@ def test_atlas_in_region(backend, target, make_image, closing):
 
 def test_atlas_grid_must_fit_the_region(make_texture):
     img = make_texture("RGBA8", 40, 30)
-    with pytest.raises(gltensor.InvalidArgumentError, match="needs 30x21 pixels, but the image is 20x20"):
+    with pytest.raises(gltensor.InvalidArgumentError, match="needs 30x21 pixels, but the region is 20x20"):
         gltensor.Atlas(img.name, tile_size=(7, 10), tiles=(3, 3), region=(0, 0, 20, 20), backend="cpu")
+    with pytest.raises(gltensor.InvalidArgumentError, match="a 20x21 region does not split into 2 rows x 3 cols"):
+        gltensor.Atlas(img.name, tiles=(2, 3), region=(1, 2, 20, 21), backend="cpu")
     with pytest.raises(gltensor.InvalidArgumentError, match="does not fit texture"):
         gltensor.Atlas(img.name, tiles=(1, 1), region=(30, 0, 20, 20), backend="cpu")
     with pytest.raises(TypeError, match="region must be a tuple"):
