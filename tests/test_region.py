@@ -101,6 +101,40 @@ def test_bgra_upload(backend, internal, capture):
         GL.glDeleteTextures(1, [tex])
 
 
+@pytest.mark.parametrize("key", FORMAT_KEYS)
+@pytest.mark.parametrize("target", [GL.GL_TEXTURE_2D, GL.GL_TEXTURE_RECTANGLE], ids=["2d", "rect"])
+def test_cpu_texture_region_through_framebuffer(target, key, make_image, capture, monkeypatch):
+    """Contexts older than GL 4.5 have no glGetTextureSubImage: the CPU backend then reads a texture's region
+    with glReadPixels through its framebuffer (forced here), with the same result."""
+    monkeypatch.setenv("GLTENSOR_TEXTURE_REGION_READ", "framebuffer")
+    img = make_image(target, key, W, H, seed=8)
+    cap = capture(img, backend="cpu", region=REGION)
+    for flip in (False, True):
+        assert_array_equal(read_np(cap, flip=flip), expect(img.reference(), REGION, flip))
+    check_gl("after a framebuffer region read")
+
+
+def test_region_reads_leave_gl_state(backend, make_image, make_surface, capture):
+    """Region reads (colour of every target, depth, multisampled) restore every binding and pack parameter."""
+    from glhelpers import READ_STATE, gl_state
+
+    caps = [capture(make_image(t, "RGBA8", W, H), backend=backend, region=REGION) for t in TARGETS]
+    d = make_surface("DEPTH_COMPONENT24", W, H, GL.GL_RENDERBUFFER)
+    ms = make_surface("RGBA8", W, H, GL.GL_RENDERBUFFER, 4)
+    caps += [capture(d.name, d.target, backend=backend, region=REGION),
+             capture(ms.name, ms.target, backend=backend, region=REGION)]
+    GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 8)
+    GL.glPixelStorei(GL.GL_PACK_ROW_LENGTH, 3)
+    try:
+        before = gl_state(READ_STATE)
+        for cap in caps:
+            cap.read()
+            assert gl_state(READ_STATE) == before
+    finally:
+        GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 4)
+        GL.glPixelStorei(GL.GL_PACK_ROW_LENGTH, 0)
+
+
 # ---------------------------------------------------------------- regions at every edge
 
 EW, EH = 13, 9  # odd, not square
