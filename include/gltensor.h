@@ -201,6 +201,11 @@ GLT_API void glt_capture_destroy(glt_capture *cap);
 GLT_API glt_status glt_capture_get_info(const glt_capture *cap, glt_capture_info *info);
 /* Re-reads size and format from GL; re-registers if they changed (*changed = 1). */
 GLT_API glt_status glt_capture_refresh(glt_capture *cap, int *changed);
+/* Reads `region` from now on (NULL or all zero: the whole image), e.g. after the program resized its buffer
+ * and the engine's padding changed. Checked against the image's current size (GLT_INVALID_ARGUMENT, and the
+ * capture keeps its region, when it does not fit). Needs the capture's GL context current; frames already
+ * read are unaffected. */
+GLT_API glt_status glt_capture_set_region(glt_capture *cap, const glt_rect *region);
 
 /* Axis order of each output image. */
 typedef enum glt_order { GLT_ORDER_HWC, GLT_ORDER_CHW } glt_order;

@@ -555,3 +555,75 @@ def test_property_region_equals_crop(gl, case, flip, target, key, seed):
     finally:
         img.delete()
     check_gl("after a property example")
+
+
+# ---------------------------------------------------------------- changing the region of a live capture
+
+@pytest.mark.parametrize("kind", ["colour_2d", "colour_rbo", "depth", "msaa"])
+def test_set_region(backend, kind, make_image, make_surface, capture):
+    if kind.startswith("colour"):
+        img = make_image(GL.GL_TEXTURE_2D if kind == "colour_2d" else GL.GL_RENDERBUFFER, "RGBA8", W, H, seed=2)
+        name, target, truth = img.name, img.target, img.reference
+    elif kind == "depth":
+        s = make_surface("DEPTH_COMPONENT32F", W, H, GL.GL_TEXTURE_2D)
+        with Target(s) as t:
+            draw_depth_noise(t, seed=3)
+        name, target, truth = s.name, s.target, lambda: read_depth(s)
+    else:
+        s = make_surface("RGBA8", W, H, GL.GL_RENDERBUFFER, 4)
+        with Target(s) as t:
+            draw_triangles(t, seed=4)
+        name, target, truth = s.name, s.target, lambda: resolve(s)
+    cap = capture(name, target, backend=backend, region=REGION)
+    first = read_np(cap)  # a frame read before the change keeps its pixels
+    assert_array_equal(first, expect(truth(), REGION, True))
+    for region in [(0, 0, 1, 1), (W - 9, H - 4, 9, 4), (0, 0, W, H), (2, 1, 30, 20)]:
+        cap.region = region
+        assert cap.region == region and cap.shape[:2] == (region[3], region[2])
+        assert_array_equal(read_np(cap), expect(truth(), region, True))
+        # converted (the gather kernel on CUDA, the host conversion on CPU): unorm8 / 255; depth is float32 already
+        want, nan = convert(crop(truth(), region), BY_KEY["RGBA8"], None, "float32", "hwc", False)
+        assert mismatch(frame_values(cap.read(flip=False, dtype="float32")), want, nan, "float32") is None
+    cap.region = None
+    assert cap.region == (0, 0, W, H)
+    assert_array_equal(read_np(cap, flip=False), truth())
+    # a region that does not fit is refused and the capture keeps the one it had
+    cap.region = REGION
+    with pytest.raises(gltensor.InvalidArgumentError, match=r"region \(x=30, y=0, width=8, height=1\) does not fit"):
+        cap.region = (30, 0, 8, 1)
+    with pytest.raises(ValueError, match="width and height must be > 0"):
+        cap.region = (1, 1, 0, 1)
+    with pytest.raises(TypeError, match="region must be a tuple"):
+        cap.region = "whole"
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        del cap.region
+    assert cap.region == REGION
+    assert_array_equal(read_np(cap), expect(truth(), REGION, True))
+    check_gl("after changing regions")
+
+
+def test_set_region_recovers_after_a_shrink(backend, make_image, capture):
+    """The image shrank under the region (reads refused); a new region that fits makes reads work again."""
+    img = make_image(GL.GL_RENDERBUFFER, "RGBA8", 16, 16, seed=1)
+    cap = capture(img, backend=backend, resizable=True, region=(8, 8, 8, 8))
+    img.reallocate("RGBA8", 10, 10, seed=2)
+    with pytest.raises(gltensor.InvalidArgumentError, match="no longer fits"):
+        cap.read()
+    cap.region = (1, 2, 9, 8)
+    assert cap.image_size == (10, 10)
+    assert_array_equal(read_np(cap), expect(img.reference(), (1, 2, 9, 8), True))
+
+
+def test_set_region_in_a_batch(backend, make_texture, closing):
+    a, b = make_texture("RGBA8", 20, 12, seed=1), make_texture("RGBA8", 20, 12, seed=2)
+    ca = closing(gltensor.Capture(a.name, backend=backend, region=(0, 0, 5, 5)))
+    batch = closing(gltensor.Batch([ca, b.name], backend=backend, regions=[None, (3, 3, 5, 5)]))
+    assert_array_equal(to_numpy(batch.read())[0], expect(a.reference(), (0, 0, 5, 5), True))
+    ca.region = (10, 4, 5, 5)  # batches read each capture's current region
+    assert batch.regions == ((10, 4, 5, 5), (3, 3, 5, 5))
+    got = to_numpy(batch.read())
+    assert_array_equal(got[0], expect(a.reference(), (10, 4, 5, 5), True))
+    assert_array_equal(got[1], expect(b.reference(), (3, 3, 5, 5), True))
+    ca.region = (0, 0, 6, 5)
+    with pytest.raises(gltensor.InvalidArgumentError, match="reads 5x5 .* reads 6x5"):
+        batch.read()
