@@ -149,8 +149,8 @@ static glt_status region_still_fits(const glt_capture *cap) {
     if (!region_misfit(r, cap->width, cap->height, why, sizeof why)) return GLT_OK;
     return glt_fail(GLT_INVALID_ARGUMENT,
                     "%s %u is now %dx%d, and the capture's region (x=%d, y=%d, width=%d, height=%d) no longer fits in "
-                    "it (%s); create a new capture with a region inside the new size, or without a region to read "
-                    "the whole image whatever its size",
+                    "it (%s); set a region inside the new size (cap.region = (x, y, w, h), glt_capture_set_region), "
+                    "or capture without a region to read the whole image whatever its size",
                     kind_of(cap->target), cap->name, cap->width, cap->height, r->x, r->y, r->width, r->height, why);
 }
 

@@ -446,8 +446,8 @@ def test_resize_under_region(backend, target, make_image, capture):
     img.reallocate("RGBA8", 6, 20, seed=2)
     kind = "renderbuffer" if target == GL.GL_RENDERBUFFER else "texture"
     msg = (rf"{kind} {img.name} is now 6x20, and the capture's region \(x=2, y=3, width=8, height=9\) no longer fits "
-           r"in it \(x \+ width = 10 is more than the image width 6\); create a new capture with a region inside the "
-           r"new size, or without a region")
+           r"in it \(x \+ width = 10 is more than the image width 6\); set a region inside the new size "
+           r"\(cap.region = \(x, y, w, h\), glt_capture_set_region\), or capture without a region")
     with pytest.raises(gltensor.InvalidArgumentError, match=msg):
         cap.read()
     with pytest.raises(gltensor.InvalidArgumentError, match=msg):
