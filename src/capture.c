@@ -404,7 +404,9 @@ glt_status glt_capture_set_region(glt_capture *cap, const glt_rect *region) {
         update_region(cap);
         return GLT_OK;
     }
-    return reattach(cap, &d, fmt);
+    st = reattach(cap, &d, fmt);
+    glt_capture_finish(cap); /* a resizable capture holds no registration between reads, as after creation */
+    return st;
 }
 
 size_t glt_capture_row_bytes(const glt_capture *cap) {
