@@ -15,7 +15,7 @@ from OpenGL import GL
 
 import gltensor
 from formats import BY_KEY, random_data
-from glhelpers import (DEPTH, GL_TEXTURE_2D_MULTISAMPLE, Target, as_numpy, check_gl, draw_depth_noise, draw_planes,
+from glhelpers import (GL_TEXTURE_2D_MULTISAMPLE, Target, as_numpy, check_gl, draw_depth_noise, draw_planes,
                        draw_triangles, out_tensor, read_depth, read_framebuffer, render_camera, resolve, tex_image_2d,
                        to_numpy)
 from test_convert import convert, frame_values, mismatch
@@ -435,7 +435,7 @@ def test_atlas_grid_must_fit_the_region(make_texture):
         gltensor.Atlas(img.name, tiles=(1, 1), region="all")
 
 
-# ---------------------------------------------------------------- resizable captures: the image shrinks under the region
+# ---------------------------------------------------------------- resizable: the image shrinks under the region
 
 @pytest.mark.parametrize("target", [GL.GL_TEXTURE_2D, GL.GL_RENDERBUFFER], ids=["2d", "rbo"])
 def test_resize_under_region(backend, target, make_image, capture):
@@ -471,7 +471,8 @@ def test_resize_without_region_follows_the_image(backend, make_image, capture):
 # ---------------------------------------------------------------- invalid regions
 
 BAD_TYPES = [
-    ("abcd", TypeError, "region must be a tuple \\(x, y, width, height\\) of ints, or None for the whole image, not str"),
+    ("abcd", TypeError, "region must be a tuple \\(x, y, width, height\\) of ints, or None for the whole image, "
+                        "not str"),
     (5, TypeError, "region must be a tuple .* not int"),
     ({"x": 0}, TypeError, "region must be a tuple .* not dict"),
     ((0, 0, 2), ValueError, "region must have 4 items \\(x, y, width, height\\), got 3"),

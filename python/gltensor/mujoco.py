@@ -13,8 +13,9 @@ the bottom-left ``width x height`` corner. ``Renderer.render()`` calls ``mjr_ren
 rows. ``RendererCapture.render()`` calls only ``mjr_render``; ``read()`` hands the renderer's corner of the
 multisampled renderbuffer (``region=(0, 0, width, height)``) to a :class:`gltensor.Capture`, which resolves
 just that corner with the same GL_NEAREST blit and reads it upright (on the GPU with the CUDA backend), so
-the result equals ``Renderer.render()`` pixel for pixel and no pixel outside the corner is copied. Depth is read as window depth and converted exactly as ``Renderer`` does in its depth
-mode (MuJoCo renders with reversed Z: 1 at the near plane, 0 at the far plane).
+the result equals ``Renderer.render()`` pixel for pixel and no pixel outside the corner is copied. Depth
+is read as window depth and converted exactly as ``Renderer`` does in its depth mode (MuJoCo renders with
+reversed Z: 1 at the near plane, 0 at the far plane).
 
 The GL context is the renderer's own (``renderer._gl_context``); this module makes it current in the
 calling thread for every render and read, as ``Renderer.render()`` does.
