@@ -1,0 +1,35 @@
+"""gltensor.panda3d under each Panda3D configuration a user may have: Panda's defaults (render textures padded
+to powers of two), gltensor.panda3d.configure(), and MetaDrive's PRC lines.
+
+Panda reads its PRC when ShowBase opens its window and a process hosts one ShowBase, so each configuration
+runs panda3d_cases.py (every path at 97x61, 84x84, 128x128 and 320x240, the forum recipe's pitfalls) in its
+own pytest subprocess; a failure shows that run's report.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("panda3d")
+pytest.importorskip("torch")
+
+HERE = Path(__file__).resolve().parent
+
+
+def run_cases(casefile, prc, timeout=600):
+    env = dict(os.environ, GLTENSOR_P3D_PRC=prc)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", str(HERE / casefile)]
+    proc = subprocess.run(cmd, cwd=str(HERE.parent), env=env, capture_output=True, text=True, timeout=timeout)
+    out = proc.stdout + proc.stderr
+    summary = [line for line in out.splitlines() if " passed" in line or " failed" in line or " error" in line]
+    assert proc.returncode == 0, "%s under %s PRC failed:\n%s" % (casefile, prc, out[-12000:])
+    assert summary and " passed" in summary[-1], out[-4000:]
+    return summary[-1]
+
+
+@pytest.mark.parametrize("prc", ["default", "configure", "metadrive"])
+def test_panda3d_paths_under(prc):
+    print(run_cases("panda3d_cases.py", prc))
