@@ -16,6 +16,7 @@ BGRA vs RGBA.
 import ctypes
 import ctypes.util
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -92,9 +93,19 @@ def aim(cam, x=0.0):
     cam.lookAt(x * 0.5, 0, 0.4)
 
 
+def pads():
+    """Whether Panda pads render textures in this process. Importing MetaDrive (gltensor.metadrive does, where
+    it is installed) loads MetaDrive's PRC lines, textures-power-2 none among them, into every ShowBase."""
+    from panda3d.core import ConfigVariableString
+    value = ConfigVariableString("textures-power-2").getValue()
+    if PRC == "default" and "metadrive" not in sys.modules:
+        assert value != "none"
+    return value != "none"
+
+
 def padded_as_configured(tex, w, h):
     """The texture is padded exactly as this configuration makes Panda pad it (a test of the setup itself)."""
-    if PRC == "default":
+    if pads():
         assert (tex.getXSize(), tex.getYSize()) == (pow2(w), pow2(h))
     else:
         assert (tex.getXSize(), tex.getYSize()) == (w, h)
@@ -335,7 +346,7 @@ def test_pitfall_padding(base, made, p3d_backend):
     tex = buf.getTexture()
     padded_as_configured(tex, 97, 61)
     with gp.capture_output(buf, backend=p3d_backend) as cap:
-        assert cap.padded == (PRC == "default")
+        assert cap.padded == pads()
         assert cap.capture.shape == (61, 97, 4)  # the core capture reads the image only
         assert_equal(cap.tensor(channels="rgb"), ram_rgb(base, tex))
 
@@ -379,3 +390,162 @@ def test_pitfall_bgra_vs_rgba(base, made, p3d_backend):
     assert_equal(x, ram[..., [2, 1, 0, 3]])
     assert not np.array_equal(x[..., :3], ram[..., :3])  # the scene has colour: the orders differ
     assert_equal(cam.perceive(to_float=False, channels="bgr"), ram[..., :3])
+
+
+# ---------------------------------------------------------------- gltensor.metadrive sensors
+
+
+def md_classes(kind):
+    """The sensor classes to test: the Plain* ones always; MetaDrive's subclasses too where MetaDrive imports and
+    can build its own sensor here (its RGBCamera asks for 16x multisampling, which Mesa's llvmpipe lacks)."""
+    from gltensor import metadrive as gmd
+    plain = gmd.PlainRGBCamera if kind == "rgb" else gmd.PlainDepthCamera
+    classes = [pytest.param(plain, id="plain")]
+    real = gmd.RGBCamera if kind == "rgb" else gmd.DepthCamera
+    reason = "MetaDrive does not import here (%s)" % gmd.METADRIVE_IMPORT_ERROR
+    classes.append(pytest.param(real, id="metadrive", marks=[] if real is not plain else
+                                pytest.mark.skip(reason=reason)))
+    return classes
+
+
+def build_md(base, made, cls, w, h, backend):
+    if not hasattr(base, "mode"):
+        base.mode = "offscreen"  # MetaDrive's engine attribute, read by ImageBuffer.destroy()
+    try:
+        s = cls(w, h, base, backend=backend)
+    except Exception as exc:  # MetaDrive's own set-up failing here is not gltensor's to test
+        if cls.__module__ == "gltensor.metadrive" and cls.__name__.startswith("Plain"):
+            raise
+        pytest.skip("MetaDrive's %s cannot be built on %s: %s" % (cls.__bases__[-1].__name__,
+                                                                  base.win.getGsg().getDriverRenderer(), exc))
+    made.append(s)
+    s.cam.reparentTo(base.render)
+    aim(s.cam)
+    return s
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+@pytest.mark.parametrize("cls", md_classes("rgb"))
+def test_metadrive_rgb_camera(base, made, p3d_backend, size, cls):
+    w, h = size
+    s = build_md(base, made, cls, w, h, p3d_backend)
+    base.graphicsEngine.renderFrame()
+    x = s.perceive(to_float=False)
+    tex = s.buffer.getTexture()
+    padded_as_configured(tex, w, h)
+    assert x.shape == (h, w, 3) and x.dtype == torch.uint8 and x.device.type == p3d_backend
+    ref = ram_rgb(base, tex)
+    rendered(ref)
+    assert_equal(x, ref)
+    f = s.perceive()
+    assert f.dtype == torch.float32 and torch.equal((f.cpu() * 255).round().to(torch.uint8), x.cpu())
+    assert s.lens.getFov()[0] == pytest.approx(60)
+    assert s.cam.node().getCameraMask().getWord() == 1 << 11  # MetaDrive's CamMask.RgbCam
+
+
+@pytest.mark.parametrize("cls", md_classes("rgb"))
+def test_metadrive_perceive_new_parent_node(base, made, p3d_backend, cls):
+    """perceive(to_float, new_parent_node, position, hpr) renders one frame from there and puts the camera back."""
+    s = build_md(base, made, cls, 97, 61, p3d_backend)
+    agent = base.render.attachNewNode("agent")
+    made.append(agent)
+    agent.setPos(0.5, -8, 0)
+    base.graphicsEngine.renderFrame()
+    before = s.perceive(to_float=False).cpu().clone()
+    parent, pos = s.cam.getParent(), s.cam.getPos()
+    x = s.perceive(False, agent, (0.0, 0.8, 1.0), (0.0, -5.0, 0.0))
+    assert_equal(x, ram_rgb(base, s.buffer.getTexture()))
+    assert not torch.equal(before, x.cpu())
+    assert s.cam.getParent() == parent and s.cam.getPos() == pos
+
+
+@pytest.mark.parametrize("size", [(97, 61), (84, 84)], ids=["97x61", "84x84"])
+@pytest.mark.parametrize("cls", md_classes("depth"))
+def test_metadrive_depth_camera(base, made, p3d_backend, size, cls):
+    w, h = size
+    s = build_md(base, made, cls, w, h, p3d_backend)
+    s.lens.setNearFar(1.0, 50.0)
+    base.graphicsEngine.renderFrame()
+    d = s.perceive()
+    padded_as_configured(s.depth_tex, w, h)
+    assert d.shape == (h, w, 1) and d.dtype == torch.float32
+    ref = ram_image(base, s.depth_tex)[::-1].astype(np.float64)
+    assert ref.min() < 0.99 and ref.max() == 1.0
+    off_grid = np.abs(ref * 255 - np.round(ref * 255)) > 1e-3  # a float depth buffer, not an 8-bit encoding
+    assert off_grid.sum() > 100
+    np.testing.assert_allclose(d.cpu().numpy(), 50.0 / (50.0 - ref * 49.0), rtol=1e-5)
+
+
+def test_metadrive_engine_construction(base, made, p3d_backend):
+    """MetaDrive's engine makes image sensors as cls(*args, engine=engine, cuda=image_on_cuda); cuda picks the
+    backend (MetaDrive's flag: frames on the GPU or in host memory)."""
+    from gltensor import metadrive as gmd
+    cpu = gmd.PlainRGBCamera(97, 61, engine=base, cuda=False)
+    made.append(cpu)
+    base.graphicsEngine.renderFrame()
+    assert cpu.perceive(to_float=False).device.type == "cpu"
+    if p3d_backend == "cuda":
+        gpu = gmd.PlainRGBCamera(97, 61, engine=base, cuda=True)
+        made.append(gpu)
+        base.graphicsEngine.renderFrame()
+        assert gpu.perceive(to_float=False).device.type == "cuda"
+
+
+@pytest.mark.parametrize("layout", ["atlas", "batch"])
+def test_metadrive_agent_cameras(base, made, p3d_backend, layout):
+    """Every agent's camera in one frame and one read: (N, H, W, 3), camera k mounted on agent k."""
+    from gltensor import metadrive as gmd
+    n, w, h = 4, 97, 61
+    agents = []
+    for k in range(n):
+        a = base.render.attachNewNode("agent%d" % k)
+        a.setPos(-1.5 + k, -8, -0.5)
+        agents.append(a)
+        made.append(a)
+    cams = gmd.AgentCameras(base, n, w, h, layout=layout, backend=p3d_backend,
+                            sensor_class=gmd.PlainRGBCamera if layout == "batch" else None)
+    made.append(cams)
+    x = cams.perceive(False, agents, (0.0, 0.8, 1.0), (0.0, -5.0, 0.0))
+    assert x.shape == (n, h, w, 3) and x.device.type == p3d_backend
+    if layout == "atlas":
+        whole = ram_rgb(base, cams._atlas.color_texture)
+        tiles = [whole[(k // 2) * h:(k // 2 + 1) * h, (k % 2) * w:(k % 2 + 1) * w] for k in range(n)]
+    else:
+        tiles = [ram_rgb(base, s.buffer.getTexture()) for s in cams.sensors]
+    for k in range(n):
+        assert_equal(x[k], tiles[k])
+        rendered(tiles[k])
+    assert not torch.equal(x[0].cpu(), x[3].cpu())
+    # one camera per agent, the same view as a lone MetaDrive-style sensor mounted on that agent
+    lone = gmd.PlainRGBCamera(w, h, base, backend=p3d_backend)
+    made.append(lone)
+    y = lone.perceive(False, agents[2], (0.0, 0.8, 1.0), (0.0, -5.0, 0.0))
+    assert_equal(x[2], y.cpu().numpy())
+
+
+def test_metadrive_real_interfaces(base, made):
+    """Where MetaDrive imports: its engine's own setup_sensors() builds the sensors from an env-style config,
+    and its ImageObservation's checks accept them."""
+    md = pytest.importorskip("metadrive", reason="MetaDrive is not installed")
+    import types
+
+    from metadrive.component.sensors.base_camera import BaseCamera
+    from metadrive.engine.core.engine_core import EngineCore
+
+    from gltensor import metadrive as gmd
+    assert issubclass(gmd.DepthCamera, BaseCamera) and gmd.DepthCamera.num_channels == 1
+    assert issubclass(gmd.RGBCamera, BaseCamera) and gmd.RGBCamera.num_channels == 3
+    base.mode = "offscreen"
+    base.global_config = {"sensors": {"depth": (gmd.DepthCamera, 97, 61)}, "image_on_cuda": False}
+    base.sensors = {}
+    base.add_image_sensor = types.MethodType(EngineCore.add_image_sensor, base)
+    EngineCore.setup_sensors(base)
+    s = base.sensors["depth"]
+    made.append(s)
+    s.cam.reparentTo(base.render)
+    aim(s.cam)
+    base.taskMgr.step()  # MetaDrive steps its task manager; the skipped 8-bit compute task must not fail
+    d = s.perceive()
+    assert d.shape == (61, 97, 1) and d.device.type == "cpu"
+    np.testing.assert_array_equal(d.cpu().numpy() > 0, True)
+    assert md.__name__ == "metadrive"
