@@ -313,7 +313,7 @@ class AgentCameras:
             cls = sensor_class or RGBCamera
             self.sensors = [cls(width, height, engine, cuda=cuda, backend=backend) for _ in range(count)]
             self.cameras = [s.cam for s in self.sensors]
-            self._batch = None
+            self._batch = gp.CameraBatch(self.sensors)
         else:
             raise _gt.InvalidArgumentError("gltensor.metadrive.AgentCameras: layout must be 'atlas' or 'batch', "
                                            "got %r" % (layout,))
@@ -330,17 +330,8 @@ class AgentCameras:
 
     def _read(self, kwargs):
         if self.layout == "atlas":
-            return _torch_from(self._atlas._ensure().read(**kwargs))
-        caps = [s.texture_capture for s in self.sensors]
-        for c in caps:
-            c._refresh()
-        names = tuple(c.capture for c in caps)
-        if self._batch is None or self._batch.captures != names:
-            if self._batch is not None:
-                self._batch.close()
-            self._batch = _gt.Batch(list(names))
-        self.sensors[0]._gt_watch.state.make_current()
-        return _torch_from(self._batch.read(**kwargs))
+            return self._atlas.perceive(**kwargs)
+        return self._batch.perceive(**kwargs)
 
     def perceive(self, to_float=True, new_parent_nodes=None, position=None, hpr=None, **read_kwargs):
         """Every agent's image of the last frame; with new_parent_nodes the cameras are mounted there (as
@@ -349,21 +340,15 @@ class AgentCameras:
             self.track(new_parent_nodes, position, hpr)
             self.engine.taskMgr.step()
         read_kwargs.setdefault("channels", self.CHANNELS)
-        read_kwargs.setdefault("dtype", "float32" if to_float else "uint8")
-        return self._read(read_kwargs)
+        return self._read(dict(read_kwargs, to_float=to_float))
 
     def destroy(self):
         if self.layout == "atlas":
             self._atlas.close()
         else:
-            if self._batch is not None:
-                self._batch.close()
-                self._batch = None
+            self._batch.close()
             for s in self.sensors:
                 s.destroy()
 
     close = destroy
 
-
-def _torch_from(frame):
-    return gp._torch().from_dlpack(frame)

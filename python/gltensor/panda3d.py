@@ -276,8 +276,10 @@ class TextureCapture:
                                      "base.graphicsEngine.renderFrame(), which leaves Panda3D's context current")
         self._state.make_current()
         self._kw = dict(backend=backend, cuda_device=cuda_device, resizable=resizable)
+        self._prepared = gsg.getPreparedObjects()
         self.region = _region_of(tex, self._rect)
         self.capture = self._make_capture()
+        self._key = (self._name, tex.getXSize(), tex.getYSize(), tex.getPadXSize(), tex.getPadYSize())
 
     def _make_capture(self):
         kw = dict(self._kw)
@@ -301,14 +303,26 @@ class TextureCapture:
     def padded(self):
         return bool(self.texture.getPadXSize() or self.texture.getPadYSize())
 
-    def _refresh(self):
-        self._state.make_current()
-        name = native_id(self.texture, self.gsg)
-        region = _region_of(self.texture, self._rect)
-        if name != self._name or region != self.region:  # Panda re-created or resized the texture: follow it
+    def _refresh(self, current=False):
+        """Follow the texture if Panda re-created or resized it; current=True: Panda's context is current.
+
+        Runs every read (for CameraBatch, per camera), so the common case is a few Panda calls: the GL name and
+        the (padded) size, compared with what the capture was made for."""
+        if not current:
+            self._state.make_current()
+        tex, po = self.texture, self._prepared
+        tc = tex.prepareNow(0, po, self.gsg) if po.isTexturePrepared(tex) else None
+        key = (tc.getNativeId() if tc is not None else 0, tex.getXSize(), tex.getYSize(), tex.getPadXSize(),
+               tex.getPadYSize())
+        if key == self._key:
+            return
+        name = native_id(tex, self.gsg)  # NotRenderedError with what to do when there is no GL texture
+        region = _region_of(tex, self._rect)
+        if name != self._name or region != self.region:
             self.capture.close()
             self._name, self.region = name, region
             self.capture = self._make_capture()
+        self._key = key
 
     def read(self, **kwargs):
         """gltensor Frame of the image (padding never read); kwargs as Capture.read."""
@@ -592,6 +606,9 @@ class DepthCamera(_Camera):
 class CameraBatch:
     """Several colour cameras of one step read as one gltensor.Batch: perceive() -> torch (N, H, W, 3).
 
+    cameras: RGBCamera objects, or any sensors with a `texture_capture` (a TextureCapture), e.g.
+    gltensor.metadrive's.
+
     All cameras must have the same size; one GL->CUDA hand-off per step on the GPU. Each camera renders into its
     own buffer (one FBO pass each); CameraAtlas renders them all into one buffer instead."""
 
@@ -599,18 +616,19 @@ class CameraBatch:
         self.cameras = list(cameras)
         if not self.cameras:
             raise _gt.InvalidArgumentError("gltensor.panda3d.CameraBatch: no cameras")
-        self._batch = None
+        self._batch, self._names = None, None
 
     def _ensure(self):
-        caps = [c._capture("color") for c in self.cameras]
+        caps = [c.texture_capture for c in self.cameras]
+        caps[0]._state.make_current()  # one GL context for all (the one Panda drew the cameras with)
         for c in caps:
-            c._refresh()  # each capture reads its camera's image only (a region when Panda padded the texture)
+            c._refresh(current=True)  # each capture reads its camera's image only (a region when padded)
         names = tuple(c.capture for c in caps)
-        if self._batch is None or self._batch.captures != names:
+        if names != self._names:
             if self._batch is not None:
                 self._batch.close()
             self._batch = _gt.Batch(list(names))
-        self.cameras[0]._state.make_current()
+            self._names = names
         return self._batch
 
     def perceive(self, to_float=True, **read_kwargs):
@@ -622,7 +640,7 @@ class CameraBatch:
     def close(self):
         if self._batch is not None:
             self._batch.close()
-            self._batch = None
+            self._batch, self._names = None, None
 
 
 class CameraAtlas:
