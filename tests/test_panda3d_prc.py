@@ -27,6 +27,10 @@ def run_cases(casefile, prc, timeout=600):
     summary = [line for line in out.splitlines() if " passed" in line or " failed" in line or " error" in line]
     assert proc.returncode == 0, "%s under %s PRC failed:\n%s" % (casefile, prc, out[-12000:])
     assert summary and " passed" in summary[-1], out[-4000:]
+    import gltensor
+    if gltensor.cuda_available():  # on a GPU machine the CUDA paths must have run in the child too
+        for reason in ("gpu test:", "not on the CUDA device"):
+            assert reason not in out, "CUDA tests skipped under %s PRC:\n%s" % (prc, out[-6000:])
     return summary[-1]
 
 

@@ -1,7 +1,7 @@
 """Panda3D (and MetaDrive-style) cameras into tensors with gltensor.
 
     from gltensor import panda3d as gp
-    gp.configure()                                   # before ShowBase(): p3headlessgl, no padding, ...
+    gp.configure()                                   # optional, before ShowBase(): p3headlessgl, no padding, ...
     base = ShowBase()
     cam = gp.RGBCamera(base, 97, 61)                 # offscreen buffer + camera + render texture
     base.graphicsEngine.renderFrame()
@@ -22,10 +22,11 @@ What Panda3D needs (found by trying Panda3D 1.10.16 with p3headlessgl on Mesa ll
   frame that renders into it: before that ``NotRenderedError`` is raised (never a stale or empty image).
   The name is ``tex.prepareNow(0, gsg.getPreparedObjects(), gsg).getNativeId()``; the GL target follows
   ``tex.getTextureType()`` (only 2-D textures, GL_TEXTURE_2D).
-* Padding. Unless ``textures-power-2 none`` is set (``configure()`` does), Panda may allocate render textures
-  padded to powers of two (``tex.getPadXSize()``/``getPadYSize()``); the image then sits in the lower-left
-  corner of the GL texture. Captures here crop to ``getXSize() x getYSize()`` (a torch view), so the result
-  is right either way; ``none`` avoids reading the padding at all.
+* Padding. Unless ``textures-power-2 none`` is set (``configure()`` and MetaDrive set it; Panda's default does
+  not), Panda allocates render textures padded to powers of two (97x61 -> 128x64; ``tex.getXSize()`` is the
+  padded size, ``getPadXSize()`` the padding); the image sits in the lower-left corner of the GL texture.
+  Captures here then read only the image through the core's ``region`` (``image_size(tex)``), so every path
+  returns exactly the rendered size under any configuration and no padding byte is copied.
 * Channel order. Panda's RAM images (``getRamImage()``, screenshots) are BGR(A); the GL texture is RGBA, so
   a capture equals ``getRamImageAs("RGBA")`` with its rows flipped (RAM images are bottom-up).
 * Resizing. Panda reallocates the render texture (same GL name, glTexImage2D) when the buffer is resized.
