@@ -549,3 +549,16 @@ def test_metadrive_real_interfaces(base, made):
     assert d.shape == (61, 97, 1) and d.device.type == "cpu"
     np.testing.assert_array_equal(d.cpu().numpy() > 0, True)
     assert md.__name__ == "metadrive"
+
+    # MetaDrive's own ImageObservation stacks the sensor's frames (image_on_cuda=False: a numpy stack)
+    from metadrive.obs.image_obs import ImageObservation
+
+    class Obs(ImageObservation):
+        engine = property(lambda self: base)  # MetaDrive's global engine is this ShowBase here
+
+    base.get_sensor = types.MethodType(EngineCore.get_sensor, base)
+    obs = Obs(dict(base.global_config, stack_size=3), "depth", True)
+    assert obs.observation_space.shape == (61, 97, 1, 3)
+    base.taskMgr.step()
+    stacked = obs.observe()
+    np.testing.assert_array_equal(stacked[..., -1], s.perceive().numpy())

@@ -37,3 +37,34 @@ def run_cases(casefile, prc, timeout=600):
 @pytest.mark.parametrize("prc", ["default", "configure", "metadrive"])
 def test_panda3d_paths_under(prc):
     print(run_cases("panda3d_cases.py", prc))
+
+
+THREADED = r"""
+import sys
+from panda3d.core import loadPrcFileData
+loadPrcFileData("", "threading-model %s\n")
+from direct.showbase.ShowBase import ShowBase
+import gltensor
+from gltensor import panda3d as gp, metadrive as gmd
+base = ShowBase(windowType="offscreen")
+for make in (lambda: gp.RGBCamera(base, 97, 61), lambda: gmd.PlainRGBCamera(97, 61, base)):
+    try:
+        make()
+    except gltensor.GLTensorError as e:
+        print("REFUSED:", e)
+    else:
+        print("ACCEPTED")
+"""
+
+
+@pytest.mark.parametrize("model", ["Cull", "Cull/Draw"])
+def test_draw_thread_is_refused_with_what_to_do(model):
+    """MetaDrive's image observations default to threading-model Cull (cull and draw in a 'Cull' thread): the GL
+    context lives there, so sensors refuse to be made, saying how to switch it off."""
+    proc = subprocess.run([sys.executable, "-c", THREADED % model], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ))
+    out = proc.stdout + proc.stderr
+    refusals = [l for l in proc.stdout.splitlines() if l.startswith("REFUSED")]
+    assert len(refusals) == 2, out[-3000:]
+    for line in refusals:
+        assert "multi_thread_render=False" in line and "threading model" in line

@@ -1,7 +1,7 @@
 """MetaDrive camera sensors whose frames go to torch through gltensor (thin, over gltensor.panda3d).
 
     import gltensor.metadrive as gmd
-    env = MetaDriveEnv(dict(image_observation=True, image_on_cuda=True,
+    env = MetaDriveEnv(dict(image_observation=True, image_on_cuda=True, multi_thread_render=False,
                             sensors={"rgb_camera": (gmd.RGBCamera, 84, 84), "depth_camera": (gmd.DepthCamera, 84, 84)},
                             vehicle_config=dict(image_source="rgb_camera")))
 
@@ -20,6 +20,10 @@ MetaDrive's engine makes each sensor as ``cls(width, height, engine=engine, cuda
   agent and renders all of them in one frame into ONE buffer, one display region per agent, read as one
   gltensor.Atlas (``layout="batch"`` uses one sensor buffer per agent read as one gltensor.Batch instead).
   MetaDrive itself shares one camera between agents and renders a whole frame per agent.
+* Threading: gltensor reads in the thread that holds Panda's GL context, the main thread with Panda's
+  single-threaded pipeline. MetaDrive's default for image observations (``multi_thread_render=True``,
+  ``threading-model Cull``) culls and draws in a separate thread: pass ``multi_thread_render=False`` in the env
+  config (the sensors refuse to be made otherwise, with an error that says so).
 
 With MetaDrive importable, RGBCamera and DepthCamera subclass MetaDrive's own RGBCamera / DepthCamera: the
 same buffer, lens, camera mask, shaders and tone mapping; only the readback differs (and DepthCamera skips
@@ -73,6 +77,7 @@ class _Sensor:
     CHANNELS = "rgb"
 
     def _gt_setup(self, texture, cuda, backend):
+        gp._check_threading(self.engine.graphicsEngine)  # MetaDrive's multi_thread_render draws in another thread
         self._gt_texture, self._gt_backend = texture, _backend(cuda, backend)
         drawn = [dr for dr in self.buffer.getDisplayRegions() if dr.isActive() and not dr.getCamera().isEmpty()]
         if not drawn:

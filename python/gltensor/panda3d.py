@@ -179,7 +179,9 @@ def _check_threading(engine):
     if tm.getDrawName():
         raise _gt.GLTensorError(
             "gltensor.panda3d: Panda3D's threading model %r draws in another thread, whose GL context cannot be "
-            "current here; use the single-threaded pipeline (threading-model empty, the default)" % str(tm))
+            "current here; use the single-threaded pipeline (threading-model empty, Panda's default; in MetaDrive "
+            "pass multi_thread_render=False in the env config: its default, threading-model Cull, culls and draws "
+            "in a 'Cull' thread)" % str(tm))
 
 
 # ---------------------------------------------------------------- textures
