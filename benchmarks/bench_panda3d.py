@@ -14,8 +14,9 @@ described in gltensor/_bench_panda3d.py.
 
 Ratios printed: "vs MetaDrive" = MetaDrive recipe µs / path µs (> 1: faster than MetaDrive's recipe).
 "vs render+RT" (N > 1) = path µs / (render floor of that layout + one GL<->CUDA round trip). The round trip is
-measured in the same run: render + a gltensor read of one tiny 4x4 texture that Panda does not re-render,
-minus render alone (same steps, same consumer op), i.e. what one hand-off adds to a step whatever its size.
+measured in the same run: (render + a gltensor read of one tiny 4x4 texture that Panda does not re-render +
+the consumer op on it) minus render alone, timed one after the other in each run: what one hand-off adds to a
+step whatever its size (on the GPU the GL->CUDA switch, ~300 us on an H200; on the CPU backend it is noise).
 MetaDrive's recipe needs cuda-python (cuda.bindings) and CuPy and a GL context on a CUDA device; otherwise
 it is listed as skipped with the reason. On a machine without a GPU gltensor runs its CPU backend and the
 numbers compare host readbacks only.

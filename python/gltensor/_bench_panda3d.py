@@ -15,8 +15,9 @@ Paths of a case (SIZE² x N cameras), each checked against Panda's own readback 
                   order="C"); here also [:h, :w] so that it is right when Panda padded; N cameras -> cupy.stack
   gltensor        RGBCamera.perceive(to_float=False) (N = 1), CameraBatch.perceive() (N > 1)
   gltensor-atlas  CameraAtlas.perceive() (N > 1): one buffer, one display region per camera, one Atlas read
-  round-trip      (N > 1) render + a gltensor read of one tiny (4x4) texture that is not re-rendered: minus
-                  `render`, it is one GL<->CUDA round trip as this run pays it
+  round-trip      (N > 1) render + a gltensor read of one tiny (4x4) texture that is not re-rendered + the
+                  consumer op on it: minus `render` (timed just before it), it is one GL<->CUDA round trip as
+                  this run pays it
 """
 import sys
 
@@ -180,7 +181,8 @@ def run_config(prc, cases, steps, warmup, runs, backend, log=print):
                                 for k in range(n)])
 
         paths = [("render", "buffers", None, None)]
-        if n > 1:
+        if n > 1:  # the round trip right after its render floor, so that both see the same machine state
+            paths.append(("round-trip", "buffers", lambda: torch.from_dlpack(case.tiny_read.read()), None))
             paths.append(("render-atlas", "atlas", None, None))
 
         def ram():
@@ -203,7 +205,6 @@ def run_config(prc, cases, steps, warmup, runs, backend, log=print):
         else:
             paths.append(("gltensor", "buffers", lambda: case.batch.perceive(to_float=False), ref_buffers))
             paths.append(("gltensor-atlas", "atlas", lambda: case.atlas.perceive(to_float=False), ref_atlas))
-            paths.append(("round-trip", "buffers", lambda: torch.from_dlpack(case.tiny_read.read()), None))
 
         times = {}
         try:
