@@ -103,11 +103,12 @@ class _Sensor:
         saved = None
         if new_parent_node:
             saved = self.cam.getParent(), self.cam.getPos(), self.cam.getHpr()
-            self.cam.reparentTo(new_parent_node)
-            self.cam.setPos(*(position if position is not None else DEFAULT_SENSOR_OFFSET))
-            self.cam.setHpr(*(hpr if hpr is not None else DEFAULT_SENSOR_HPR))
-            self.engine.taskMgr.step()
         try:
+            if saved is not None:
+                self.cam.reparentTo(new_parent_node)
+                self.cam.setPos(*(position if position is not None else DEFAULT_SENSOR_OFFSET))
+                self.cam.setHpr(*(hpr if hpr is not None else DEFAULT_SENSOR_HPR))
+                self.engine.taskMgr.step()
             return self._gt_read(to_float)
         finally:
             if saved is not None:
@@ -289,12 +290,24 @@ else:
 # ---------------------------------------------------------------- every agent, one hand-off
 
 
+def _metadrive_rgb_tag_states(engine, cameras):
+    """The per-camera render states MetaDrive's RGBCamera._setup_effect gives its camera (its terrain shader)."""
+    from metadrive.constants import CameraTagStateKey, Semantics
+    from metadrive.engine.core.terrain import Terrain
+    state = Terrain.make_render_state(engine, "terrain.vert.glsl", "terrain.frag.glsl")
+    for cam in cameras:
+        cam.node().setTagStateKey(CameraTagStateKey.RGB)
+        cam.node().setTagState(Semantics.TERRAIN.label, state)
+
+
 class AgentCameras:
     """One RGB camera per agent, all rendered in the same frame and read in ONE hand-off per step:
     perceive() -> torch (N, H, W, 3), camera k on agent k.
 
     layout="atlas" (default): one offscreen buffer, one display region per agent (MetaDrive's camera mask,
-    60-degree lens, white clear, 8-8-8 colour), read as one gltensor.Atlas: one FBO for all agents.
+    60-degree lens, white clear, 8-8-8 colour and, with MetaDrive installed, its RGB camera's terrain shader),
+    read as one gltensor.Atlas: one FBO for all agents. MetaDrive's RGBCamera also tone-maps its picture in a
+    post-processing pass (FilterManager, one per buffer), which this layout does not have.
     layout="batch": one `sensor_class` sensor per agent (default RGBCamera: MetaDrive's own buffers and
     effects when MetaDrive is installed), read as one gltensor.Batch.
     """
@@ -314,6 +327,8 @@ class AgentCameras:
                                          clear_color=tuple(_BKG)[:3] + (1,), name="gltensor_agents")
             self.cameras = list(self._atlas.cameras)
             self.sensors = []
+            if _MDRGBCamera is not None:
+                _metadrive_rgb_tag_states(engine, self.cameras)
         elif layout == "batch":
             cls = sensor_class or RGBCamera
             self.sensors = [cls(width, height, engine, cuda=cuda, backend=backend) for _ in range(count)]
