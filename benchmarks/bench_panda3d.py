@@ -19,7 +19,8 @@ the consumer op on it) minus render alone, timed one after the other in each run
 step whatever its size (on the GPU the GL->CUDA switch, ~300 us on an H200; on the CPU backend it is noise).
 MetaDrive's recipe needs cuda-python (cuda.bindings) and CuPy and a GL context on a CUDA device; otherwise
 it is listed as skipped with the reason. On a machine without a GPU gltensor runs its CPU backend and the
-numbers compare host readbacks only.
+numbers compare host readbacks only; there (Mesa llvmpipe) a read also waits for the rasterisation of the
+texture it reads, which `render` alone does not, so render floors and ratios say little.
 """
 import argparse
 import datetime
@@ -61,12 +62,12 @@ def main(argv=None):
 
     if args.one_config:
         prc, out = args.one_config.split(":", 1)
-        results = bp.run_config(prc, args.cases, args.steps, args.warmup, args.runs, args.backend,
-                                log=lambda m: print(m, flush=True))
-        Path(out).write_text(json.dumps(results))
+        info, results = bp.run_config(prc, args.cases, args.steps, args.warmup, args.runs, args.backend,
+                                      log=lambda m: print(m, flush=True))
+        Path(out).write_text(json.dumps({"machine": info, "results": results}))
         return 0
 
-    results, failed = [], None
+    results, machine, failed = [], None, None
     for prc in args.prc.split(","):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             part = f.name
@@ -80,15 +81,17 @@ def main(argv=None):
         if proc.returncode != 0:
             failed = "%s configuration failed (rc %d):\n%s" % (prc, proc.returncode, (proc.stdout + proc.stderr)[-3000:])
             break
-        results += json.loads(Path(part).read_text())
+        part_report = json.loads(Path(part).read_text())
         os.unlink(part)
+        results += part_report["results"]
+        machine = machine or part_report["machine"]
     bp.ratios(results)
 
     import socket
     host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname())
     json_path = Path(args.json) if args.json else HERE / "results" / ("panda3d_%s.json" % host)
     report = {"benchmark": "panda3d", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "argv": sys.argv[1:], "config": {"cases": args.cases, "steps": args.steps, "warmup": args.warmup,
+              "argv": sys.argv[1:], "machine": machine, "config": {"cases": args.cases, "steps": args.steps, "warmup": args.warmup,
                                                 "runs": args.runs, "backend": args.backend, "prc": args.prc},
               "results": results, "status": "ok" if failed is None else failed}
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -109,6 +112,9 @@ def main(argv=None):
     print_table("Panda3D cameras, µs per step (renderFrame + frames into torch + x.float().mean()), median of %d "
                 "runs of %d steps" % (args.runs, args.steps),
                 ["case", "path", "us/step", "vs MetaDrive", "vs render+RT", "note"], rows, left=(0, 1))
+    print("\nHeadlines (GL: %s):" % (machine or {}).get("gl_renderer"))
+    for line in bp.headlines(results):
+        print("  " + line)
     print("\nJSON: %s" % json_path)
     return 0
 

@@ -37,4 +37,5 @@ def test_bench_panda3d_quick(tmp_path):
         assert "round_trip_us" in many["gltensor"] and "vs_render_plus_round_trip" in many["gltensor-atlas"]
     # Panda pads 84x84 under its defaults, not under configure()
     assert [r["padded"] for r in rows if r["size"] == 84 and r["path"] == "gltensor"] == [True, False]
-    assert "vs MetaDrive" in proc.stdout and "vs render+RT" in proc.stdout
+    assert "vs MetaDrive" in proc.stdout and "vs render+RT" in proc.stdout and "Headlines" in proc.stdout
+    assert report["machine"]["gl_renderer"] and report["machine"]["panda3d"]

@@ -23,7 +23,7 @@ import sys
 
 import numpy as np
 
-from ._bench_paths import CheckFailed, Skip, median, time_steps
+from ._bench_paths import CheckFailed, Skip, machine_info, median, time_steps
 
 PRCS = ("default", "configure")
 
@@ -156,11 +156,26 @@ class _Case:
                 o.close()
 
 
+def panda_machine_info(base, torch):
+    import types
+
+    import panda3d.core as core
+    gsg = base.win.getGsg()
+    gl = types.SimpleNamespace(vendor=gsg.getDriverVendor(), renderer=gsg.getDriverRenderer(),
+                               version=gsg.getDriverVersion(), is_software="llvmpipe" in gsg.getDriverRenderer(),
+                               cuda_device=None)
+    info = machine_info(gl, torch)
+    info["panda3d"] = core.PandaSystem.getVersionString()
+    return info
+
+
 def run_config(prc, cases, steps, warmup, runs, backend, log=print):
-    """All cases under one configuration: a list of result dicts (us_per_step, runs, check, skipped)."""
+    """All cases under one configuration: (machine info, list of result dicts: us_per_step, runs, check,
+    skipped)."""
     import torch
     base, model = open_showbase(prc)
     gsg = base.win.getGsg()
+    info = panda_machine_info(base, torch)
     results = []
     for size, n in cases:
         case = _Case(base, model, size, n, backend)
@@ -234,7 +249,7 @@ def run_config(prc, cases, steps, warmup, runs, backend, log=print):
             results.append({"prc": prc, "size": size, "cameras": n, "path": "metadrive", "skipped": md_skip})
         log("  %s %s: %s" % (prc, label, ", ".join("%s %.0f us" % (k, v) for k, v in us.items())))
     base.destroy()
-    return results
+    return info, results
 
 
 def ratios(results):
@@ -257,6 +272,28 @@ def ratios(results):
             r["round_trip_us"], r["render_plus_round_trip_us"] = trip, floor
             r["vs_render_plus_round_trip"] = r["us_per_step"] / floor
     return results
+
+
+def headlines(results):
+    """The lines the issue asks for: one camera vs MetaDrive's recipe; N agents vs MetaDrive and vs render + one
+    round trip, per configuration and layout."""
+    lines = []
+    for r in results:
+        if "us_per_step" not in r or not r["path"].startswith("gltensor"):
+            continue
+        what = "%s %d²x%d %s: %s us/step" % (r["prc"], r["size"], r["cameras"], r["path"], _fmt(r["us_per_step"]))
+        if r.get("vs_metadrive"):
+            what += ", %.2fx faster than MetaDrive's recipe" % r["vs_metadrive"]
+        if r.get("vs_render_plus_round_trip"):
+            what += ", %.2f x (render %s + one round trip %s us)" % (
+                r["vs_render_plus_round_trip"], _fmt(r["render_plus_round_trip_us"] - r["round_trip_us"]),
+                _fmt(r["round_trip_us"]))
+        lines.append(what)
+    return lines
+
+
+def _fmt(v):
+    return "%.0f" % v
 
 
 if __name__ == "__main__":  # pragma: no cover
