@@ -170,7 +170,7 @@ typedef struct glt_capture_desc {
     int resizable;
     /* The part of the image to read, e.g. the image inside an engine's power-of-two padding or a renderer's
      * corner of a larger offscreen buffer: only these pixels are copied (top row of the region first when
-     * flipping) and every shape is the region's. width = height = 0 (the default): the whole image, following
+     * flipping) and every shape is the region's. All zero (the default): the whole image, following
      * its size when it changes. A region must lie inside the image (x, y >= 0, width, height > 0,
      * x + width <= image width, y + height <= image height): checked at creation and again whenever the
      * image's size changes (GLT_INVALID_ARGUMENT when it no longer fits). */
@@ -179,8 +179,6 @@ typedef struct glt_capture_desc {
 
 typedef struct glt_capture_info {
     int width, height, channels; /* output shape is (height, width, channels): the region's size */
-    glt_rect region;             /* the part read: (0, 0, image_width, image_height) without a region */
-    int image_width, image_height; /* size of the whole GL image */
     glt_dtype dtype;
     unsigned gl_internal_format;
     const char *format_name; /* "GL_RGBA8" */
@@ -188,6 +186,8 @@ typedef struct glt_capture_info {
     glt_backend backend;     /* never AUTO: the backend in use */
     const char *backend_reason;
     int cuda_device; /* -1 on the CPU backend */
+    glt_rect region;               /* the part read: (0, 0, image_width, image_height) without a region */
+    int image_width, image_height; /* size of the whole GL image */
 } glt_capture_info;
 
 /* Target GL_TEXTURE_2D, backend AUTO, the context's device, not resizable, the whole image. */
@@ -201,6 +201,11 @@ GLT_API void glt_capture_destroy(glt_capture *cap);
 GLT_API glt_status glt_capture_get_info(const glt_capture *cap, glt_capture_info *info);
 /* Re-reads size and format from GL; re-registers if they changed (*changed = 1). */
 GLT_API glt_status glt_capture_refresh(glt_capture *cap, int *changed);
+/* Reads `region` from now on (NULL or all zero: the whole image), e.g. after the program resized its buffer
+ * and the engine's padding changed. Checked against the image's current size (GLT_INVALID_ARGUMENT, and the
+ * capture keeps its region, when it does not fit). Needs the capture's GL context current; frames already
+ * read are unaffected. */
+GLT_API glt_status glt_capture_set_region(glt_capture *cap, const glt_rect *region);
 
 /* Axis order of each output image. */
 typedef enum glt_order { GLT_ORDER_HWC, GLT_ORDER_CHW } glt_order;

@@ -25,6 +25,8 @@ void glt_atlas_desc_init(glt_atlas_desc *d) {
 
 /* Derives the grid from the request and the image size; refuses grids that do not fit. */
 static glt_status solve_grid(const glt_atlas_desc *d, int width, int height, unsigned name, glt_atlas *a) {
+    /* the grid splits the source's region when it has one */
+    const char *area = d->source.region.width || d->source.region.height ? "region" : "image";
     int rows = d->rows, cols = d->cols, th = d->tile_height, tw = d->tile_width;
     if (rows < 0 || cols < 0 || th < 0 || tw < 0 || d->count < 0 || (rows > 0) != (cols > 0) || (th > 0) != (tw > 0))
         return glt_fail(GLT_INVALID_ARGUMENT,
@@ -38,9 +40,9 @@ static glt_status solve_grid(const glt_atlas_desc *d, int width, int height, uns
     if (th == 0) {
         if (height % rows || width % cols)
             return glt_fail(GLT_INVALID_ARGUMENT,
-                            "atlas of texture %u: a %dx%d image does not split into %d rows x %d cols of equal tiles; "
+                            "atlas of texture %u: a %dx%d %s does not split into %d rows x %d cols of equal tiles; "
                             "pass tile_size=(height, width) as well",
-                            name, width, height, rows, cols);
+                            name, width, height, area, rows, cols);
         th = height / rows;
         tw = width / cols;
     }
@@ -51,8 +53,8 @@ static glt_status solve_grid(const glt_atlas_desc *d, int width, int height, uns
     if (rows == 0 || cols == 0 || rows * th > height || cols * tw > width)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "atlas of texture %u: a grid of %d rows x %d cols of %dx%d tiles needs %dx%d pixels, but the "
-                        "image is %dx%d; make the texture larger or the grid smaller",
-                        name, rows, cols, tw, th, cols * tw, rows * th, width, height);
+                        "%s is %dx%d; make the texture (or region) larger or the grid smaller",
+                        name, rows, cols, tw, th, cols * tw, rows * th, area, width, height);
     int count = d->count ? d->count : rows * cols;
     if (count > rows * cols)
         return glt_fail(GLT_INVALID_ARGUMENT,

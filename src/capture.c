@@ -149,8 +149,8 @@ static glt_status region_still_fits(const glt_capture *cap) {
     if (!region_misfit(r, cap->width, cap->height, why, sizeof why)) return GLT_OK;
     return glt_fail(GLT_INVALID_ARGUMENT,
                     "%s %u is now %dx%d, and the capture's region (x=%d, y=%d, width=%d, height=%d) no longer fits in "
-                    "it (%s); create a new capture with a region inside the new size, or without a region to read "
-                    "the whole image whatever its size",
+                    "it (%s); set a region inside the new size (cap.region = (x, y, w, h), glt_capture_set_region), "
+                    "or capture without a region to read the whole image whatever its size",
                     kind_of(cap->target), cap->name, cap->width, cap->height, r->x, r->y, r->width, r->height, why);
 }
 
@@ -330,39 +330,83 @@ glt_status glt_capture_get_info(const glt_capture *cap, glt_capture_info *info) 
     return GLT_OK;
 }
 
-glt_status glt_capture_refresh(glt_capture *cap, int *changed) {
-    if (changed) *changed = 0;
-    if (!cap) return glt_fail(GLT_CLOSED, "the capture was closed (NULL handle)");
+/* Rebuilds the backend's hold for the image as `d` describes it (fmt: its format) and the requested region.
+ * A region the image cannot hold leaves the capture detached (no stage or readback made for it) until a
+ * later size or region fits; every read until then fails with that message. */
+static glt_status reattach(glt_capture *cap, const image_desc *d, const glt_format *fmt) {
+    drain_reads(cap);
+    detach_backend(cap, 1);
+    cap->detached = 1;
+    cap->fmt = fmt;
+    cap->samples = d->samples;
+    cap->internal_format = (GLenum)d->internal_format;
+    cap->width = d->width;
+    cap->height = d->height;
+    update_region(cap);
+    glt_pool_trim(cap->pool);
+    glt_status st = region_still_fits(cap);
+    if (st == GLT_OK) st = attach_backend(cap);
+    if (st == GLT_OK) cap->detached = 0;
+    return st;
+}
+
+/* Checks the context and reads the image's description and format from GL. */
+static glt_status query_current(glt_capture *cap, image_desc *d, const glt_format **fmt) {
     char what[64];
     snprintf(what, sizeof what, "capture of %s %u", kind_of(cap->target), cap->name);
     glt_status st = glt_check_gl_context(cap->gl_context, what);
     if (st != GLT_OK) return st;
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
+    st = query_image(gl, cap->name, cap->target, d);
+    if (st != GLT_OK) return st;
+    *fmt = cap->fmt;
+    if ((GLenum)d->internal_format == cap->internal_format) return GLT_OK;
+    return check_format(cap->name, cap->target, d, fmt);
+}
+
+static int same_image(const glt_capture *cap, const image_desc *d) {
+    return d->width == cap->width && d->height == cap->height && (GLenum)d->internal_format == cap->internal_format &&
+           d->samples == cap->samples;
+}
+
+glt_status glt_capture_refresh(glt_capture *cap, int *changed) {
+    if (changed) *changed = 0;
+    if (!cap) return glt_fail(GLT_CLOSED, "the capture was closed (NULL handle)");
     image_desc d;
-    st = query_image(gl, cap->name, cap->target, &d);
-    if (st != GLT_OK) return st;
-    if (d.width == cap->width && d.height == cap->height && (GLenum)d.internal_format == cap->internal_format &&
-        d.samples == cap->samples)
-        return region_still_fits(cap); /* integer compares: fails only after a resize left the region outside */
     const glt_format *fmt = NULL;
-    st = check_format(cap->name, cap->target, &d, &fmt);
+    glt_status st = query_current(cap, &d, &fmt);
     if (st != GLT_OK) return st;
+    if (same_image(cap, &d)) {
+        st = region_still_fits(cap); /* integer compares: fails only after a resize left the region outside */
+        if (st == GLT_OK && cap->detached) st = reattach(cap, &d, fmt); /* an earlier attach failed */
+        return st;
+    }
     /* The image was reallocated: the old registration points at storage GL no longer uses. */
-    drain_reads(cap);
-    detach_backend(cap, 1);
-    cap->fmt = fmt;
-    cap->samples = d.samples;
-    cap->internal_format = (GLenum)d.internal_format;
-    cap->width = d.width;
-    cap->height = d.height;
-    update_region(cap);
-    glt_pool_trim(cap->pool);
     if (changed) *changed = 1;
-    /* A region the new size cannot hold: stay detached (no stage or readback made for it) until a later
-     * size fits it again; every read until then fails with this message. */
-    st = region_still_fits(cap);
-    return st == GLT_OK ? attach_backend(cap) : st;
+    return reattach(cap, &d, fmt);
+}
+
+glt_status glt_capture_set_region(glt_capture *cap, const glt_rect *region) {
+    if (!cap) return glt_fail(GLT_CLOSED, "the capture was closed (NULL handle)");
+    glt_rect want = {0, 0, 0, 0};
+    if (region) want = *region;
+    image_desc d;
+    const glt_format *fmt = NULL;
+    glt_status st = query_current(cap, &d, &fmt);
+    if (st != GLT_OK) return st;
+    st = check_requested_region(&want, cap->target, cap->name, d.width, d.height);
+    if (st != GLT_OK) return st; /* the capture keeps its region */
+    cap->requested = want;
+    /* Colour images read straight from the registered image: only the copy's rectangle changes. A GL-side
+     * stage (resolve, depth pack) is made for one region, and a new size needs a new hold anyway. */
+    if (same_image(cap, &d) && !cap->stage && !cap->detached) {
+        update_region(cap);
+        return GLT_OK;
+    }
+    st = reattach(cap, &d, fmt);
+    glt_capture_finish(cap); /* a resizable capture holds no registration between reads, as after creation */
+    return st;
 }
 
 size_t glt_capture_row_bytes(const glt_capture *cap) {

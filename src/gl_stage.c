@@ -16,6 +16,9 @@
  *     readback NVIDIA converts slowly; for 16/24-bit depth on the CUDA backend
  *     the compute-shader path below replaces it where a check on the driver
  *     (depth_probe.c) finds it bit-equal to glReadPixels.
+ * Both cover only the capture's region when it has one: the resolve blits that
+ * rectangle in place (same coordinates in the resolve renderbuffer) and the
+ * depth pack holds its rows alone, so no pixel outside it is copied.
  * Every binding and enable touched is restored.
  */
 #include "internal.h"
@@ -32,7 +35,7 @@ struct glt_gl_stage {
     glt_rect region; /* the part read: resolved, converted and packed (rows of region.width floats) */
     GLuint src_fbo, dst_fbo, resolve_rb; /* multisampled sources */
     GLuint read_fbo;                     /* depth renderbuffers: reading needs a framebuffer */
-    GLuint pbo;                          /* depth: float window depth, bottom-up rows */
+    GLuint pbo;                          /* depth: the region's float window depth, bottom-up rows */
     /* Fixed-point depth (16/24-bit) through a compute shader, see compute_wanted(). */
     GLuint program, sampler;
     GLuint sample_tex;  /* the depth texture the shader reads: the source, or copy_tex */

@@ -186,6 +186,7 @@ struct glt_capture {
     int width, height;   /* of the whole image */
     glt_rect requested;  /* region asked for at creation; width 0: the whole image, whatever its size */
     glt_rect region;     /* the part read now: `requested`, or the whole image */
+    int detached;        /* 1: no backend hold (the region did not fit, or attaching failed); reads re-attach */
     glt_cuda_image *cuda;
     glt_cpu_reader *cpu;
     glt_pool *pool;

@@ -227,6 +227,26 @@ INFO_GETTER(get_region, Py_BuildValue("(iiii)", i.region.x, i.region.y, i.region
 INFO_GETTER(get_image_size, Py_BuildValue("(ii)", i.image_width, i.image_height))
 #undef INFO_GETTER
 
+static int set_region(CaptureObject *self, PyObject *value, void *c) {
+    (void)c;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "region cannot be deleted; set it to None for the whole image");
+        return -1;
+    }
+    if (!self->cap) {
+        glt_py_capture_closed(self);
+        return -1;
+    }
+    glt_rect r;
+    if (glt_py_parse_region(value, "region", &r) < 0) return -1;
+    glt_status s = glt_capture_set_region(self->cap, &r);
+    if (s != GLT_OK) {
+        glt_py_raise(self->st, s);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *get_cuda_device(CaptureObject *self, void *c) {
     (void)c;
     glt_capture_info i;
@@ -279,8 +299,11 @@ static PyGetSetDef capture_getset[] = {
     {"height", (getter)get_height, NULL, "height of each frame: the region's", NULL},
     {"channels", (getter)get_channels, NULL, NULL, NULL},
     {"shape", (getter)get_shape, NULL, "(height, width, channels) of each frame", NULL},
-    {"region", (getter)get_region, NULL,
-     "(x, y, width, height) read, lower-left origin; (0, 0, W, H) of the whole image without region=", NULL},
+    {"region", (getter)get_region, (setter)set_region,
+     "(x, y, width, height) read, lower-left origin; (0, 0, W, H) of the whole image without region=. "
+     "Assignable (None: the whole image), with the capture's GL context current, e.g. after a resize changed "
+     "an engine's padding.",
+     NULL},
     {"image_size", (getter)get_image_size, NULL, "(width, height) of the whole GL image", NULL},
     {"dtype", (getter)get_dtype, NULL, "'uint8', 'uint16', 'uint32', 'float16' or 'float32'", NULL},
     {"backend", (getter)get_backend, NULL, "'cuda' or 'cpu'", NULL},
