@@ -23,7 +23,10 @@ MetaDrive's engine makes each sensor as ``cls(width, height, engine=engine, cuda
 * Threading: gltensor reads in the thread that holds Panda's GL context, the main thread with Panda's
   single-threaded pipeline. MetaDrive's default for image observations (``multi_thread_render=True``,
   ``threading-model Cull``) culls and draws in a separate thread: pass ``multi_thread_render=False`` in the env
-  config (the sensors refuse to be made otherwise, with an error that says so).
+  config (the sensors refuse to be made otherwise, with an error that says so). Seen here besides: with
+  ``threading-model Cull`` Panda 1.10.16's headless EGL display (p3headlessgl, Mesa llvmpipe) makes its GL
+  context in the draw thread as OpenGL ES-CM 1.1 (no shaders, no non-power-of-two textures, 16-bit colour),
+  where the single-threaded pipeline gets OpenGL 4.5.
 
 With MetaDrive importable, RGBCamera and DepthCamera subclass MetaDrive's own RGBCamera / DepthCamera: the
 same buffer, lens, camera mask, shaders and tone mapping; only the readback differs (and DepthCamera skips
@@ -315,6 +318,7 @@ class AgentCameras:
     def __init__(self, engine, count, width, height, *, layout="atlas", cuda=False, backend=None, cols=None,
                  sensor_class=None):
         self.engine, self.count, self.layout = engine, count, layout
+        gp._check_threading(engine.graphicsEngine)  # reads in this thread: a separate draw thread is refused
         backend = _backend(cuda, backend)
         self.CHANNELS = (sensor_class or RGBCamera).CHANNELS
         if layout == "atlas":
