@@ -47,7 +47,8 @@ from direct.showbase.ShowBase import ShowBase
 import gltensor
 from gltensor import panda3d as gp, metadrive as gmd
 base = ShowBase(windowType="offscreen")
-for make in (lambda: gp.RGBCamera(base, 97, 61), lambda: gmd.PlainRGBCamera(97, 61, base)):
+for make in (lambda: gp.RGBCamera(base, 97, 61), lambda: gmd.PlainRGBCamera(97, 61, base),
+             lambda: gmd.AgentCameras(base, 4, 64, 64)):
     try:
         make()
     except gltensor.GLTensorError as e:
@@ -65,6 +66,6 @@ def test_draw_thread_is_refused_with_what_to_do(model):
                           env=dict(os.environ))
     out = proc.stdout + proc.stderr
     refusals = [l for l in proc.stdout.splitlines() if l.startswith("REFUSED")]
-    assert len(refusals) == 2, out[-3000:]
+    assert len(refusals) == 3, out[-3000:]
     for line in refusals:
         assert "multi_thread_render=False" in line and "threading model" in line
