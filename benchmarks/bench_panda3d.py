@@ -12,6 +12,7 @@ steps with one synchronisation at the end, median of --runs runs, all paths of a
 Panda's getRamImage readback of the same frames (two different frames) before it is timed. Paths are
 described in gltensor/_bench_panda3d.py.
 
+"CPU us/step": the process's CPU time per step, all threads (Python, Panda, GL and CUDA drivers).
 Ratios printed: "vs MetaDrive" = MetaDrive recipe µs / path µs (> 1: faster than MetaDrive's recipe).
 "vs render+RT" (N > 1) = path µs / (render floor of that layout + one GL<->CUDA round trip). The round trip is
 measured in the same run: (render + a gltensor read of one tiny 4x4 texture that Panda does not re-render +
@@ -103,15 +104,16 @@ def main(argv=None):
     for r in results:
         case = "%s %d² x%d%s" % (r["prc"], r["size"], r["cameras"], " (padded)" if r.get("padded") else "")
         if "skipped" in r:
-            rows.append([case, r["path"], "skipped", "-", "-", r["skipped"]])
+            rows.append([case, r["path"], "skipped", "-", "-", "-", r["skipped"]])
             continue
         vs_md = "%.2fx" % r["vs_metadrive"] if r.get("vs_metadrive") else "-"
         vs_rt = "%.2f" % r["vs_render_plus_round_trip"] if r.get("vs_render_plus_round_trip") else "-"
         note = "round trip %s us" % fmt_us(r["round_trip_us"]) if r.get("round_trip_us") is not None else ""
-        rows.append([case, "%s [%s]" % (r["path"], r["backend"]), fmt_us(r["us_per_step"]), vs_md, vs_rt, note])
+        rows.append([case, "%s [%s]" % (r["path"], r["backend"]), fmt_us(r["us_per_step"]),
+                     fmt_us(r["cpu_us_per_step"]), vs_md, vs_rt, note])
     print_table("Panda3D cameras, µs per step (renderFrame + frames into torch + x.float().mean()), median of %d "
                 "runs of %d steps" % (args.runs, args.steps),
-                ["case", "path", "us/step", "vs MetaDrive", "vs render+RT", "note"], rows, left=(0, 1))
+                ["case", "path", "us/step", "CPU us/step", "vs MetaDrive", "vs render+RT", "note"], rows, left=(0, 1))
     print("\nHeadlines (GL: %s):" % (machine or {}).get("gl_renderer"))
     for line in bp.headlines(results):
         print("  " + line)

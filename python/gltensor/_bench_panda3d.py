@@ -4,6 +4,10 @@ Not public API. One process runs one Panda3D configuration (Panda reads its PRC 
 window): `run_config(prc, cases, ...)` returns the rows of that configuration; the script runs one
 subprocess per configuration and prints the table.
 
+Besides wall-clock µs per step, each path reports the process's CPU time per step (all threads: Python, Panda,
+the GL and CUDA drivers), which tells a CPU-bound step (Panda's per-buffer work, Python per camera) from a
+GPU-bound one.
+
 Paths of a case (SIZE² x N cameras), each checked against Panda's own readback before it is timed:
   render          renderFrame() alone, cameras in their own buffers (the floor)
   render-atlas    renderFrame() alone, the N cameras as display regions of one buffer (N > 1)
@@ -20,6 +24,7 @@ Paths of a case (SIZE² x N cameras), each checked against Panda's own readback 
                   this run pays it
 """
 import sys
+import time
 
 import numpy as np
 
@@ -232,10 +237,13 @@ def run_config(prc, cases, steps, warmup, runs, backend, log=print):
                     got, want = transfer().cpu(), ref().cpu()
                     if not torch.equal(got, want):
                         raise CheckFailed("%s %s %s: frame %d differs from getRamImage" % (prc, label, key, i))
+            cpu = {}
             for _ in range(runs):
                 for key, layout, transfer, _ in paths:
                     case.use(layout)
+                    c0 = time.process_time()
                     times.setdefault(key, []).append(time_steps(case.render, transfer, steps, warmup, sync))
+                    cpu.setdefault(key, []).append((time.process_time() - c0) / (steps + warmup) * 1e6)
         finally:
             for c in closers:
                 c()
@@ -244,6 +252,7 @@ def run_config(prc, cases, steps, warmup, runs, backend, log=print):
         for key, layout, _, ref in paths:
             results.append({"prc": prc, "size": size, "cameras": n, "path": key, "backend": be, "padded": padded,
                             "runs_us_per_step": times[key], "us_per_step": us[key],
+                            "cpu_us_per_step": median(cpu[key]),
                             "check": "equal to getRamImage" if ref is not None else "n/a"})
         if md_skip:
             results.append({"prc": prc, "size": size, "cameras": n, "path": "metadrive", "skipped": md_skip})
