@@ -80,7 +80,8 @@ def main(argv=None):
                  or "Error" in l]
         print("\n".join(lines))
         if proc.returncode != 0:
-            failed = "%s configuration failed (rc %d):\n%s" % (prc, proc.returncode, (proc.stdout + proc.stderr)[-3000:])
+            failed = "%s configuration failed (rc %d):\n%s" % (prc, proc.returncode,
+                                                                (proc.stdout + proc.stderr)[-3000:])
             break
         part_report = json.loads(Path(part).read_text())
         os.unlink(part)
@@ -92,8 +93,9 @@ def main(argv=None):
     host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname())
     json_path = Path(args.json) if args.json else HERE / "results" / ("panda3d_%s.json" % host)
     report = {"benchmark": "panda3d", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "argv": sys.argv[1:], "machine": machine, "config": {"cases": args.cases, "steps": args.steps, "warmup": args.warmup,
-                                                "runs": args.runs, "backend": args.backend, "prc": args.prc},
+              "argv": sys.argv[1:], "machine": machine,
+              "config": {"cases": args.cases, "steps": args.steps, "warmup": args.warmup, "runs": args.runs,
+                         "backend": args.backend, "prc": args.prc},
               "results": results, "status": "ok" if failed is None else failed}
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(report, indent=1))

@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_bench_panda3d_quick(tmp_path):
     out = tmp_path / "p3.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_panda3d.py"), "--quick", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=str(ROOT))
+    script = str(ROOT / "benchmarks" / "bench_panda3d.py")
+    proc = subprocess.run([sys.executable, script, "--quick", "--json", str(out)], capture_output=True, text=True,
+                          timeout=600, cwd=str(ROOT))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     report = json.loads(out.read_text())
     assert report["status"] == "ok"

@@ -197,8 +197,8 @@ def run_config(prc, cases, steps, warmup, runs, backend, log=print):
         def ref_atlas():
             whole = ram_rgb(base, case.atlas.color_texture, False, torch)
             rows, cols = case.atlas.tiles
-            return torch.stack([whole[(k // cols) * size:(k // cols + 1) * size, (k % cols) * size:(k % cols + 1) * size]
-                                for k in range(n)])
+            tiles = [divmod(k, cols) for k in range(n)]
+            return torch.stack([whole[r * size:(r + 1) * size, c * size:(c + 1) * size] for r, c in tiles])
 
         paths = [("render", "buffers", None, None)]
         if n > 1:  # the round trip right after its render floor, so that both see the same machine state

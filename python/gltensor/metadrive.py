@@ -34,9 +34,9 @@ MetaDrive's per-frame compute pass that makes its 8-bit image). Without MetaDriv
 ``PlainRGBCamera`` / ``PlainDepthCamera``: Panda3D sensors built the way MetaDrive's ImageBuffer builds them
 (makeTextureBuffer with its FrameBufferProperties, a 60-degree lens, its camera masks, its depth buffer
 set-up), without MetaDrive's shaders. Both read exactly the rendered size whatever ``textures-power-2`` says.
+Importing MetaDrive (this module does, where it is installed) loads MetaDrive's PRC lines (textures-power-2
+none, multisampling, ...) into the process, as MetaDrive's engine module does at import.
 """
-
-import math
 
 from . import panda3d as gp
 
