@@ -16,16 +16,16 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
-    PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of GL names or gltensor.Capture objects");
+    PyObject *seq = glt_py_as_tuple(sources, "sources must be a sequence of GL names or gltensor.Capture objects");
     if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    BatchObject *self = (BatchObject *)type->tp_alloc(type, 0);
+    Py_ssize_t n = PyTuple_Size(seq);
+    BatchObject *self = (BatchObject *)glt_py_alloc(type);
     PyObject *caps = PyTuple_New(n);
     glt_capture **handles = PyMem_Malloc(sizeof *handles * (size_t)(n ? n : 1));
     if (!self || !caps || !handles) goto fail;
     self->st = st;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject *src = PySequence_Fast_GET_ITEM(seq, i), *cap;
+        PyObject *src = PyTuple_GetItem(seq, i), *cap;
         if (PyObject_TypeCheck(src, st->capture_type)) {
             cap = Py_NewRef(src);
         } else {
@@ -44,7 +44,7 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             Py_DECREF(kw);
             if (!cap) goto fail;
         }
-        PyTuple_SET_ITEM(caps, i, cap);
+        PyTuple_SetItem(caps, i, cap);
         handles[i] = ((CaptureObject *)cap)->cap;
         if (!handles[i]) {
             glt_py_capture_closed((CaptureObject *)cap);
@@ -79,9 +79,9 @@ static int sources_open(BatchObject *self) {
         closed_error(self);
         return 0;
     }
-    Py_ssize_t n = PyTuple_GET_SIZE(self->captures);
+    Py_ssize_t n = PyTuple_Size(self->captures);
     for (Py_ssize_t i = 0; i < n; ++i) {
-        CaptureObject *c = (CaptureObject *)PyTuple_GET_ITEM(self->captures, i);
+        CaptureObject *c = (CaptureObject *)PyTuple_GetItem(self->captures, i);
         if (!c->cap) {
             PyErr_Format(self->st->errors[GLT_CLOSED],
                          "batch source %zd (%s %u) was closed; create a new Batch without it", i,
@@ -94,7 +94,7 @@ static int sources_open(BatchObject *self) {
 
 static int is_cuda(BatchObject *self) {
     glt_capture_info info;
-    glt_capture_get_info(((CaptureObject *)PyTuple_GET_ITEM(self->captures, 0))->cap, &info);
+    glt_capture_get_info(((CaptureObject *)PyTuple_GetItem(self->captures, 0))->cap, &info);
     return info.backend == GLT_BACKEND_CUDA;
 }
 
@@ -143,7 +143,7 @@ static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ss
             for (int j = i + 1; j < n; ++j) glt_frame_destroy(frames[j]);
             break;
         }
-        PyList_SET_ITEM(list, i, f);
+        PyList_SetItem(list, i, f);
     }
     PyMem_Free(frames);
     return list;
@@ -168,12 +168,10 @@ static PyObject *batch_exit(BatchObject *self, PyObject *args) {
 }
 
 static void batch_dealloc(BatchObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     glt_batch_destroy(self->batch);
     Py_CLEAR(self->captures);
-    tp->tp_free(self);
-    Py_DECREF(tp);
+    glt_py_free_instance((PyObject *)self);
 }
 
 static int batch_traverse(BatchObject *self, visitproc visit, void *arg) {
@@ -190,15 +188,15 @@ static PyObject *get_closed(BatchObject *self, void *c) {
     (void)c;
     return PyBool_FromLong(self->batch == NULL);
 }
-static Py_ssize_t batch_len(BatchObject *self) { return self->captures ? PyTuple_GET_SIZE(self->captures) : 0; }
+static Py_ssize_t batch_len(BatchObject *self) { return self->captures ? PyTuple_Size(self->captures) : 0; }
 
 static PyObject *get_shape(BatchObject *self, void *c) {
     (void)c;
     if (!sources_open(self)) return NULL;
-    CaptureObject *c0 = (CaptureObject *)PyTuple_GET_ITEM(self->captures, 0);
+    CaptureObject *c0 = (CaptureObject *)PyTuple_GetItem(self->captures, 0);
     glt_capture_info i;
     glt_capture_get_info(c0->cap, &i);
-    return Py_BuildValue("(niii)", PyTuple_GET_SIZE(self->captures), i.height, i.width, i.channels);
+    return Py_BuildValue("(niii)", PyTuple_Size(self->captures), i.height, i.width, i.channels);
 }
 
 static PyObject *get_backend(BatchObject *self, void *c) {

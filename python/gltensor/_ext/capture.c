@@ -5,10 +5,12 @@
 
 int glt_py_parse_backend(PyObject *obj, glt_backend *out) {
     if (!PyUnicode_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "backend must be 'auto', 'cuda' or 'cpu', not %.80s", Py_TYPE(obj)->tp_name);
+        PyObject *type_name = glt_py_type_name(obj);
+        if (type_name) PyErr_Format(PyExc_TypeError, "backend must be 'auto', 'cuda' or 'cpu', not %.80U", type_name);
+        Py_XDECREF(type_name);
         return -1;
     }
-    const char *s = PyUnicode_AsUTF8(obj);
+    const char *s = PyUnicode_AsUTF8AndSize(obj, NULL);
     if (!s) return -1;
     if (!strcmp(s, "auto")) *out = GLT_BACKEND_AUTO;
     else if (!strcmp(s, "cuda")) *out = GLT_BACKEND_CUDA;
@@ -23,7 +25,9 @@ int glt_py_parse_backend(PyObject *obj, glt_backend *out) {
 int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out) {
     PyObject *i = PyNumber_Index(obj);
     if (!i) {
-        PyErr_Format(PyExc_TypeError, "%s must be an integer GL name/enum, not %.80s", what, Py_TYPE(obj)->tp_name);
+        PyObject *type_name = glt_py_type_name(obj);
+        if (type_name) PyErr_Format(PyExc_TypeError, "%s must be an integer GL name/enum, not %.80U", what, type_name);
+        Py_XDECREF(type_name);
         return -1;
     }
     *out = PyLong_AsUnsignedLong(i);
@@ -63,7 +67,7 @@ static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
             return NULL;
         }
     }
-    CaptureObject *self = (CaptureObject *)type->tp_alloc(type, 0);
+    CaptureObject *self = (CaptureObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;
     self->name = desc.gl_name;
@@ -134,11 +138,9 @@ static PyObject *capture_refresh(CaptureObject *self, PyObject *unused) {
 }
 
 static void capture_dealloc(CaptureObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
     if (self->weakreflist) PyObject_ClearWeakRefs((PyObject *)self);
     glt_capture_destroy(self->cap);
-    tp->tp_free(self);
-    Py_DECREF(tp);
+    glt_py_free_instance((PyObject *)self);
 }
 
 static int info_of(CaptureObject *self, glt_capture_info *info) {

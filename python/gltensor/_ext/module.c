@@ -7,9 +7,19 @@
 
 static gltensor_state *get_state(PyObject *module) { return (gltensor_state *)PyModule_GetState(module); }
 
+/* The types are final (no Py_TPFLAGS_BASETYPE), so the module that defined `type` is the one holding the
+ * state: PyType_GetModule is enough (PyType_GetModuleByDef, for subclasses, is not in the 3.10 limited API). */
 gltensor_state *glt_py_state_of_type(PyTypeObject *type) {
-    PyObject *m = PyType_GetModuleByDef(type, &gltensor_module_def);
+    PyObject *m = PyType_GetModule(type);
     return m ? get_state(m) : NULL;
+}
+
+PyObject *glt_py_type_name(PyObject *obj) {
+    PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__qualname__");
+    if (name && PyUnicode_Check(name)) return name;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return PyUnicode_FromString("?");
 }
 
 PyObject *glt_py_raise(gltensor_state *st, glt_status status) {
