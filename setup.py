@@ -3,6 +3,7 @@ and, when a CUDA toolkit is found, the CUDA backend with its kernels compiled by
 linked statically. Without a toolkit the CPU backend is built alone, and the build says so."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,6 +86,13 @@ class BuildExt(build_ext):
                     old.unlink()
 
 
+def header_version():
+    """The version of include/gltensor.h's GLT_VERSION_* macros: the package and the C library share it."""
+    text = (ROOT / "include" / "gltensor.h").read_text()
+    parts = [re.search(rf"#define GLT_VERSION_{p} (\d+)", text).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(parts)
+
+
 core_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "src").glob("*.c"))
 ext_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "python" / "gltensor" / "_ext").glob("*.c"))
 
@@ -103,4 +111,4 @@ extension = Extension(
     extra_link_args=["-Wl,-Bsymbolic", "-Wl,--version-script=" + str(ROOT / "python" / "gltensor" / "_ext" / "exports.map")],
 )
 
-setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt}, options={"bdist_wheel": {"py_limited_api": "cp310"}})
+setup(version=header_version(), ext_modules=[extension], cmdclass={"build_ext": BuildExt}, options={"bdist_wheel": {"py_limited_api": "cp310"}})
