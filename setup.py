@@ -61,6 +61,9 @@ class BuildExt(build_ext):
             subprocess.run(cmd, check=True)
             ext.extra_objects.append(str(obj))
             ext.define_macros.append(("GLT_WITH_CUDA", "1"))
+            # What the doctor reports as the build's kernel architectures (SASS per arch, PTX of the last).
+            code = " ".join([f"sm_{a}" for a in archs] + [f"compute_{archs[-1]}"])
+            ext.define_macros.append(("GLT_CUDA_CODE", f'"{code}"'))
             ext.include_dirs.append(str(cuda / "include"))
             ext.library_dirs.append(str(lib))
             # Static cudart: no libcudart.so needed at run time; exports.map keeps its symbols private so
