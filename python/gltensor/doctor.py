@@ -329,6 +329,19 @@ class _EGL:
         addr = self.lib.eglGetProcAddress(name.encode())
         return ctypes.CFUNCTYPE(restype, *argtypes)(addr) if addr else None
 
+    def current(self) -> tuple:
+        """The calling thread's current (display, draw, read, context), to restore after probing."""
+        for f in ("eglGetCurrentDisplay", "eglGetCurrentContext", "eglGetCurrentSurface"):
+            getattr(self.lib, f).restype = ctypes.c_void_p
+        self.lib.eglGetCurrentSurface.argtypes = [ctypes.c_int]
+        return (self.lib.eglGetCurrentDisplay(), self.lib.eglGetCurrentSurface(0x3059),
+                self.lib.eglGetCurrentSurface(0x305A), self.lib.eglGetCurrentContext())
+
+    def make_current(self, state: tuple) -> None:
+        if state[0]:
+            self.lib.eglMakeCurrent.argtypes = [ctypes.c_void_p] * 4
+            self.lib.eglMakeCurrent(*state)
+
     def client_extensions(self) -> List[str]:
         s = self.lib.eglQueryString(None, self.EXTENSIONS)
         return s.decode().split() if s else []
@@ -544,6 +557,21 @@ def collect(run_selftest: bool = True) -> Facts:
     except OSError as err:
         egl["error"] = str(err)
     facts["egl"] = egl
+    restore = None
+    try:
+        egl_lib = _EGL()
+        restore = egl_lib.current()
+    except OSError:
+        pass
+    try:
+        _probe_contexts(gltensor, facts, count, run_selftest)
+    finally:
+        if restore is not None:  # the caller's current context, if it had one, is current again
+            egl_lib.make_current(restore)
+    return facts
+
+
+def _probe_contexts(gltensor: Any, facts: Facts, count: int, run_selftest: bool) -> None:
     facts["egl_device_of_cuda"] = {}
     for k in range(count):
         try:
@@ -576,7 +604,6 @@ def collect(run_selftest: bool = True) -> Facts:
             if k == requests[0]:
                 facts["auto"] = _auto_backend(gltensor, ctx)
         facts["contexts"].append(c)
-    return facts
 
 
 def _auto_backend(gltensor: Any, ctx: Any) -> Dict[str, Any]:
