@@ -26,14 +26,14 @@ import os
 import platform
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 Facts = Dict[str, Any]
 
 # ---------------------------------------------------------------------------------------- known failures
 
 # id -> (title, plain cause, exact fix). Causes and fixes may name {placeholders} filled from the facts.
-KNOWN_FAILURES: Dict[str, tuple] = {
+KNOWN_FAILURES: Dict[str, Tuple[str, str, str]] = {
     "no_egl": (
         "EGL is not installed",
         "libEGL.so.1 (the GL vendor-neutral dispatch library, glvnd) cannot be loaded, so no OpenGL context "
@@ -184,7 +184,7 @@ def _version_text(v: int) -> str:
 def _finding(fid: str, severity: str, **fields: Any) -> Dict[str, Any]:
     title, cause, fix = KNOWN_FAILURES[fid]
 
-    class _Keep(dict):  # a field the facts lack stays visible as {name} instead of raising
+    class _Keep(Dict[str, Any]):  # a field the facts lack stays visible as {name} instead of raising
         def __missing__(self, key: str) -> str:
             return "{" + key + "}"
 
@@ -263,9 +263,9 @@ def _has_graphics(capabilities: str) -> bool:
 # ---------------------------------------------------------------------------------------- probes
 
 
-def _vendor_files(env: Optional[Dict[str, str]] = None) -> tuple:
+def _vendor_files(environ: Optional[Mapping[str, str]] = None) -> Tuple[List[Dict[str, Any]], str]:
     """(files in glvnd's order, where glvnd looks): each file with its library and whether it loads."""
-    env = os.environ if env is None else env
+    env: Mapping[str, str] = os.environ if environ is None else environ
     if env.get("__EGL_VENDOR_LIBRARY_FILENAMES"):
         paths = [p for p in env["__EGL_VENDOR_LIBRARY_FILENAMES"].split(":") if p]
         source = "__EGL_VENDOR_LIBRARY_FILENAMES=" + env["__EGL_VENDOR_LIBRARY_FILENAMES"]
@@ -329,7 +329,7 @@ class _EGL:
         addr = self.lib.eglGetProcAddress(name.encode())
         return ctypes.CFUNCTYPE(restype, *argtypes)(addr) if addr else None
 
-    def current(self) -> tuple:
+    def current(self) -> Tuple[Any, ...]:
         """The calling thread's current (display, draw, read, context), to restore after probing."""
         for f in ("eglGetCurrentDisplay", "eglGetCurrentContext", "eglGetCurrentSurface"):
             getattr(self.lib, f).restype = ctypes.c_void_p
@@ -337,7 +337,7 @@ class _EGL:
         return (self.lib.eglGetCurrentDisplay(), self.lib.eglGetCurrentSurface(0x3059),
                 self.lib.eglGetCurrentSurface(0x305A), self.lib.eglGetCurrentContext())
 
-    def make_current(self, state: tuple) -> None:
+    def make_current(self, state: Tuple[Any, ...]) -> None:
         if state[0]:
             self.lib.eglMakeCurrent.argtypes = [ctypes.c_void_p] * 4
             self.lib.eglMakeCurrent(*state)
@@ -398,7 +398,7 @@ class _GL:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.lib, name)
 
-    def pattern_texture(self, width: int, height: int, quadrants: List[tuple]) -> int:
+    def pattern_texture(self, width: int, height: int, quadrants: List[Tuple[int, int, int, int]]) -> int:
         """A GL_RGBA8 texture whose four quadrants are cleared to `quadrants` (GL order: bottom-left,
         bottom-right, top-left, top-right). Returns its name; the caller deletes it."""
         u = ctypes.c_uint
@@ -552,8 +552,8 @@ def collect(run_selftest: bool = True) -> Facts:
     files, source = _vendor_files()
     egl: Dict[str, Any] = {"vendor_files": files, "vendor_source": source, "library": None}
     try:
-        e = _EGL()
-        egl.update(library="libEGL.so.1", client_extensions=e.client_extensions(), devices=e.devices())
+        probe = _EGL()
+        egl.update(library="libEGL.so.1", client_extensions=probe.client_extensions(), devices=probe.devices())
     except OSError as err:
         egl["error"] = str(err)
     facts["egl"] = egl
@@ -573,12 +573,12 @@ def collect(run_selftest: bool = True) -> Facts:
 
 def _probe_contexts(gltensor: Any, facts: Facts, count: int, run_selftest: bool) -> None:
     facts["egl_device_of_cuda"] = {}
-    for k in range(count):
+    for dev in range(count):
         try:
-            facts["egl_device_of_cuda"][str(k)] = gltensor.egl_device_index(k)
+            facts["egl_device_of_cuda"][str(dev)] = gltensor.egl_device_index(dev)
         except gltensor.GLTensorError as err:
-            facts["egl_device_of_cuda"][str(k)] = None
-            facts.setdefault("egl_device_errors", {})[str(k)] = str(err).split("\n")[0]
+            facts["egl_device_of_cuda"][str(dev)] = None
+            facts.setdefault("egl_device_errors", {})[str(dev)] = str(err).split("\n")[0]
 
     # One headless context per CUDA device, else the default one (Mesa's software renderer on CPU machines).
     facts["contexts"], facts["selftest"] = [], []
