@@ -648,10 +648,13 @@ def diagnose(facts: Facts) -> Dict[str, Any]:
     if gpus_exist and count == 0 and env.get("CUDA_VISIBLE_DEVICES") is not None and not (
             runtime and driver and driver // 1000 < runtime // 1000):
         findings.append(_finding("cuda_hidden", "error", visible=env["CUDA_VISIBLE_DEVICES"]))
-    if gpus_exist and caps is not None and not _has_graphics(caps):
-        findings.append(_finding("container_no_graphics", "error", capabilities=caps))
-
     nvidia_files = [f for f in files if f.get("library") and "nvidia" in f["library"].lower()]
+    if gpus_exist and caps is not None and not _has_graphics(caps):
+        # The variable is read when the container starts: an error when the GL side is visibly missing, else
+        # a warning (the libraries are there now, but a restart with this value would lose them).
+        gl_missing = not any(f.get("loadable") for f in nvidia_files) or any(
+            facts.get("egl_device_of_cuda", {}).get(str(d["index"])) is None for d in cuda.get("devices", []))
+        findings.append(_finding("container_no_graphics", "error" if gl_missing else "warning", capabilities=caps))
     if gpus_exist and egl.get("library") is not None:
         if not nvidia_files:
             vendors = ", ".join(os.path.basename(f["path"]) for f in files) or "no vendor at all"
