@@ -47,7 +47,7 @@ def test_report_names_python_build_and_egl(here):
     assert facts["gltensor"]["cuda_compiled"] == gltensor.cuda_compiled()
     if gltensor.cuda_compiled():
         assert facts["gltensor"]["cuda_code"].startswith("sm_") and "compute_" in facts["gltensor"]["cuda_code"]
-        assert facts["gltensor"]["cuda_runtime_version"] >= 11000
+        assert facts["gltensor"]["cudart_version"] >= 11000
     assert facts["egl"]["library"] == "libEGL.so.1"
     assert "EGL_EXT_platform_device" in facts["egl"]["client_extensions"]
     assert facts["egl"]["vendor_files"], "glvnd found no EGL vendor file, yet the suite's GL context exists"
@@ -119,7 +119,7 @@ HEALTHY = {
             "__EGL_VENDOR_LIBRARY_FILENAMES": None, "__EGL_VENDOR_LIBRARY_DIRS": None, "EGL_PLATFORM": None,
             "DISPLAY": None},
     "gltensor": {"version": "0.2.0", "file": "/site/gltensor", "cuda_compiled": True, "cuda_code": "sm_90 compute_90",
-                 "cuda_runtime_version": 13000},
+                 "cudart_version": 13000},
     "cuda": {"driver_version": 13000, "kernel_driver": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06",
              "physical_gpus": 1, "device_count": 1,
              "devices": [{"index": 0, "name": "NVIDIA H100", "pci_bus_id": "0000:00:05.0",

@@ -235,7 +235,7 @@ def _explain_cuda_unavailable() -> Optional[str]:
     from . import _gltensor
 
     driver = _gltensor._cuda_driver_version()
-    runtime = _gltensor._build_info()["cuda_runtime_version"]
+    runtime = _gltensor._build_info()["cudart_version"]
     caps = os.environ.get("NVIDIA_DRIVER_CAPABILITIES")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if driver == 0:
@@ -632,7 +632,7 @@ def diagnose(facts: Facts) -> Dict[str, Any]:
     env = facts.get("env", {})
     files = egl.get("vendor_files", [])
     vendor_fix = facts.get("vendor_fix") or _vendor_fix(files)
-    driver, runtime = cuda.get("driver_version", 0), g.get("cuda_runtime_version", 0)
+    driver, runtime = cuda.get("driver_version", 0), g.get("cudart_version", 0)
     gpus_exist = bool(cuda.get("physical_gpus") or cuda.get("kernel_driver") or driver)
     count = cuda.get("device_count", 0)
     caps = env.get("NVIDIA_DRIVER_CAPABILITIES")
@@ -736,7 +736,7 @@ def format_report(facts: Facts, diagnosis: Dict[str, Any]) -> str:
     add("  gltensor    %s at %s" % (g["version"], g["file"]))
     add("  build       CUDA backend: %s%s; CUDA runtime %s (static)" % (
         "yes" if g["cuda_compiled"] else "no", ", kernels " + g["cuda_code"] if g.get("cuda_code") else "",
-        _version_text(g.get("cuda_runtime_version", 0))))
+        _version_text(g.get("cudart_version", 0))))
     cuda = facts["cuda"]
     add("  driver      %s; CUDA driver API %s" % (cuda["kernel_driver"] or "no NVIDIA kernel driver loaded",
                                                   _version_text(cuda["driver_version"])))

@@ -163,7 +163,7 @@ static PyObject *py_egl_device_index(PyObject *m, PyObject *arg) {
 static PyObject *py_build_info(PyObject *m, PyObject *unused) {
     (void)m, (void)unused;
     return Py_BuildValue("{s:O,s:s,s:i,s:s}", "cuda_compiled", glt_cuda_compiled() ? Py_True : Py_False,
-                         "cuda_code", GLT_CUDA_CODE, "cuda_runtime_version", glt_cuda_build_runtime_version(),
+                         "cuda_code", GLT_CUDA_CODE, "cudart_version", glt_cuda_build_runtime_version(),
                          "version", glt_version_string());
 }
 
