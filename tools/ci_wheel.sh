@@ -32,12 +32,13 @@ for d in "${dirs[@]}"; do
         [ -e "$nocc/$name" ] || ln -s "$f" "$nocc/$name"
     done
 done
-export PATH="$VENV/bin:$nocc" CC=false CXX=false LDSHARED=false
+export PATH="$VENV/bin:$nocc"
 for c in gcc cc c++ nvcc clang; do
     if command -v "$c" >/dev/null; then echo "ci_wheel: $c is still on PATH" >&2; exit 1; fi
 done
-# --only-binary: pip may not build anything; the wheel and the [test] extra's dependencies come as wheels.
-python -m pip install -q --only-binary=:all: "$wheel[test]"
+# --only-binary: pip may not build anything; the wheel and the [test] extra's dependencies come as wheels
+# (and a compiler that setuptools would call is `false`).
+CC=false CXX=false LDSHARED=false python -m pip install -q --only-binary=:all: "$wheel[test]"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -64,7 +65,7 @@ GLTENSOR_TEST_INSTALLED=1 python -m pytest -q -p no:cacheprovider -c "$ROOT/pypr
     "$ROOT/tests"
 
 step "type stubs: stubtest + mypy --strict over the examples"
-python -m pip install -q --only-binary=:all: "mypy==2.4.1"
+CC=false CXX=false python -m pip install -q --only-binary=:all: "mypy==2.4.1"
 python -m mypy.stubtest gltensor._gltensor
 (cd "$ROOT" && python -m mypy --config-file pyproject.toml examples)
 
