@@ -274,5 +274,14 @@ def test_cuda_unavailable_error_carries_the_doctor_explanation(gl):
     message = str(e.value)
     first, _, hint = message.partition("\n")
     assert "gltensor doctor: " not in first
-    assert hint == doctor.explain_error(first), message
+    assert hint == doctor.explain_error(first, "GLT_CUDA_UNAVAILABLE"), message
     assert hint.startswith("gltensor doctor: ")
+
+
+@pytest.mark.skipif(gltensor.cuda_available(), reason="the machine has a usable CUDA device")
+def test_context_on_a_cuda_device_without_cuda_explains_why():
+    """CudaUnavailableError from the EGL side carries the doctor's reading of the environment too."""
+    with pytest.raises(gltensor.CudaUnavailableError) as e:
+        gltensor.Context.headless(cuda_device=0)
+    hint = str(e.value).partition("\n")[2]
+    assert hint == doctor._explain_cuda_unavailable() and hint.startswith("gltensor doctor: "), str(e.value)

@@ -198,11 +198,12 @@ def _hint(fid: str, **fields: Any) -> str:
     return "gltensor doctor: %s. Fix: %s" % (f["cause"].rstrip("."), f["fix"])
 
 
-def explain_error(message: str) -> Optional[str]:
+def explain_error(message: str, status: str = "") -> Optional[str]:
     """The cause and fix of a known environmental failure named in an error message, or None.
 
     The extension appends this to CudaError, CudaUnavailableError, WrongDeviceError and EGLError messages,
-    so the exception and `python -m gltensor doctor` give the same explanation.
+    so the exception and `python -m gltensor doctor` give the same explanation. `status` is the C status
+    name (GLT_CUDA_UNAVAILABLE, ...): for CUDA being unavailable the cause is read from the environment.
 
         >>> explain_error("cudaGraphicsGLRegisterImage failed (cudaErrorUnknown: unknown error): ...")
         'gltensor doctor: CUDA failed without a reason; ... Fix: Render with EGL instead of GLX ...'
@@ -225,6 +226,8 @@ def explain_error(message: str) -> Optional[str]:
     if "does not run on a CUDA device" in message:
         return _hint("software_renderer", cuda_device="-", renderer="a renderer that is not the NVIDIA GPU",
                      vendor_fix=_vendor_fix(_vendor_files()[0]))
+    if status == "GLT_CUDA_UNAVAILABLE":
+        return _explain_cuda_unavailable()
     if "libEGL" in message and ("cannot" in message or "not found" in message or "failed to load" in message):
         return _hint("no_egl")
     return None

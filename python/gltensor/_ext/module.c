@@ -30,7 +30,7 @@ static PyObject *known_failure_hint(glt_status status, const char *msg) {
         status != GLT_EGL_ERROR)
         return NULL;
     PyObject *doctor = PyImport_ImportModule("gltensor.doctor");
-    PyObject *hint = doctor ? PyObject_CallMethod(doctor, "explain_error", "s", msg) : NULL;
+    PyObject *hint = doctor ? PyObject_CallMethod(doctor, "explain_error", "ss", msg, glt_status_name(status)) : NULL;
     Py_XDECREF(doctor);
     if (!hint || !PyUnicode_Check(hint)) {
         Py_XDECREF(hint);
