@@ -92,7 +92,7 @@ def render_to_renderbuffer(w: int, h: int) -> "tuple[int, int, np.ndarray[Any, A
     buf = (ctypes.c_ubyte * (w * h * 4))()
     GL.glReadPixels(0, 0, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, buf)
     GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, 0)
-    return rbo, fbo, np.frombuffer(buf, np.uint8).reshape(h, w, 4).copy()
+    return rbo, fbo, np.frombuffer(memoryview(buf), np.uint8).reshape(h, w, 4).copy()
 
 
 def main() -> None:

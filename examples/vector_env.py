@@ -117,10 +117,13 @@ class VectorEnv:
 
     def reference(self, k: int) -> "np.ndarray[Any, Any]":
         """glReadPixels of env k's current image, top row first: what obs[k] must equal."""
+        image: np.ndarray[Any, Any]
         if self.mode == "batch":
-            return self.targets[k].read_pixels(flip=True)
-        assert self.atlas_target is not None
-        return self.atlas_target.read_pixels(flip=True, viewport=self.viewports[k])
+            image = self.targets[k].read_pixels(flip=True)
+        else:
+            assert self.atlas_target is not None
+            image = self.atlas_target.read_pixels(flip=True, viewport=self.viewports[k])
+        return image
 
     def close(self) -> None:
         if self.reader is not None:
