@@ -258,6 +258,13 @@ def test_interop_error_names_are_explained(name, fid):
     assert hint.startswith("gltensor doctor: ") and cause.rstrip(".") in hint and fix in hint
 
 
+def test_egl_side_messages_are_explained():
+    hint = doctor.explain_error("no NVIDIA EGL device found among 1 EGL devices; install ...", "GLT_EGL_ERROR")
+    assert "none of them names the NVIDIA driver" in hint and "Fix: " in hint
+    hint = doctor.explain_error("no NVIDIA EGL device runs on CUDA device 3 (tried 0, 1)", "GLT_WRONG_DEVICE")
+    assert "CUDA device 3 (" in hint and "NVIDIA_DRIVER_CAPABILITIES" in hint
+
+
 def test_unknown_messages_get_no_explanation():
     assert doctor.explain_error("glTexImage2D: GL_INVALID_VALUE") is None
 

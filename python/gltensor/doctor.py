@@ -24,6 +24,7 @@ import glob
 import json
 import os
 import platform
+import re
 import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -226,11 +227,35 @@ def explain_error(message: str, status: str = "") -> Optional[str]:
     if "does not run on a CUDA device" in message:
         return _hint("software_renderer", cuda_device="-", renderer="a renderer that is not the NVIDIA GPU",
                      vendor_fix=_vendor_fix(_vendor_files()[0]))
+    if "no NVIDIA EGL device found" in message or "no NVIDIA EGL device is visible" in message:
+        files, source = _vendor_files()
+        return _hint("no_nvidia_egl_vendor", vendor_source=source, vendor_fix=_vendor_fix(files),
+                     vendors=", ".join(os.path.basename(f["path"]) for f in files) or "no vendor at all")
+    m = re.search(r"no NVIDIA EGL device runs on CUDA device (\d+)", message)
+    if m:
+        return _hint("no_egl_device_for_cuda", **_device_fields(int(m.group(1))))
     if status == "GLT_CUDA_UNAVAILABLE":
         return _explain_cuda_unavailable()
     if "libEGL" in message and ("cannot" in message or "not found" in message or "failed to load" in message):
         return _hint("no_egl")
     return None
+
+
+def _device_fields(cuda_device: int) -> Dict[str, Any]:
+    """Name and PCI bus id of a CUDA device for a message, "?" where CUDA cannot say."""
+    from . import _gltensor
+
+    fields: Dict[str, Any] = {"cuda_device": cuda_device, "name": "?", "pci": "?", "egl_devices": "?"}
+    try:
+        info = _gltensor._cuda_device_info(cuda_device)
+        fields.update(name=info["name"], pci=info["pci_bus_id"])
+    except Exception:  # noqa: BLE001 - the explanation must not fail
+        pass
+    try:
+        fields["egl_devices"] = len(_EGL().devices())
+    except OSError:
+        pass
+    return fields
 
 
 def _explain_cuda_unavailable() -> Optional[str]:
