@@ -3,6 +3,7 @@ and, when a CUDA toolkit is found, the CUDA backend with its kernels compiled by
 linked statically. Without a toolkit the CPU backend is built alone, and the build says so."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -60,31 +61,57 @@ class BuildExt(build_ext):
             subprocess.run(cmd, check=True)
             ext.extra_objects.append(str(obj))
             ext.define_macros.append(("GLT_WITH_CUDA", "1"))
+            # What the doctor reports as the build's kernel architectures (SASS per arch, PTX of the last).
+            code = " ".join([f"sm_{a}" for a in archs] + [f"compute_{archs[-1]}"])
+            ext.define_macros.append(("GLT_CUDA_CODE", f'"{code}"'))
             ext.include_dirs.append(str(cuda / "include"))
             ext.library_dirs.append(str(lib))
-            # Static cudart: no libcudart.so needed at run time, and its symbols stay private
-            # so they never clash with the one PyTorch or CuPy loads.
+            # Static cudart: no libcudart.so needed at run time; exports.map keeps its symbols private so
+            # they never clash with the one PyTorch or CuPy loads. "stdc++" is the C++ runtime of the
+            # kernels' host stubs (zig cc, used for wheels, links its own libc++ statically for it).
             ext.libraries += ["cudart_static", "rt", "stdc++"]
-            ext.extra_link_args += ["-Wl,--exclude-libs,ALL"]
             print(f"gltensor: building with the CUDA backend (toolkit {cuda})", flush=True)
         else:
             print("gltensor: no CUDA toolkit found (set CUDA_HOME or put nvcc on PATH); building the CPU "
                   "backend only", flush=True)
         super().build_extension(ext)
 
+    def copy_extensions_to_source(self):
+        """In-place builds (build_ext --inplace, pip install -e): a build from before the abi3 switch
+        (_gltensor.cpython-311-....so) would shadow the new _gltensor.abi3.so, since Python prefers the
+        version-specific name. Remove such leftovers."""
+        super().copy_extensions_to_source()
+        for ext in self.extensions:
+            built = Path(self.get_ext_fullpath(ext.name))
+            for old in built.parent.glob(ext.name.rsplit(".", 1)[-1] + ".*.so"):
+                if old.name != built.name:
+                    print(f"gltensor: removing stale build {old}", flush=True)
+                    old.unlink()
+
+
+def header_version():
+    """The version of include/gltensor.h's GLT_VERSION_* macros: the package and the C library share it."""
+    text = (ROOT / "include" / "gltensor.h").read_text()
+    parts = [re.search(rf"#define GLT_VERSION_{p} (\d+)", text).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(parts)
+
 
 core_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "src").glob("*.c"))
 ext_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "python" / "gltensor" / "_ext").glob("*.c"))
+
+# The module uses CPython's stable ABI (3.10+), so one abi3 wheel installs on every CPython from 3.10 on.
+LIMITED_API = ("Py_LIMITED_API", "0x030A0000")
 
 extension = Extension(
     "gltensor._gltensor",
     sources=core_sources + ext_sources,
     include_dirs=["include", "src"],
-    define_macros=[("_GNU_SOURCE", "1")],
+    define_macros=[("_GNU_SOURCE", "1"), LIMITED_API],
+    py_limited_api=True,
     extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter",
                         "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
     libraries=["dl", "pthread"],
-    extra_link_args=["-Wl,-Bsymbolic"],
+    extra_link_args=["-Wl,-Bsymbolic", "-Wl,--version-script=" + str(ROOT / "python" / "gltensor" / "_ext" / "exports.map")],
 )
 
-setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt})
+setup(version=header_version(), ext_modules=[extension], cmdclass={"build_ext": BuildExt}, options={"bdist_wheel": {"py_limited_api": "cp310"}})

@@ -2,7 +2,7 @@
 """Many cameras, RGBA8: what one training step pays to get N rendered frames into one torch batch.
 
 One step = render all N cameras + transfer into an (N, H, W, 4) batch + consumer op (`x.float().mean()`
-on the batch), as shared/PERF.md prescribes: warm-up, >= 200 timed steps, one synchronisation at the
+on the batch), as the method in benchmarks/README.md prescribes: warm-up, >= 200 timed steps, one synchronisation at the
 end of the timed loop, median of 3 runs, every path in the same process, each path's batch checked
 against per-camera glReadPixels before it is timed.
 
@@ -133,7 +133,7 @@ def main(argv=None):
                     help="comma-separated CAMERASxSIZE or CAMERASxWxH (default 16x256,64x128,256x84)")
     add_run_args(ap, "batch")
     ap.add_argument("--scene", action=argparse.BooleanOptionalAction, default=False,
-                    help="render the lit Scene from each camera instead of the probes' cheap clears (default off)")
+                    help="render the lit Scene from each camera instead of cheap clears (default off)")
     args = ap.parse_args(argv)
     warmup = max(args.warmup, 10)
     if args.steps < 1 or args.runs < 1:

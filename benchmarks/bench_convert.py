@@ -15,7 +15,7 @@ Paths, each ending in the same content (float32 (N,) 3, H, W, RGB, top row first
 Views: (0) the GPU time of the passes over the data alone: kernels and copies per call, from torch.profiler's
 CUDA activity records (no GL->CUDA switch in it: that is a wait); (1) the transfer + conversion alone, the frame rendered once and read over and over: GPU time from CUDA
 events around each call (the GPU kept busy ahead so that CPU launch gaps do not count), and wall time per call
-with one synchronisation per --calls calls; (2) the full step of shared/PERF.md: render + read (+ torch ops)
+with one synchronisation per --calls calls; (2) the full step of benchmarks/README.md's method: render + read (+ torch ops)
 + consumer `y.float().mean()`, >= 200 steps, one sync at the end. Median of --runs runs, runs interleaved.
 Targets (from the issue), judged on view (1): fused <= 1.3x plain, chain >= 2x fused; view (0)'s verdicts beside.
 Depth: a --size² DEPTH_COMPONENT24 and a DEPTH32F texture attached to the FBO of the rendered scene;
@@ -287,7 +287,7 @@ def main(argv=None):
     ap.add_argument("--scene", action=argparse.BooleanOptionalAction, default=True,
                     help="single camera: render the lit Scene (default) or a cheap scissored clear")
     ap.add_argument("--batch-scene", action=argparse.BooleanOptionalAction, default=False,
-                    help="Batch/Atlas: render the lit Scene per camera instead of the probes' clears (default off)")
+                    help="Batch/Atlas: render the lit Scene per camera instead of cheap clears (default off)")
     ap.add_argument("--depth", action=argparse.BooleanOptionalAction, default=True, help="run the depth part")
     args = ap.parse_args(argv)
     warmup = max(args.warmup, 10)
@@ -602,7 +602,7 @@ def main(argv=None):
     print("note: view (0) is the GPU time of the passes over the data (kernels and copies from the profiler's CUDA "
           "activity records, without the GL->CUDA switch, which is a wait): what fusing the conversion saves.")
     print("note: the targets are judged on view (1): in a full step the GL->CUDA switch (~300 us per step on the "
-          "H200, shared/PERF.md) dominates, so the full-step ratios approach 1 and say little about the conversion.")
+          "H200) dominates, so the full-step ratios approach 1 and say little about the conversion.")
     if not cuda_timers:
         print("note: CPU backend: view (1) is CPU wall time (perf_counter), no CUDA events; "
               "the ratios say nothing about the GPU targets.")
@@ -618,8 +618,8 @@ def main(argv=None):
                     ["image", "ratio", "per call", "verdict", "per step", "verdict", "target"],
                     depth_ratio_rows, left=(0, 1))
         print("note: a depth read() has GL copy the depth into a pixel-pack buffer that CUDA then maps, so in the "
-              "per-call loop (no rendering) every depth call puts GL work before its CUDA work (a GL->CUDA switch, "
-              "shared/PERF.md) where a colour call need not; in the full step every path follows the render.")
+              "per-call loop (no rendering) every depth call puts GL work before its CUDA work (a GL->CUDA switch) "
+              "where a colour call need not; in the full step every path follows the render.")
     print("\nJSON: %s" % json_path)
     return 0
 

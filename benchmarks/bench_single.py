@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Single camera, RGBA8: what one training step pays to get a rendered frame into torch.
 
-One step = render + transfer + consumer op (`x.float().mean()`), as shared/PERF.md prescribes:
+One step = render + transfer + consumer op (`x.float().mean()`), as the method in benchmarks/README.md prescribes:
 warm-up, >= 200 timed steps, one synchronisation at the end of the timed loop, median of 3 runs,
 every path in the same process, each path's frame checked against glReadPixels before it is timed.
 
@@ -77,7 +77,7 @@ def cuda_python_path(scene, torch, cuda_in_use):
 def add_run_args(ap, kind, warmup_what="steps"):
     """The options every benchmark script shares: --steps, --warmup, --runs, --backend, --torch-threads, --json.
     Script-specific options go before or after; open_run() reads these."""
-    ap.add_argument("--steps", type=int, default=200, help="timed steps per run (PERF.md: >= 200)")
+    ap.add_argument("--steps", type=int, default=200, help="timed steps per run (the method: >= 200)")
     ap.add_argument("--warmup", type=int, default=10, help="warm-up %s before each run (at least 10)" % warmup_what)
     ap.add_argument("--runs", type=int, default=3, help="runs per path; the median is reported")
     ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
@@ -92,7 +92,7 @@ def open_run(kind, args):
     machine description and where the JSON goes. Returns (torch, ctx, info, json_path), or None when torch
     is missing (the message is printed)."""
     if args.steps < 200:
-        print("note: --steps %d is below the 200 that PERF.md asks for; fine for a smoke test" % args.steps)
+        print("note: --steps %d is below the 200 the method asks for; fine for a smoke test" % args.steps)
     try:
         import torch
     except ImportError:
@@ -160,7 +160,7 @@ def make_draw(scene, use_scene):
     w, h = scene.width, scene.height
 
     def clear_draw(i):
-        # The probes' cheap frame, plus a scissored clear so that the image is not symmetric (a
+        # A cheap frame of clears, plus a scissored clear so that the image is not symmetric (a
         # wrong flip or a stale frame shows in the correctness check).
         scene.bind()
         GL.glClearColor((i % 256) / 255.0, 0.25, 0.5, 1.0)

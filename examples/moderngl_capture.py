@@ -14,6 +14,7 @@ rows and dropping the padding gives the upright image gltensor returns.
 import argparse
 import math
 import sys
+from typing import Any
 import time
 from pathlib import Path
 
@@ -54,13 +55,13 @@ void main() {
 """
 
 
-def torus(R=1.0, r=0.4, n_major=48, n_minor=24):
+def torus(R: float = 1.0, r: float = 0.4, n_major: int = 48, n_minor: int = 24) -> "np.ndarray[Any, Any]":
     """Interleaved (position, normal) float32 triangles of a torus around the y axis."""
-    def point(u, v):
+    def point(u: float, v: float) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
         cu, su, cv, sv = math.cos(u), math.sin(u), math.cos(v), math.sin(v)
         return ((R + r * cv) * cu, r * sv, (R + r * cv) * su), (cv * cu, sv, cv * su)
 
-    out = []
+    out: list[float] = []
     for i in range(n_major):
         for j in range(n_minor):
             u0, u1 = 2 * math.pi * i / n_major, 2 * math.pi * (i + 1) / n_major
@@ -71,7 +72,7 @@ def torus(R=1.0, r=0.4, n_major=48, n_minor=24):
     return np.array(out, "f4")
 
 
-def perspective(fovy, aspect, near, far):
+def perspective(fovy: float, aspect: float, near: float, far: float) -> "np.ndarray[Any, Any]":
     f = 1.0 / math.tan(fovy / 2)
     m = np.zeros((4, 4), "f4")
     m[0, 0], m[1, 1] = f / aspect, f
@@ -79,17 +80,18 @@ def perspective(fovy, aspect, near, far):
     return m
 
 
-def model_view(t):
+def model_view(t: float) -> "np.ndarray[Any, Any]":
     """The torus tumbling in front of the camera, 3.5 units away."""
     a, b = 0.9 * t, 0.6 * t
     ry = np.array([[math.cos(a), 0, math.sin(a), 0], [0, 1, 0, 0], [-math.sin(a), 0, math.cos(a), 0], [0, 0, 0, 1]], "f4")
     rx = np.array([[1, 0, 0, 0], [0, math.cos(b), -math.sin(b), 0], [0, math.sin(b), math.cos(b), 0], [0, 0, 0, 1]], "f4")
     tr = np.eye(4, dtype="f4")
     tr[2, 3] = -3.5
-    return tr @ rx @ ry
+    result: np.ndarray[Any, Any] = tr @ rx @ ry
+    return result
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=int, nargs=2, default=(256, 192), metavar=("W", "H"))
     ap.add_argument("--steps", type=int, default=200)
@@ -109,7 +111,7 @@ def main():
     fbo = ctx.framebuffer([color], depth)
     proj = perspective(math.radians(50), w / h, 0.1, 20.0)
 
-    def render(t):
+    def render(t: float) -> None:
         mv = model_view(t)
         prog["mvp"].write((proj @ mv).T.astype("f4").tobytes())  # column-major for GLSL
         prog["nrm"].write(np.ascontiguousarray(mv[:3, :3].T).astype("f4").tobytes())
@@ -133,7 +135,7 @@ def main():
     print(f"step 0 matches Framebuffer.read() byte for byte: {tuple(x.shape)} {x.dtype} on {x.device}")
 
     # The loop: render, hand to torch, a consumer op (mean brightness) so the work is really done.
-    obs = None
+    obs: Any = None
     for step in range(5):  # warm-up
         render(step / 30)
         obs = torch.from_dlpack(cap.read(channels="rgb", dtype="float32", layout="chw"))

@@ -44,7 +44,7 @@ XML = """
 </mujoco>"""
 
 
-def main():
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--height", type=int, default=240)

@@ -19,7 +19,7 @@ except ImportError:  # running from a checkout without installing
 import numpy as np
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size", default="97x61", help="WxH (default 97x61: not a power of two)")
     ap.add_argument("--steps", type=int, default=200)
@@ -53,6 +53,7 @@ def main(argv=None):
     base.graphicsEngine.renderFrame()
     x = rgb.perceive(to_float=False)
     assert base.graphicsEngine.extractTextureData(rgb.color_texture, gsg)
+    assert rgb.color_texture is not None
     ref = np.frombuffer(bytes(rgb.color_texture.getRamImageAs("RGB")), np.uint8).reshape(h, w, 3)[::-1]
     ok = np.array_equal(x.cpu().numpy(), ref)
     print("backend: %s (%s)" % (rgb.texture_capture.backend, rgb.texture_capture.capture.backend_reason))

@@ -18,6 +18,7 @@ Every result is checked against what was uploaded or against glReadPixels.
 import ctypes
 import os
 import sys
+from typing import Any
 from pathlib import Path
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # PyOpenGL must talk EGL to gltensor's context
@@ -32,15 +33,16 @@ except ImportError:  # running from a checkout without installing: use the in-pl
 from OpenGL import GL  # noqa: E402
 
 
-def as_numpy(x):
+def as_numpy(x: Any) -> "np.ndarray[Any, Any]":
     """A host numpy array of a frame or torch tensor, wherever it lives."""
     import torch
 
     t = x if isinstance(x, torch.Tensor) else torch.from_dlpack(x)
-    return t.cpu().numpy()
+    result: np.ndarray[Any, Any] = t.cpu().numpy()
+    return result
 
 
-def pil_picture(w, h):
+def pil_picture(w: int, h: int) -> "np.ndarray[Any, Any]":
     """An RGBA picture drawn with PIL (top row first, as images are stored)."""
     from PIL import Image, ImageDraw
 
@@ -52,7 +54,7 @@ def pil_picture(w, h):
     return np.asarray(img, dtype=np.uint8)
 
 
-def upload_texture(pixels):
+def upload_texture(pixels: "np.ndarray[Any, Any]") -> int:
     """glTexImage2D of an (H, W, 4) uint8 array. GL's row 0 is the bottom row, so a picture stored top
     row first is uploaded upside down (rows reversed) to look right on screen; gltensor's flip=True then
     gives back the picture as stored."""
@@ -68,7 +70,7 @@ def upload_texture(pixels):
     return tex
 
 
-def render_to_renderbuffer(w, h):
+def render_to_renderbuffer(w: int, h: int) -> "tuple[int, int, np.ndarray[Any, Any]]":
     """A renderbuffer attached to a framebuffer, painted with scissored clears; returns (rbo, fbo, image
     read back with glReadPixels, bottom-up)."""
     rbo = int(GL.glGenRenderbuffers(1))
@@ -90,10 +92,10 @@ def render_to_renderbuffer(w, h):
     buf = (ctypes.c_ubyte * (w * h * 4))()
     GL.glReadPixels(0, 0, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, buf)
     GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, 0)
-    return rbo, fbo, np.frombuffer(buf, np.uint8).reshape(h, w, 4).copy()
+    return rbo, fbo, np.frombuffer(memoryview(buf), np.uint8).reshape(h, w, 4).copy()
 
 
-def main():
+def main() -> None:
     import torch
 
     with gltensor.Context.headless() as ctx:
@@ -118,7 +120,7 @@ def main():
             print(f"  channels='bgr', dtype='float32', layout='chw' -> {tuple(x.shape)} {x.dtype} in [0, 1]")
 
             # 3. out=: into tensors we own, on the capture's device
-            device = "cuda:%d" % cap.cuda_device if cap.backend == "cuda" else "cpu"
+            device = f"cuda:{cap.cuda_device}" if cap.backend == "cuda" else "cpu"
             obs = torch.empty((90, 150, 4), dtype=torch.uint8, device=device)
             assert cap.read(out=obs) is obs
             assert np.array_equal(as_numpy(obs), pic)

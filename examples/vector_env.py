@@ -23,6 +23,8 @@ import os
 import sys
 import time
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
 
@@ -44,8 +46,9 @@ class VectorEnv:
     lives in that context. backend: "auto" | "cuda" | "cpu" (see gltensor.Capture).
     """
 
-    def __init__(self, n_envs, size, mode="batch", *, backend="auto", episode_steps=200, dt=1 / 30, seed=0,
-                 read_options=None):
+    def __init__(self, n_envs: int, size: int, mode: str = "batch", *, backend: str = "auto",
+                 episode_steps: int = 200, dt: float = 1 / 30, seed: int = 0,
+                 read_options: dict[str, Any] | None = None) -> None:
         import torch
         if mode not in ("batch", "atlas"):
             raise ValueError("mode must be 'batch' or 'atlas', got %r" % (mode,))
@@ -60,40 +63,48 @@ class VectorEnv:
         self.speed = self.rng.uniform(0.5, 1.5, self.n)
         self.steps = np.zeros(self.n, np.int64)
         self.scene = Scene(self.size, self.size)  # the program and meshes, shared by every env
-        self.targets, self.batch, self.atlas, self.atlas_target = [], None, None, None
+        self.targets: list[RenderTarget] = []
+        self.batch: gltensor.Batch | None = None
+        self.atlas: gltensor.Atlas | None = None
+        self.atlas_target: RenderTarget | None = None
+        self.viewports: list[tuple[int, int, int, int]] = []
+        self.reader: gltensor.Batch | gltensor.Atlas | None
         if mode == "batch":
             self.targets = [RenderTarget(self.size, self.size) for _ in range(self.n)]
-            self.batch = gltensor.Batch([t.texture for t in self.targets], gltensor.GL_TEXTURE_2D, backend=backend)
+            self.batch = gltensor.Batch([t.texture for t in self.targets], gltensor.GL_TEXTURE_2D,
+                                        backend=backend)  # type: ignore[arg-type]  # a checked str
             self.reader, self.backend = self.batch, self.batch.backend
         else:
             cols = math.ceil(math.sqrt(self.n))
             rows = math.ceil(self.n / cols)
             self.atlas_target = RenderTarget(cols * self.size, rows * self.size)
             self.atlas = gltensor.Atlas(self.atlas_target.texture, gltensor.GL_TEXTURE_2D, tiles=(rows, cols),
-                                        count=self.n, backend=backend)
+                                        count=self.n, backend=backend)  # type: ignore[arg-type]
             self.viewports = self.atlas.viewports()
             self.reader, self.backend = self.atlas, self.atlas.backend
         self.reset()
 
-    def reset(self):
+    def reset(self) -> Any:
         """Starts every env at a random time; returns the first observation batch."""
         self.t[:] = self.rng.uniform(0.0, 10.0, self.n)
         self.steps[:] = 0
         return self._observe()
 
-    def _render(self):
+    def _render(self) -> None:
         for k in range(self.n):
             if self.mode == "batch":
                 self.scene.render(self.t[k], fbo=self.targets[k].fbo, viewport=self.targets[k].viewport, camera=k)
             else:
+                assert self.atlas_target is not None
                 self.scene.render(self.t[k], fbo=self.atlas_target.fbo, viewport=self.viewports[k], camera=k)
 
-    def _observe(self):
+    def _observe(self) -> Any:
         self._render()
         # One read for all envs; DLPack makes torch's stream wait for the copy (CUDA) before using it.
+        assert self.reader is not None, "the env was closed"
         return self.torch.from_dlpack(self.reader.read(**self.read_options))
 
-    def step(self):
+    def step(self) -> Any:
         """Advances every env's clock (an env whose episode ends restarts at a random time) and
         returns the new observations, (N, H, W, 4) uint8 (or as read_options convert them)."""
         self.t += self.dt * self.speed
@@ -104,13 +115,17 @@ class VectorEnv:
             self.steps[done] = 0
         return self._observe()
 
-    def reference(self, k):
+    def reference(self, k: int) -> "np.ndarray[Any, Any]":
         """glReadPixels of env k's current image, top row first: what obs[k] must equal."""
+        image: np.ndarray[Any, Any]
         if self.mode == "batch":
-            return self.targets[k].read_pixels(flip=True)
-        return self.atlas_target.read_pixels(flip=True, viewport=self.viewports[k])
+            image = self.targets[k].read_pixels(flip=True)
+        else:
+            assert self.atlas_target is not None
+            image = self.atlas_target.read_pixels(flip=True, viewport=self.viewports[k])
+        return image
 
-    def close(self):
+    def close(self) -> None:
         if self.reader is not None:
             self.reader.close()
             self.reader = None
@@ -120,14 +135,15 @@ class VectorEnv:
             self.atlas_target.close()
         self.scene.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "VectorEnv":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--envs", type=int, default=16, help="number of envs (cameras)")
     ap.add_argument("--size", type=int, default=128, help="square image size per env")
@@ -167,7 +183,7 @@ def main(argv=None):
         print("check: the (%d, %d, %d, 4) batch on %s equals glReadPixels of every camera exactly "
               "(%d distinct images)" % (env.n, env.size, env.size, obs.device, distinct))
 
-        def sync():
+        def sync() -> None:
             GL.glFinish()
             if obs.is_cuda:
                 torch.cuda.synchronize()

@@ -575,11 +575,44 @@ glt_status glt_cuda_pointer_device(const void *ptr, int query_device, int *cuda_
     return GLT_OK;
 }
 
+int glt_cuda_build_runtime_version(void) { return CUDART_VERSION; }
+
+int glt_cuda_driver_version(void) {
+    int v = 0;
+    if (cudaDriverGetVersion(&v) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return v;
+}
+
+/* Attribute queries and cudaDeviceGetPCIBusId create no context, so no device guard is needed. */
+glt_status glt_cuda_describe_device(int cuda_device, char *name, size_t name_size, char *pci_bus_id,
+                                    size_t pci_size, int *cc_major, int *cc_minor) {
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, cuda_device);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaGetDeviceProperties", "CUDA device %d", cuda_device);
+    snprintf(name, name_size, "%s", prop.name);
+    *cc_major = prop.major;
+    *cc_minor = prop.minor;
+    e = cudaDeviceGetPCIBusId(pci_bus_id, (int)pci_size, cuda_device);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetPCIBusId", "CUDA device %d", cuda_device);
+    return GLT_OK;
+}
+
 #else /* no CUDA toolkit at build time: every entry says so, and captures use the CPU backend */
 
 static glt_status no_cuda(void) {
     return glt_fail(GLT_CUDA_UNAVAILABLE, "this gltensor was built without CUDA (no CUDA toolkit found at build "
                                           "time); reinstall with nvcc on PATH or CUDA_HOME set, or use backend='cpu'");
+}
+
+int glt_cuda_build_runtime_version(void) { return 0; }
+int glt_cuda_driver_version(void) { return 0; }
+glt_status glt_cuda_describe_device(int cuda_device, char *name, size_t name_size, char *pci_bus_id,
+                                    size_t pci_size, int *cc_major, int *cc_minor) {
+    (void)cuda_device, (void)name, (void)name_size, (void)pci_bus_id, (void)pci_size, (void)cc_major, (void)cc_minor;
+    return no_cuda();
 }
 glt_status glt_cuda_probe(int *device_count) {
     if (device_count) *device_count = 0;

@@ -9,7 +9,7 @@
  * low-order bit pattern included), uploaded, and on images cleared with glClearDepth to values between
  * the steps of the format; it is chosen only if every float is identical. Cleared images matter: on an
  * H100 (driver 580) every uploaded or drawn value matched, but regions cleared to such values read back
- * differently through glReadPixels than through the shader (tools/gpu_depth_path.py), so there the
+ * differently through glReadPixels than through the shader (tests/test_depth.py), so there the
  * pixel-pack copy stays. The check costs a few milliseconds once; tests/test_depth.py checks all 2^24
  * values and cleared images.
  *

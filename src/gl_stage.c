@@ -44,7 +44,7 @@ struct glt_gl_stage {
 
 /* Fixed-point depth formats are slow to read back on NVIDIA: glReadPixels(GL_DEPTH_COMPONENT,
  * GL_FLOAT) of a 1024x1024 image took 1,715-2,008 us for DEPTH24 and ~4,200 us for DEPTH16 on an H200,
- * against 82 us for DEPTH32F (tools/gpu_diag_depth.py, tools/gpu_depth_path.py). A compute shader that
+ * against 82 us for DEPTH32F (benchmarks/bench_convert.py measures both paths). A compute shader that
  * texelFetches the depth into a shader storage buffer (the same buffer CUDA maps) read the same images
  * in 340 us (texture) / 430 us (renderbuffer, blitted to a texture first) there. Its first version,
  * returning the sampled float, differed from glReadPixels in the last bit for a few DEPTH16 values

@@ -160,6 +160,14 @@ int glt_cuda_event_done(int cuda_device, void *event); /* 1 unless the event's w
  * for a stream whose event cannot be made, or for the whole device when sync_device) and returns k. */
 int glt_cuda_mark_stream_uses(int cuda_device, int sync_device, void *const *streams, int n_streams, void **events);
 
+/* For `python -m gltensor doctor`: the CUDA runtime version this build links (CUDART_VERSION, e.g. 13000;
+ * 0 without CUDA), the driver's CUDA version (cudaDriverGetVersion; 0 when no driver is loaded), and one
+ * visible device's name, PCI bus id and compute capability (no CUDA context is created). */
+int glt_cuda_build_runtime_version(void);
+int glt_cuda_driver_version(void);
+glt_status glt_cuda_describe_device(int cuda_device, char *name, size_t name_size, char *pci_bus_id,
+                                    size_t pci_size, int *cc_major, int *cc_minor);
+
 /* Makes `device` current, remembering the caller's; exit restores it. Used only inside cuda_backend.c
  * (its ON_DEVICE macro): no other file calls CUDA. */
 typedef struct glt_device_guard {

@@ -24,6 +24,19 @@ except ImportError as exc:  # the header test still runs without the extension
 else:
     _IMPORT_ERROR = None
 
+def pytest_report_header(config):
+    if gltensor is None:
+        return f"gltensor: cannot be imported ({_IMPORT_ERROR})"
+    return f"gltensor {gltensor.__version__} from {os.path.dirname(gltensor.__file__)}, CUDA compiled: {gltensor.cuda_compiled()}"
+
+
+if gltensor is not None and os.environ.get("GLTENSOR_TEST_INSTALLED") == "1":
+    # The wheel check (tools/ci_wheel.sh): the suite must test the installed package, not the source tree.
+    _tree = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+    if os.path.abspath(gltensor.__file__).startswith(_tree + os.sep):
+        raise RuntimeError(f"GLTENSOR_TEST_INSTALLED=1 but gltensor was imported from the source tree ({gltensor.__file__})")
+
+
 def require_gltensor():
     if gltensor is None:
         raise ImportError(f"gltensor cannot be imported: {_IMPORT_ERROR}")

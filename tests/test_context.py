@@ -30,7 +30,7 @@ def _new_context():
 
 
 def test_module_surface():
-    assert gltensor.__version__ == "0.1.0"
+    assert gltensor.__version__ == "0.2.0"
     assert isinstance(gltensor.cuda_compiled(), bool)
     assert isinstance(gltensor.cuda_available(), bool)
     if gltensor.cuda_available():

@@ -22,6 +22,9 @@ DEVICE_AGNOSTIC = {
     "glt_cuda_device_of_current_context",  # cudaGLGetDevices: which device is this GL context on?
     "cuda_fail",  # cudaGetErrorName/String and clearing the error after a failed call
     "load_driver_entries",  # looks up two driver entry points (cudaGetDriverEntryPointByVersion)
+    "glt_cuda_driver_version",  # cudaDriverGetVersion, for the doctor: no device, no context
+    "glt_cuda_describe_device",  # cudaGetDeviceProperties + cudaDeviceGetPCIBusId, for the doctor: attribute
+                                 # queries of a named ordinal, which create no context (unlike cudaSetDevice)
 }
 
 

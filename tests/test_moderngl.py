@@ -473,6 +473,19 @@ def test_multisampled_matches_moderngl_resolve(backend, mg, color):
 # ---------------------------------------------------------------- headless_context
 
 
+def test_headless_context_defaults_work_on_every_machine(gl):
+    """No arguments: the process's device, or Mesa's software renderer where CUDA is unusable (the example
+    calls it so; a named cuda_device=0 default raised on machines without CUDA)."""
+    gl_ctx, m = gm.headless_context()
+    try:
+        assert gl_ctx.renderer == m.info["GL_RENDERER"]
+        assert gl_ctx.cuda_device == gltensor.default_cuda_device()
+    finally:
+        m.release()
+        gl_ctx.close()
+        gl.make_current()
+
+
 def test_headless_context(backend, gl):
     # Mesa's software renderer where there is one (CI); on a GPU machine without Mesa the CPU backend is
     # tested on the NVIDIA context instead.

@@ -48,6 +48,8 @@ for spec in "moderngl:moderngl>=5.8" "mujoco:mujoco>=3" "panda3d:panda3d>=1.10" 
     has_mod "$mod" || "$PYTHON" -m pip install -q "${spec#*:}" || echo "bootstrap: could not install ${spec#*:}; its tests will be skipped"
 done
 
-# 3. gltensor itself (with the CUDA backend when a toolkit is found).
+# 3. gltensor itself (with the CUDA backend when a toolkit is found). The module is an abi3 build
+# (_gltensor.abi3.so); a version-specific one left by an older build would shadow it, so it goes first.
+rm -f python/gltensor/_gltensor.cpython-*.so
 "$PYTHON" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as the 'root'" || true
 "$PYTHON" -c "import gltensor; print('bootstrap: gltensor', gltensor.__version__, '| CUDA compiled:', gltensor.cuda_compiled(), '| CUDA usable:', gltensor.cuda_available())"

@@ -49,9 +49,12 @@ for step in "$@"; do
     quick)
         timeout 120 python3 -m gltensor.bench --quick --no-progress --json "$OUT/suite_quick.json" --plot "$OUT/suite_quick.png" > "$OUT/suite_quick.log" 2>&1
         tail -40 "$OUT/suite_quick.log" ;;
-    depth) # the compute-shader depth path (the CUDA default where exact): the driver check, exactness, speed;
-           # the `tests` step runs the default choice, this one the pixel-pack copy forced as well
-        timeout 90 python3 tools/gpu_depth_path.py | tee "$OUT/depth.log"
+    depth) # the compute-shader depth path (the CUDA default where exact): the driver check and exactness
+           # (tests/test_depth.py), with the default choice and with the pixel-pack copy forced; speed:
+           # benchmarks/bench_convert.py (`convert` step)
+        python3 -c "import gltensor; ctx = gltensor.Context.headless(); print('compute depth path exact on this driver:', gltensor._gltensor._depth_compute_exact())" | tee "$OUT/depth.log"
+        timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_depth.py tests/test_msaa.py > "$OUT/depth_default.log" 2>&1
+        tail -1 "$OUT/depth_default.log"
         GLTENSOR_DEPTH_PATH=readpixels timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_depth.py tests/test_msaa.py > "$OUT/depth_tests.log" 2>&1
         tail -3 "$OUT/depth_tests.log" ;;
     panda3d) # Panda's default PRC and configure(), a subprocess each: getRamImage, MetaDrive's recipe, gltensor

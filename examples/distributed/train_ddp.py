@@ -25,6 +25,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
 
@@ -43,10 +44,10 @@ except ImportError:  # a checkout without installing: the in-place build
 from vector_env import VectorEnv  # noqa: E402
 
 
-class PhaseNet(nn.Module):
+class PhaseNet(nn.Module):  # type: ignore[misc]  # torch is typed loosely here
     """A small CNN: (N, 3, H, W) float images -> (N, 2) (sin, cos) of each camera's clock."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.features = nn.Sequential(
             nn.Conv2d(3, 16, 5, stride=2, padding=2), nn.ReLU(),
@@ -55,11 +56,11 @@ class PhaseNet(nn.Module):
             nn.AdaptiveAvgPool2d(4), nn.Flatten())
         self.head = nn.Linear(32 * 16, 2)
 
-    def forward(self, x):
+    def forward(self, x: Any) -> Any:
         return self.head(self.features(x))
 
 
-def parse_args(argv=None):
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cameras", type=int, default=64, help="cameras rendered per rank per step")
     ap.add_argument("--size", type=int, default=128, help="square image size of a camera")
@@ -75,7 +76,7 @@ def parse_args(argv=None):
     return args
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     use_cuda = gltensor.cuda_available() and torch.cuda.is_available()
@@ -113,7 +114,7 @@ def main(argv=None):
             if not np.allclose(got[k], want, atol=1e-6):
                 raise SystemExit(f"rank {rank}: camera {k} differs from glReadPixels")
 
-        def step():
+        def step() -> Any:
             x = env.step()  # render every camera, then ONE read: (N, 3, H, W) float32 on this GPU
             if args.no_train:
                 return x.mean()
@@ -124,7 +125,7 @@ def main(argv=None):
             opt.step()
             return loss
 
-        def sync():
+        def sync() -> None:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
 
@@ -143,7 +144,7 @@ def main(argv=None):
                     step_us=elapsed / args.steps * 1e6, frames_per_s=args.steps * env.n / elapsed,
                     final_loss=float(loss.detach()))
 
-    figures = [None] * world
+    figures: list[Any] = [None] * world
     if dist.is_initialized():
         dist.all_gather_object(figures, mine)
     else:

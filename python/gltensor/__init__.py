@@ -45,5 +45,5 @@ __all__ = [
     "cuda_available", "cuda_compiled", "cuda_device_count", "cuda_unavailable_reason", "default_cuda_device", "egl_device_index",
     "GLTensorError", "NoContextError", "WrongContextError", "InvalidObjectError", "UnsupportedFormatError",
     "WrongDeviceError", "CudaUnavailableError", "ClosedError", "InvalidArgumentError", "CudaError", "GLError",
-    "EGLError", "OutOfMemoryError",
+    "EGLError", "OutOfMemoryError", "__version__",
 ]

@@ -1,6 +1,7 @@
 """Demo: render a scene headlessly, capture every frame into a tensor, consume it, report the rate.
 
     python -m gltensor [--size 512x512] [--frames 300] [--backend auto|cuda|cpu] [--out frame.png]
+    python -m gltensor doctor [--json]      # what this machine gives gltensor, and how to fix what it lacks
 
 The first frame is checked byte for byte against glReadPixels before anything is timed: a fast
 capture of the wrong pixels is worth nothing.
@@ -14,7 +15,10 @@ import zlib
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
 
-import numpy as np  # noqa: E402
+try:  # the demo draws with PyOpenGL and checks with numpy (gltensor[demo]); the doctor needs neither
+    import numpy as np
+except ImportError:
+    np = None
 try:  # a progress bar is a nicety: the demo runs without tqdm
     from tqdm import tqdm
 except ImportError:
@@ -93,7 +97,16 @@ def _save_png(path, rgba):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m gltensor", description=__doc__.split("\n")[0])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["doctor"]:
+        from gltensor.doctor import main as doctor
+        return doctor(argv[1:])
+    if np is None:
+        print("error: the demo needs numpy and PyOpenGL: pip install 'gltensor[demo]' "
+              "(`python -m gltensor doctor` runs without them)", file=sys.stderr)
+        return 2
+    parser = argparse.ArgumentParser(prog="python -m gltensor", description=__doc__.split("\n")[0],
+                                     epilog="python -m gltensor doctor [--json]: diagnose this machine")
     parser.add_argument("--size", type=_parse_size, default=(512, 512), help="WIDTHxHEIGHT (default 512x512)")
     parser.add_argument("--frames", type=int, default=300, help="frames to time (default 300)")
     parser.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")

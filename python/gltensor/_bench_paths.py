@@ -5,7 +5,7 @@ public API: names and signatures may change with the benchmarks.
 
 Every path is a `BenchPath`: `draw(i)` renders step i (N cameras), `transfer()` hands the N frames to torch
 and returns the tensor a consumer op then runs on. `reference(cams, path)` says what that tensor must equal
-(from glReadPixels), so that every path is checked before it is timed (shared/PERF.md's method).
+(from glReadPixels), so that every path is checked before it is timed (the method in benchmarks/README.md).
 """
 import ctypes
 import math
@@ -47,7 +47,7 @@ def time_calls(fn, calls, sync):
 
 
 def time_steps(draw, transfer, steps, warmup, sync, first=0):
-    """µs per step as shared/PERF.md prescribes: draw(i), then transfer() and the consumer op
+    """µs per step as the method in benchmarks/README.md prescribes: draw(i), then transfer() and the consumer op
     x.float().mean() (the draw alone when transfer is None); `warmup` steps first, one sync at the end of
     the timed loop. Steps are numbered from `first`, so that consecutive calls can draw new frames."""
     if transfer is None:
@@ -258,7 +258,7 @@ class Cameras:
     tiles, plus the draw functions of both layouts. Camera k's picture is the same in its own texture and
     in tile k.
 
-    `draw` (see DRAWS): "pattern" (one draw call per camera, the suite's), "clears" (the probes' frame: a clear
+    `draw` (see DRAWS): "pattern" (one draw call per camera, the suite's), "clears" (a frame of clears: a clear
     and a scissored clear per camera), "scene" (the lit Scene from camera k). Default: "scene" when
     `use_scene`, else "clears". Calls go through PyOpenGL's raw entry points (no per-call error check), so
     that Python's call overhead stays small next to what is measured."""

@@ -6,7 +6,7 @@
 
 One process run, every path over the grid of image sizes x camera counts (cells), one step = render the N
 cameras + hand the frames to torch + a consumer op on the frames' device (`x.float().mean()`), as
-shared/PERF.md prescribes. Before a path is timed in a cell, its output of two different steps must equal
+the method in benchmarks/README.md prescribes. Before a path is timed in a cell, its output of two different steps must equal
 the glReadPixels reference byte for byte (bit for bit for the fused conversion); a mismatch stops the run
 with exit status 1. Paths whose library is missing are listed as skipped with the reason; cells that would
 not fit in memory, or paths whose steps would take too long, likewise.
@@ -440,7 +440,7 @@ class Suite:
         return ref
 
     def timed(self, path, steps, warmup):
-        """us per step: warm-up, then `steps` steps, one sync at the end (PERF.md); each call draws new frames."""
+        """us per step: warm-up, then `steps` steps, one sync at the end (the method); each call draws new frames."""
         i0 = self.step_counter
         self.step_counter += warmup + steps
         return time_steps(path.draw, path.transfer, steps, warmup, self.sync, first=i0)

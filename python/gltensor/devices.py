@@ -14,6 +14,8 @@ which is not the CUDA ordinal (EGL lists every GPU, CUDA only the visible ones, 
     # moderngl:                      moderngl.create_context(standalone=True, backend="egl", device_index=idx)
 """
 
+from __future__ import annotations
+
 import sys
 
 from . import _gltensor
@@ -21,7 +23,7 @@ from . import _gltensor
 __all__ = ["default_cuda_device", "egl_device_index"]
 
 
-def default_cuda_device():
+def default_cuda_device() -> int | None:
     """The CUDA device this process works on, or None when CUDA is unusable here.
 
     torch's current device once torch has initialised CUDA (so a script that called
@@ -41,7 +43,7 @@ def default_cuda_device():
     return _gltensor._core_default_cuda_device()
 
 
-def egl_device_index(cuda_device=None):
+def egl_device_index(cuda_device: int | None = None) -> int:
     """The index, in EGL's device list (eglQueryDevicesEXT), of the GPU that CUDA calls `cuda_device`.
 
     That is the number engines that open their own EGL display take: Panda3D's `egl-device-index`,

@@ -174,11 +174,12 @@ def _is_framebuffer(obj):
     return isinstance(obj, _moderngl().Framebuffer)
 
 
-def headless_context(cuda_device=0, software=None):
+def headless_context(cuda_device=None, software=None):
     """(gl_ctx, mgl_ctx): a gltensor headless EGL context and a moderngl context attached to it.
 
     gl_ctx = gltensor.Context.headless(cuda_device, software=software): OpenGL 4.5 core on the EGL
-    device that is CUDA device `cuda_device` (Mesa's software renderer when there is no NVIDIA GPU,
+    device that is CUDA device `cuda_device` (None: the process's device, gltensor.default_cuda_device();
+    Mesa's software renderer when there is no NVIDIA GPU,
     unless software=False), made current in this thread. mgl_ctx = attach() renders into that same
     context, so what moderngl draws is on the
     CUDA device that gltensor copies to and captures need no cross-device copy (see attach()).

@@ -61,7 +61,7 @@ static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    AtlasObject *self = (AtlasObject *)type->tp_alloc(type, 0);
+    AtlasObject *self = (AtlasObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;
     self->name = (unsigned)name;
@@ -121,7 +121,7 @@ static PyObject *atlas_viewports(AtlasObject *self, PyObject *unused) {
         glt_atlas_viewport(self->atlas, k, vp);
         PyObject *t = Py_BuildValue("(iiii)", vp[0], vp[1], vp[2], vp[3]);
         if (!t) Py_CLEAR(list);
-        else PyList_SET_ITEM(list, k, t);
+        else PyList_SetItem(list, k, t);
     }
     return list;
 }
@@ -145,10 +145,8 @@ static PyObject *atlas_exit(AtlasObject *self, PyObject *args) {
 }
 
 static void atlas_dealloc(AtlasObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
     glt_atlas_destroy(self->atlas);
-    tp->tp_free(self);
-    Py_DECREF(tp);
+    glt_py_free_instance((PyObject *)self);
 }
 
 static int info_of(AtlasObject *self, glt_capture_info *i, int g[5]) {

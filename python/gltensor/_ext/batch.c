@@ -13,7 +13,8 @@ typedef struct {
 static int region_for(PyObject *region, PyObject *regions, Py_ssize_t i, int is_capture, PyObject **out) {
     *out = NULL;
     if (regions) {
-        PyObject *r = PySequence_Fast_GET_ITEM(regions, i);
+        PyObject *r = PyTuple_GetItem(regions, i); /* borrowed: regions is a tuple (batch_new) */
+        if (!r) return -1;
         if (r == Py_None) return 0;
         if (is_capture) {
             PyErr_Format(PyExc_ValueError,
@@ -46,9 +47,9 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         glt_rect ignored; /* checked once here, so that an empty batch or Capture sources still validate it */
         if (glt_py_parse_region(region, "region", &ignored) < 0) return NULL;
     }
-    PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of GL names or gltensor.Capture objects");
+    PyObject *seq = glt_py_as_tuple(sources, "sources must be a sequence of GL names or gltensor.Capture objects");
     if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_Size(seq);
     if (regions_obj != Py_None) {
         if (region && region != Py_None) {
             Py_DECREF(seq);
@@ -58,27 +59,35 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         }
         if (!PyList_Check(regions_obj) && !PyTuple_Check(regions_obj)) {
             Py_DECREF(seq);
-            PyErr_Format(PyExc_TypeError, "regions must be a list with one region (x, y, width, height) or None per "
-                                          "source, not %.80s",
-                         Py_TYPE(regions_obj)->tp_name);
+            PyObject *type_name = glt_py_type_name(regions_obj);
+            if (type_name)
+                PyErr_Format(PyExc_TypeError,
+                             "regions must be a list with one region (x, y, width, height) or None per source, not %.80U",
+                             type_name);
+            Py_XDECREF(type_name);
             return NULL;
         }
-        if (PySequence_Fast_GET_SIZE(regions_obj) != n) {
-            PyErr_Format(PyExc_ValueError, "regions has %zd entries for %zd sources; give one per source (None for "
-                                           "the whole image)",
-                         PySequence_Fast_GET_SIZE(regions_obj), n);
+        regions = PySequence_Tuple(regions_obj); /* a tuple, so region_for can borrow its items */
+        if (!regions) {
             Py_DECREF(seq);
             return NULL;
         }
-        regions = regions_obj;
+        if (PyTuple_Size(regions) != n) {
+            PyErr_Format(PyExc_ValueError, "regions has %zd entries for %zd sources; give one per source (None for "
+                                           "the whole image)",
+                         PyTuple_Size(regions), n);
+            Py_DECREF(regions);
+            Py_DECREF(seq);
+            return NULL;
+        }
     }
-    BatchObject *self = (BatchObject *)type->tp_alloc(type, 0);
+    BatchObject *self = (BatchObject *)glt_py_alloc(type);
     PyObject *caps = PyTuple_New(n);
     glt_capture **handles = PyMem_Malloc(sizeof *handles * (size_t)(n ? n : 1));
     if (!self || !caps || !handles) goto fail;
     self->st = st;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject *src = PySequence_Fast_GET_ITEM(seq, i), *cap, *src_region;
+        PyObject *src = PyTuple_GetItem(seq, i), *cap, *src_region;
         int is_capture = PyObject_TypeCheck(src, st->capture_type);
         if (region_for(region, regions, i, is_capture, &src_region) < 0) goto fail;
         if (is_capture) {
@@ -100,7 +109,7 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             Py_DECREF(kw);
             if (!cap) goto fail;
         }
-        PyTuple_SET_ITEM(caps, i, cap);
+        PyTuple_SetItem(caps, i, cap);
         handles[i] = ((CaptureObject *)cap)->cap;
         if (!handles[i]) {
             glt_py_capture_closed((CaptureObject *)cap);
@@ -114,12 +123,14 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     self->captures = caps;
     PyMem_Free(handles);
+    Py_XDECREF(regions);
     Py_DECREF(seq);
     return (PyObject *)self;
 fail:
     PyMem_Free(handles);
     Py_XDECREF(caps);
     Py_XDECREF(self);
+    Py_XDECREF(regions);
     Py_DECREF(seq);
     return NULL;
 }
@@ -135,9 +146,9 @@ static int sources_open(BatchObject *self) {
         closed_error(self);
         return 0;
     }
-    Py_ssize_t n = PyTuple_GET_SIZE(self->captures);
+    Py_ssize_t n = PyTuple_Size(self->captures);
     for (Py_ssize_t i = 0; i < n; ++i) {
-        CaptureObject *c = (CaptureObject *)PyTuple_GET_ITEM(self->captures, i);
+        CaptureObject *c = (CaptureObject *)PyTuple_GetItem(self->captures, i);
         if (!c->cap) {
             PyErr_Format(self->st->errors[GLT_CLOSED],
                          "batch source %zd (%s %u) was closed; create a new Batch without it", i,
@@ -150,7 +161,7 @@ static int sources_open(BatchObject *self) {
 
 static int is_cuda(BatchObject *self) {
     glt_capture_info info;
-    glt_capture_get_info(((CaptureObject *)PyTuple_GET_ITEM(self->captures, 0))->cap, &info);
+    glt_capture_get_info(((CaptureObject *)PyTuple_GetItem(self->captures, 0))->cap, &info);
     return info.backend == GLT_BACKEND_CUDA;
 }
 
@@ -199,7 +210,7 @@ static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ss
             for (int j = i + 1; j < n; ++j) glt_frame_destroy(frames[j]);
             break;
         }
-        PyList_SET_ITEM(list, i, f);
+        PyList_SetItem(list, i, f);
     }
     PyMem_Free(frames);
     return list;
@@ -224,12 +235,10 @@ static PyObject *batch_exit(BatchObject *self, PyObject *args) {
 }
 
 static void batch_dealloc(BatchObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     glt_batch_destroy(self->batch);
     Py_CLEAR(self->captures);
-    tp->tp_free(self);
-    Py_DECREF(tp);
+    glt_py_free_instance((PyObject *)self);
 }
 
 static int batch_traverse(BatchObject *self, visitproc visit, void *arg) {
@@ -246,28 +255,28 @@ static PyObject *get_closed(BatchObject *self, void *c) {
     (void)c;
     return PyBool_FromLong(self->batch == NULL);
 }
-static Py_ssize_t batch_len(BatchObject *self) { return self->captures ? PyTuple_GET_SIZE(self->captures) : 0; }
+static Py_ssize_t batch_len(BatchObject *self) { return self->captures ? PyTuple_Size(self->captures) : 0; }
 
 static PyObject *get_shape(BatchObject *self, void *c) {
     (void)c;
     if (!sources_open(self)) return NULL;
-    CaptureObject *c0 = (CaptureObject *)PyTuple_GET_ITEM(self->captures, 0);
+    CaptureObject *c0 = (CaptureObject *)PyTuple_GetItem(self->captures, 0);
     glt_capture_info i;
     glt_capture_get_info(c0->cap, &i);
-    return Py_BuildValue("(niii)", PyTuple_GET_SIZE(self->captures), i.height, i.width, i.channels);
+    return Py_BuildValue("(niii)", PyTuple_Size(self->captures), i.height, i.width, i.channels);
 }
 
 static PyObject *get_regions(BatchObject *self, void *c) {
     (void)c;
     if (!sources_open(self)) return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(self->captures);
+    Py_ssize_t n = PyTuple_Size(self->captures);
     PyObject *t = PyTuple_New(n);
     for (Py_ssize_t i = 0; t && i < n; ++i) {
         glt_capture_info info;
-        glt_capture_get_info(((CaptureObject *)PyTuple_GET_ITEM(self->captures, i))->cap, &info);
+        glt_capture_get_info(((CaptureObject *)PyTuple_GetItem(self->captures, i))->cap, &info);
         PyObject *r = Py_BuildValue("(iiii)", info.region.x, info.region.y, info.region.width, info.region.height);
         if (!r) Py_CLEAR(t);
-        else PyTuple_SET_ITEM(t, i, r);
+        else PyTuple_SetItem(t, i, r);
     }
     return t;
 }

@@ -5,10 +5,12 @@
 
 int glt_py_parse_backend(PyObject *obj, glt_backend *out) {
     if (!PyUnicode_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "backend must be 'auto', 'cuda' or 'cpu', not %.80s", Py_TYPE(obj)->tp_name);
+        PyObject *type_name = glt_py_type_name(obj);
+        if (type_name) PyErr_Format(PyExc_TypeError, "backend must be 'auto', 'cuda' or 'cpu', not %.80U", type_name);
+        Py_XDECREF(type_name);
         return -1;
     }
-    const char *s = PyUnicode_AsUTF8(obj);
+    const char *s = PyUnicode_AsUTF8AndSize(obj, NULL);
     if (!s) return -1;
     if (!strcmp(s, "auto")) *out = GLT_BACKEND_AUTO;
     else if (!strcmp(s, "cuda")) *out = GLT_BACKEND_CUDA;
@@ -23,7 +25,9 @@ int glt_py_parse_backend(PyObject *obj, glt_backend *out) {
 int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out) {
     PyObject *i = PyNumber_Index(obj);
     if (!i) {
-        PyErr_Format(PyExc_TypeError, "%s must be an integer GL name/enum, not %.80s", what, Py_TYPE(obj)->tp_name);
+        PyObject *type_name = glt_py_type_name(obj);
+        if (type_name) PyErr_Format(PyExc_TypeError, "%s must be an integer GL name/enum, not %.80U", what, type_name);
+        Py_XDECREF(type_name);
         return -1;
     }
     *out = PyLong_AsUnsignedLong(i);
@@ -41,34 +45,47 @@ int glt_py_parse_region(PyObject *obj, const char *what, glt_rect *out) {
     out->x = out->y = out->width = out->height = 0;
     if (obj == Py_None) return 0;
     if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a tuple (x, y, width, height) of ints, or None for the whole image, "
-                                      "not %.80s",
-                     what, Py_TYPE(obj)->tp_name);
+        PyObject *type_name = glt_py_type_name(obj);
+        if (type_name)
+            PyErr_Format(PyExc_TypeError,
+                         "%s must be a tuple (x, y, width, height) of ints, or None for the whole image, not %.80U",
+                         what, type_name);
+        Py_XDECREF(type_name);
         return -1;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    Py_ssize_t n = PySequence_Size(obj);
     if (n != 4) {
         PyErr_Format(PyExc_ValueError, "%s must have 4 items (x, y, width, height), got %zd", what, n);
         return -1;
     }
     int v[4];
     for (int i = 0; i < 4; ++i) {
-        PyObject *item = PySequence_Fast_GET_ITEM(obj, i);
+        PyObject *item = PySequence_GetItem(obj, i); /* a new reference: the limited API has no borrowing macro */
+        if (!item) return -1;
         /* bool is an int to Python, but True as a width is a mistake, not a size. */
         PyObject *index = PyBool_Check(item) ? NULL : PyNumber_Index(item);
         if (!index) {
-            PyErr_Format(PyExc_TypeError, "%s: %s must be an int, not %.80s", what, item_names[i],
-                         Py_TYPE(item)->tp_name);
+            PyErr_Clear();
+            PyObject *type_name = glt_py_type_name(item);
+            if (type_name)
+                PyErr_Format(PyExc_TypeError, "%s: %s must be an int, not %.80U", what, item_names[i], type_name);
+            Py_XDECREF(type_name);
+            Py_DECREF(item);
             return -1;
         }
         int overflow = 0;
         long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
         Py_DECREF(index);
-        if (value == -1 && PyErr_Occurred()) return -1;
-        if (overflow || value > 0x7FFFFFFF || value < -0x7FFFFFFF) {
-            PyErr_Format(PyExc_ValueError, "%s: %s = %S is out of range", what, item_names[i], item);
+        if (value == -1 && PyErr_Occurred()) {
+            Py_DECREF(item);
             return -1;
         }
+        if (overflow || value > 0x7FFFFFFF || value < -0x7FFFFFFF) {
+            PyErr_Format(PyExc_ValueError, "%s: %s = %S is out of range", what, item_names[i], item);
+            Py_DECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
         v[i] = (int)value;
     }
     if (v[0] < 0 || v[1] < 0) {
@@ -119,7 +136,7 @@ static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
             return NULL;
         }
     }
-    CaptureObject *self = (CaptureObject *)type->tp_alloc(type, 0);
+    CaptureObject *self = (CaptureObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;
     self->name = desc.gl_name;
@@ -190,11 +207,9 @@ static PyObject *capture_refresh(CaptureObject *self, PyObject *unused) {
 }
 
 static void capture_dealloc(CaptureObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
     if (self->weakreflist) PyObject_ClearWeakRefs((PyObject *)self);
     glt_capture_destroy(self->cap);
-    tp->tp_free(self);
-    Py_DECREF(tp);
+    glt_py_free_instance((PyObject *)self);
 }
 
 static int info_of(CaptureObject *self, glt_capture_info *info) {

@@ -63,7 +63,7 @@ static PyObject *context_headless(PyTypeObject *type, PyObject *args, PyObject *
         PyErr_SetString(PyExc_TypeError, "software must be None (auto), True or False");
         return NULL;
     }
-    ContextObject *self = (ContextObject *)type->tp_alloc(type, 0);
+    ContextObject *self = (ContextObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;
     glt_status s;
@@ -112,10 +112,8 @@ static PyObject *context_exit(ContextObject *self, PyObject *args) {
 }
 
 static void context_dealloc(ContextObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
     glt_context_destroy(self->ctx);
-    tp->tp_free(self);
-    Py_DECREF(tp);
+    glt_py_free_instance((PyObject *)self);
 }
 
 static int info_of(ContextObject *self, glt_context_info *info) {

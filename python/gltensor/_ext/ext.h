@@ -2,6 +2,11 @@
 #ifndef GLT_EXT_H
 #define GLT_EXT_H
 
+/* The stable ABI of CPython 3.10 and later: one abi3 wheel serves every Python from 3.10 on. Code that
+ * needs an API outside it does not compile, which keeps the wheel honest (abi3audit checks the binary). */
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030A0000
+#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -77,5 +82,27 @@ int glt_py_parse_stream(gltensor_state *st, PyObject *obj, void **stream);
 int glt_py_buffer_view(gltensor_state *st, PyObject *obj, int want_cuda, void *write_stream, glt_buffer_view *view,
                        PyObject **keep, void **stream_hint);
 const char *glt_py_typestr(glt_dtype dtype);
+
+/* PyTypeObject is opaque in the limited API: allocation and freeing go through the type's slots. */
+static inline PyObject *glt_py_alloc(PyTypeObject *type) {
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    return alloc(type, 0);
+}
+/* The tail of every tp_dealloc: free the instance, then drop its reference to the heap type. */
+static inline void glt_py_free_instance(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    free_fn(self);
+    Py_DECREF(tp);
+}
+/* PySequence_Fast without its macros: a tuple of obj's items, or TypeError(message) when obj is not iterable. */
+static inline PyObject *glt_py_as_tuple(PyObject *obj, const char *message) {
+    PyObject *t = PySequence_Tuple(obj);
+    if (!t && PyErr_ExceptionMatches(PyExc_TypeError)) PyErr_SetString(PyExc_TypeError, message);
+    return t;
+}
+/* The qualified name of obj's type for messages (tp_name is outside the limited API); a new reference,
+ * NULL only when memory ran out. Use with %U. */
+PyObject *glt_py_type_name(PyObject *obj);
 
 #endif

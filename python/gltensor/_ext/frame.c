@@ -37,11 +37,9 @@ PyObject *glt_py_frame_new(gltensor_state *st, glt_frame *frame) {
 }
 
 static void frame_dealloc(FrameObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
     if (self->weakreflist) PyObject_ClearWeakRefs((PyObject *)self);
     glt_frame_destroy(self->frame);
-    PyObject_Free(self);
-    Py_DECREF(tp);
+    glt_py_free_instance((PyObject *)self);
 }
 
 const char *glt_py_typestr(glt_dtype dtype) {
@@ -190,11 +188,11 @@ static PyObject *make_capsule(PyObject *owner, const glt_frame_info *info, int v
 static int parse_version(PyObject *obj, int *major) {
     *major = 0;
     if (obj == Py_None) return 0;
-    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) < 1) {
+    if (!PyTuple_Check(obj) || PyTuple_Size(obj) < 1) {
         PyErr_SetString(PyExc_TypeError, "max_version must be None or a (major, minor) tuple");
         return -1;
     }
-    long m = PyLong_AsLong(PyTuple_GET_ITEM(obj, 0));
+    long m = PyLong_AsLong(PyTuple_GetItem(obj, 0));
     if (m == -1 && PyErr_Occurred()) return -1;
     *major = (int)m;
     return 0;
@@ -300,7 +298,7 @@ static PyObject *dims_tuple(const int64_t *v, int nd) {
             Py_CLEAR(t);
             break;
         }
-        PyTuple_SET_ITEM(t, i, x);
+        PyTuple_SetItem(t, i, x);
     }
     return t;
 }

@@ -62,10 +62,13 @@ int glt_py_parse_stream(gltensor_state *st, PyObject *obj, void **stream) {
         Py_XDECREF(v);
     }
     PyErr_Clear();
-    PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
-                 "stream must be None, an int CUDA stream handle, or a stream object with .cuda_stream (torch), "
-                 ".ptr (cupy) or .handle (numba); got %.100s",
-                 Py_TYPE(obj)->tp_name);
+    PyObject *type_name = glt_py_type_name(obj);
+    if (type_name)
+        PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
+                     "stream must be None, an int CUDA stream handle, or a stream object with .cuda_stream (torch), "
+                     ".ptr (cupy) or .handle (numba); got %.100U",
+                     type_name);
+    Py_XDECREF(type_name);
     return -1;
 }
 
@@ -132,28 +135,28 @@ static int view_from_interface(gltensor_state *st, PyObject *d, glt_buffer_view 
     PyObject *typestr = PyDict_GetItemString(d, "typestr");
     PyObject *data = PyDict_GetItemString(d, "data");
     PyObject *strides = PyDict_GetItemString(d, "strides");
-    if (!shape || !typestr || !data || !PyTuple_Check(shape) || !PyTuple_Check(data) || PyTuple_GET_SIZE(data) < 2) {
+    if (!shape || !typestr || !data || !PyTuple_Check(shape) || !PyTuple_Check(data) || PyTuple_Size(data) < 2) {
         PyErr_SetString(st->errors[GLT_INVALID_ARGUMENT], "out='s array interface lacks shape, typestr or data");
         return -1;
     }
-    Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+    Py_ssize_t ndim = PyTuple_Size(shape);
     if (ndim != 3 && ndim != 4) return shape_error(st, ndim);
     v->ndim = (int)ndim;
-    const char *ts = PyUnicode_AsUTF8(typestr);
+    const char *ts = PyUnicode_AsUTF8AndSize(typestr, NULL);
     if (!ts || dtype_from_typestr(st, ts, &v->dtype) < 0) return -1;
-    v->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
+    v->data = PyLong_AsVoidPtr(PyTuple_GetItem(data, 0));
     if (!v->data && PyErr_Occurred()) return -1;
-    v->read_only = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1));
+    v->read_only = PyObject_IsTrue(PyTuple_GetItem(data, 1));
     for (int i = 0; i < v->ndim; ++i) {
-        v->shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        v->shape[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
         if (v->shape[i] == -1 && PyErr_Occurred()) return -1;
     }
     if (!strides || strides == Py_None) {
         compact_strides(v);
     } else {
-        if (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != v->ndim) return shape_error(st, -1);
+        if (!PyTuple_Check(strides) || PyTuple_Size(strides) != v->ndim) return shape_error(st, -1);
         for (int i = 0; i < v->ndim; ++i) {
-            v->strides_bytes[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+            v->strides_bytes[i] = PyLong_AsLongLong(PyTuple_GetItem(strides, i));
             if (v->strides_bytes[i] == -1 && PyErr_Occurred()) return -1;
         }
     }
@@ -221,8 +224,8 @@ static PyObject *call_dlpack(PyObject *obj, void *write_stream, int want_cuda) {
     /* Streams apply only to device memory: a CPU tensor's owner would refuse one. */
     PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
     int on_device = 1;
-    if (dev && PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) >= 1) {
-        long t = PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
+    if (dev && PyTuple_Check(dev) && PyTuple_Size(dev) >= 1) {
+        long t = PyLong_AsLong(PyTuple_GetItem(dev, 0));
         on_device = t == kDLCUDA || t == kDLCUDAManaged;
     }
     Py_XDECREF(dev);
@@ -257,7 +260,7 @@ int glt_py_buffer_view(gltensor_state *st, PyObject *obj, int want_cuda, void *w
         if (cai && PyDict_Check(cai)) {
             /* Types without an array-interface string (torch's bfloat16 says '<V2') go through DLPack. */
             PyObject *ts = PyDict_GetItemString(cai, "typestr");
-            const char *t = ts && PyUnicode_Check(ts) ? PyUnicode_AsUTF8(ts) : NULL;
+            const char *t = ts && PyUnicode_Check(ts) ? PyUnicode_AsUTF8AndSize(ts, NULL) : NULL;
             if (t && strlen(t) >= 2 && t[1] == 'V') Py_CLEAR(cai);
         }
         if (cai) {
@@ -299,9 +302,12 @@ int glt_py_buffer_view(gltensor_state *st, PyObject *obj, int want_cuda, void *w
         *keep = capsule;
         return 0;
     }
-    PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
-                 "out= must be a tensor exposing %s or __dlpack__ (torch, cupy, jax, numba, numpy); got %.100s",
-                 want_cuda ? "__cuda_array_interface__" : "__array_interface__", Py_TYPE(obj)->tp_name);
+    PyObject *type_name = glt_py_type_name(obj);
+    if (type_name)
+        PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
+                     "out= must be a tensor exposing %s or __dlpack__ (torch, cupy, jax, numba, numpy); got %.100U",
+                     want_cuda ? "__cuda_array_interface__" : "__array_interface__", type_name);
+    Py_XDECREF(type_name);
     return -1;
 }
 
@@ -319,15 +325,15 @@ static int parse_channels(PyObject *obj, glt_read_options *o) {
         o->n_channels = (int)n;
         return 0;
     }
-    PyObject *seq = PySequence_Fast(obj, "channels must be a string like 'rgb' or 'bgr', or a tuple of indices");
+    PyObject *seq = glt_py_as_tuple(obj, "channels must be a string like 'rgb' or 'bgr', or a tuple of indices");
     if (!seq) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_Size(seq);
     if (n < 1 || n > 4) {
         Py_DECREF(seq);
         goto bad;
     }
     for (Py_ssize_t i = 0; i < n; ++i) {
-        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        long v = PyLong_AsLong(PyTuple_GetItem(seq, i));
         if (v == -1 && PyErr_Occurred()) {
             Py_DECREF(seq);
             return -1;
@@ -355,7 +361,7 @@ static int parse_dtype(PyObject *obj, glt_read_options *o) {
         name = PyObject_Str(obj); /* torch.float32 -> "torch.float32" */
         if (!name) return -1;
     }
-    const char *s = PyUnicode_AsUTF8(name);
+    const char *s = PyUnicode_AsUTF8AndSize(name, NULL);
     if (!s) {
         Py_DECREF(name);
         return -1;
@@ -381,7 +387,7 @@ static int parse_dtype(PyObject *obj, glt_read_options *o) {
 }
 
 static int parse_layout(PyObject *obj, glt_read_options *o) {
-    const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : NULL;
+    const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8AndSize(obj, NULL) : NULL;
     if (s && (!strcmp(s, "hwc") || !strcmp(s, "HWC"))) o->order = GLT_ORDER_HWC;
     else if (s && (!strcmp(s, "chw") || !strcmp(s, "CHW"))) o->order = GLT_ORDER_CHW;
     else {
@@ -394,8 +400,8 @@ static int parse_layout(PyObject *obj, glt_read_options *o) {
 /* depth="window" | "linear", projection="perspective" | "orthographic", near=, far= */
 static int parse_depth(PyObject *depth, PyObject *projection, PyObject *near_obj, PyObject *far_obj,
                        glt_read_options *o) {
-    const char *d = depth == Py_None ? "window" : PyUnicode_Check(depth) ? PyUnicode_AsUTF8(depth) : NULL;
-    const char *p = projection == Py_None ? "perspective" : PyUnicode_Check(projection) ? PyUnicode_AsUTF8(projection)
+    const char *d = depth == Py_None ? "window" : PyUnicode_Check(depth) ? PyUnicode_AsUTF8AndSize(depth, NULL) : NULL;
+    const char *p = projection == Py_None ? "perspective" : PyUnicode_Check(projection) ? PyUnicode_AsUTF8AndSize(projection, NULL)
                                                                                          : NULL;
     if (!d || (strcmp(d, "window") && strcmp(d, "raw") && strcmp(d, "linear"))) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "depth must be 'window' (alias 'raw') or 'linear'");
@@ -438,9 +444,9 @@ int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *cons
     if (nargs > 2) r->out = args[2];
     if (kwnames) {
         /* Interned names compare by identity first: no string compare on the usual call. */
-        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        Py_ssize_t nk = PyTuple_Size(kwnames);
         for (Py_ssize_t i = 0; i < nk; ++i) {
-            PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+            PyObject *k = PyTuple_GetItem(kwnames, i), *v = args[nargs + i];
             if (k == st->str_flip || PyUnicode_Compare(k, st->str_flip) == 0) flip_obj = v;
             else if (k == st->str_stream || PyUnicode_Compare(k, st->str_stream) == 0) stream_obj = v;
             else if (k == st->str_out || PyUnicode_Compare(k, st->str_out) == 0) r->out = v;

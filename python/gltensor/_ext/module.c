@@ -7,16 +7,51 @@
 
 static gltensor_state *get_state(PyObject *module) { return (gltensor_state *)PyModule_GetState(module); }
 
+/* The types are final (no Py_TPFLAGS_BASETYPE), so the module that defined `type` is the one holding the
+ * state: PyType_GetModule is enough (PyType_GetModuleByDef, for subclasses, is not in the 3.10 limited API). */
 gltensor_state *glt_py_state_of_type(PyTypeObject *type) {
-    PyObject *m = PyType_GetModuleByDef(type, &gltensor_module_def);
+    PyObject *m = PyType_GetModule(type);
     return m ? get_state(m) : NULL;
+}
+
+PyObject *glt_py_type_name(PyObject *obj) {
+    PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__qualname__");
+    if (name && PyUnicode_Check(name)) return name;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return PyUnicode_FromString("?");
+}
+
+/* The plain cause and exact fix of an environmental failure, from the doctor's table of known failures
+ * (gltensor.doctor.explain_error), so that exceptions and `python -m gltensor doctor` say the same thing;
+ * NULL when none applies. Never raises: a failure here must not replace the error being reported. */
+static PyObject *known_failure_hint(glt_status status, const char *msg) {
+    if (status != GLT_CUDA_UNAVAILABLE && status != GLT_CUDA_ERROR && status != GLT_WRONG_DEVICE &&
+        status != GLT_EGL_ERROR)
+        return NULL;
+    PyObject *doctor = PyImport_ImportModule("gltensor.doctor");
+    PyObject *hint = doctor ? PyObject_CallMethod(doctor, "explain_error", "ss", msg, glt_status_name(status)) : NULL;
+    Py_XDECREF(doctor);
+    if (!hint || !PyUnicode_Check(hint)) {
+        Py_XDECREF(hint);
+        PyErr_Clear();
+        return NULL;
+    }
+    return hint;
 }
 
 PyObject *glt_py_raise(gltensor_state *st, glt_status status) {
     const char *msg = glt_last_error();
     if (!msg || !*msg) msg = glt_status_description(status);
     PyObject *exc = (status > GLT_OK && status < GLT_STATUS_COUNT_) ? st->errors[status] : st->error;
-    PyErr_SetString(exc ? exc : st->error, msg);
+    if (!exc) exc = st->error;
+    PyObject *hint = known_failure_hint(status, msg);
+    if (hint) {
+        PyErr_Format(exc, "%s\n%U", msg, hint);
+        Py_DECREF(hint);
+    } else {
+        PyErr_SetString(exc, msg);
+    }
     return NULL;
 }
 
@@ -120,7 +155,39 @@ static PyObject *py_egl_device_index(PyObject *m, PyObject *arg) {
     return PyLong_FromLong(index);
 }
 
+#ifndef GLT_CUDA_CODE
+#define GLT_CUDA_CODE ""
+#endif
+
+/* Private, for the doctor: what this build contains (the CUDA runtime it links, its kernel code). */
+static PyObject *py_build_info(PyObject *m, PyObject *unused) {
+    (void)m, (void)unused;
+    return Py_BuildValue("{s:O,s:s,s:i,s:s}", "cuda_compiled", glt_cuda_compiled() ? Py_True : Py_False,
+                         "cuda_code", GLT_CUDA_CODE, "cudart_version", glt_cuda_build_runtime_version(),
+                         "version", glt_version_string());
+}
+
+static PyObject *py_cuda_driver_version(PyObject *m, PyObject *unused) {
+    (void)m, (void)unused;
+    return PyLong_FromLong(glt_cuda_driver_version());
+}
+
+static PyObject *py_cuda_device_info(PyObject *m, PyObject *arg) {
+    long device = PyLong_AsLong(arg);
+    if (device == -1 && PyErr_Occurred()) return NULL;
+    char name[256] = "", pci[32] = "";
+    int major = 0, minor = 0;
+    glt_status s = glt_cuda_describe_device((int)device, name, sizeof name, pci, sizeof pci, &major, &minor);
+    if (s != GLT_OK) return glt_py_raise(get_state(m), s);
+    return Py_BuildValue("{s:s,s:s,s:(ii)}", "name", name, "pci_bus_id", pci, "compute_capability", major, minor);
+}
+
 static PyMethodDef module_methods[] = {
+    {"_build_info", py_build_info, METH_NOARGS, "Private, for the doctor: CUDA compiled in, kernel code, runtime version."},
+    {"_cuda_driver_version", py_cuda_driver_version, METH_NOARGS,
+     "Private, for the doctor: the driver's CUDA version (e.g. 13000), 0 when no driver is loaded."},
+    {"_cuda_device_info", py_cuda_device_info, METH_O,
+     "Private, for the doctor: name, PCI bus id and compute capability of a visible CUDA device."},
     {"_core_default_cuda_device", py_core_default_cuda_device, METH_NOARGS,
      "Private: the core's rule for the process's CUDA device (LOCAL_RANK, else 0; None without CUDA). "
      "gltensor.default_cuda_device() puts torch's current device first."},

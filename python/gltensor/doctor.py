@@ -1,0 +1,839 @@
+"""`python -m gltensor doctor`: what this machine gives gltensor, which backend `auto` picks and why, and
+for each known failure its plain cause and the exact fix.
+
+    python -m gltensor doctor           # a readable report
+    python -m gltensor doctor --json    # the same facts and diagnosis as JSON
+
+The report is built in two steps so that each can be tested alone: `collect()` probes the machine
+(Python, the build, the NVIDIA driver and CUDA devices, EGL vendor files and devices, a headless GL
+context per device and a self-test that renders a known pattern and captures it on every backend), and
+`diagnose(facts)` turns those facts into findings and a verdict without touching the machine. The table
+of known failures (`KNOWN_FAILURES`) is the one place their explanations live: the exceptions gltensor
+raises append the same text (`explain_error`, called by the extension's error mapping).
+
+Needs nothing beyond the standard library and gltensor; EGL, GL and the CUDA driver are reached with
+ctypes, as the library itself loads them at run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import glob
+import json
+import os
+import platform
+import re
+import sys
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+Facts = Dict[str, Any]
+
+# ---------------------------------------------------------------------------------------- known failures
+
+# id -> (title, plain cause, exact fix). Causes and fixes may name {placeholders} filled from the facts.
+KNOWN_FAILURES: Dict[str, Tuple[str, str, str]] = {
+    "no_egl": (
+        "EGL is not installed",
+        "libEGL.so.1 (the GL vendor-neutral dispatch library, glvnd) cannot be loaded, so no OpenGL context "
+        "can be made at all.",
+        "Install it: `apt-get install libegl1 libopengl0`; for the CPU backend without an NVIDIA GPU also "
+        "`apt-get install libegl-mesa0 libgl1-mesa-dri` (Mesa's software renderer).",
+    ),
+    "cuda_not_compiled": (
+        "this gltensor has no CUDA backend",
+        "gltensor was built without a CUDA toolkit, so frames are always read back to host memory.",
+        "Install the gltensor wheel (it contains the CUDA backend), or rebuild with nvcc on PATH or CUDA_HOME "
+        "set (`pip install .` from a checkout). The CPU backend works meanwhile: backend='cpu'.",
+    ),
+    "no_nvidia_driver": (
+        "no NVIDIA driver",
+        "No NVIDIA driver is loaded on this machine (no /proc/driver/nvidia, the CUDA driver reports no "
+        "version), so CUDA cannot run; gltensor uses the CPU backend (pixel-pack readback into host memory).",
+        "Nothing to fix on a machine without an NVIDIA GPU: use the CPU backend (`backend='auto'` picks it). "
+        "On a GPU machine install the NVIDIA driver; in a container run it with the GPU attached "
+        "(`docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=all ...`).",
+    ),
+    "driver_too_old": (
+        "NVIDIA driver older than the build",
+        "The NVIDIA driver supports CUDA {driver_cuda}, but this gltensor links the CUDA {runtime_cuda} "
+        "runtime, which needs a driver for CUDA {runtime_major}.x.",
+        "Upgrade the NVIDIA driver to one for CUDA {runtime_major} ({driver_branch} or newer), or use "
+        "backend='cpu'.",
+    ),
+    "cuda_hidden": (
+        "CUDA_VISIBLE_DEVICES hides the GPU",
+        "The machine has NVIDIA GPUs, but CUDA_VISIBLE_DEVICES={visible!r} leaves this process none "
+        "(an empty value, -1, or indices/UUIDs that do not exist).",
+        "Unset it (`unset CUDA_VISIBLE_DEVICES`) or list the GPUs to use by index or UUID "
+        "(`export CUDA_VISIBLE_DEVICES=0`; `nvidia-smi -L` lists them).",
+    ),
+    "container_no_graphics": (
+        "container without the graphics capability",
+        "NVIDIA_DRIVER_CAPABILITIES={capabilities!r} lacks `graphics`: the NVIDIA container runtime mounted "
+        "CUDA but not the driver's EGL/OpenGL libraries (libEGL_nvidia.so.0, its glvnd vendor file), so GL "
+        "runs on Mesa's software renderer or not at all, and CUDA cannot share its images.",
+        "Start the container with the graphics capability: "
+        "`docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics ...` (or `=all`; "
+        "Kubernetes: set the same variable in the pod spec).",
+    ),
+    "no_nvidia_egl_vendor": (
+        "no NVIDIA EGL vendor file",
+        "glvnd reads its EGL drivers from vendor files ({vendor_source}); none of them names the NVIDIA "
+        "driver (libEGL_nvidia.so.0), so EGL offers only {vendors} and the GL context cannot run on the "
+        "NVIDIA GPU.",
+        "{vendor_fix}",
+    ),
+    "nvidia_egl_unloadable": (
+        "NVIDIA EGL library missing",
+        "The vendor file {path} names {library}, which cannot be loaded: the driver's GL libraries are not "
+        "installed here (a container without the graphics capability, or a driver installed without GL).",
+        "Install the driver's GL part (Ubuntu: `apt-get install libnvidia-gl-<branch>`); in a container add "
+        "`-e NVIDIA_DRIVER_CAPABILITIES=all`.",
+    ),
+    "no_egl_device_for_cuda": (
+        "no EGL device for a CUDA device",
+        "CUDA device {cuda_device} ({name}, {pci}) has no EGL device: EGL lists {egl_devices} device(s) and "
+        "none of them is that GPU, so no GL context can run where CUDA reads (habitat-sim's \"unable to "
+        "find CUDA device among EGL devices\").",
+        "Make the NVIDIA EGL driver see every GPU CUDA sees: the NVIDIA vendor file must be found (see "
+        "__EGL_VENDOR_LIBRARY_FILENAMES), the container needs NVIDIA_DRIVER_CAPABILITIES with `graphics`, "
+        "and the device nodes /dev/nvidia* of that GPU must be present.",
+    ),
+    "software_renderer": (
+        "software renderer picked instead of the GPU",
+        "The headless GL context for CUDA device {cuda_device} came up on {renderer} (Mesa, CPU "
+        "rasterisation), so captures cannot stay on the GPU.",
+        "{vendor_fix}",
+    ),
+    "context_failed": (
+        "no headless GL context",
+        "Creating a headless OpenGL context failed: {error}",
+        "{fix}",
+    ),
+    "selftest_mismatch": (
+        "self-test captured wrong pixels",
+        "The {backend} backend on {context} returned an image that differs from the pattern rendered "
+        "({detail}).",
+        "This is a gltensor or driver bug: report it with the output of `python -m gltensor doctor --json`; "
+        "use the other backend meanwhile.",
+    ),
+    "selftest_failed": (
+        "self-test capture failed",
+        "Capturing on the {backend} backend on {context} raised: {error}",
+        "{fix}",
+    ),
+    # CUDA-GL interop errors seen at register or map time, by CUDA error name.
+    "interop_invalid_graphics_context": (
+        "cudaErrorInvalidGraphicsContext (219)",
+        "CUDA cannot share images with the current GL context: it is not an NVIDIA context on the CUDA "
+        "device (Mesa/llvmpipe, a GLX context forwarded by VirtualGL or a remote X server, or another GPU).",
+        "Capture in a context made on the NVIDIA EGL device of that GPU (`gltensor.Context.headless()`, or "
+        "the engine's EGL device index from `gltensor.egl_device_index()`), or use backend='cpu'.",
+    ),
+    "interop_operating_system": (
+        "cudaErrorOperatingSystem (304)",
+        "An OS call inside the CUDA-GL interop failed; in containers this is the driver's GL side missing "
+        "(NVIDIA_DRIVER_CAPABILITIES without `graphics`) or /dev/nvidia-modeset absent.",
+        "Run with NVIDIA_DRIVER_CAPABILITIES=all and the GPU's device nodes, or use backend='cpu'.",
+    ),
+    "interop_invalid_resource_handle": (
+        "cudaErrorInvalidResourceHandle (400)",
+        "The GL object or the CUDA resource registered for it no longer exists in this context: the "
+        "texture was deleted or re-created, or the capture is used from another GL context or thread.",
+        "Keep the texture alive while its Capture exists, capture in the context that owns it, and make a "
+        "new Capture (or use resizable=True) after re-creating the texture.",
+    ),
+    "interop_not_supported": (
+        "cudaErrorNotSupported (801)",
+        "The driver does not support CUDA-GL interop for this context or image (GLX through VirtualGL, "
+        "a vGPU/MIG profile without graphics, or an image format CUDA cannot register).",
+        "Render with a headless EGL context on the GPU (`gltensor.Context.headless()`), check that the "
+        "image format is one gltensor lists, or use backend='cpu'.",
+    ),
+    "interop_unknown": (
+        "cudaErrorUnknown (999)",
+        "CUDA failed without a reason; with GL interop this is almost always a GL context CUDA cannot "
+        "share with, typically a GLX context under VirtualGL (vglrun) or a remote X display.",
+        "Render with EGL instead of GLX (`gltensor.Context.headless()`, or the engine's EGL/headless mode), "
+        "outside vglrun; or use backend='cpu'.",
+    ),
+    "devices_unavailable": (
+        "GPU busy in exclusive-process mode",
+        "The GPU is in exclusive-process compute mode and another process holds it (cudaErrorDevicesUnavailable).",
+        "Stop the other process, or switch the mode back: `nvidia-smi -c DEFAULT` (as root).",
+    ),
+}
+
+# Driver branch that first supports each CUDA major version (CUDA's minor-version compatibility).
+_DRIVER_BRANCH = {11: "r450", 12: "r525", 13: "r580"}
+_NVIDIA_VENDOR_CANDIDATES = (
+    "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+    "/etc/glvnd/egl_vendor.d/10_nvidia.json",
+    "/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json",
+    "/usr/local/share/glvnd/egl_vendor.d/10_nvidia.json",
+)
+_DEFAULT_VENDOR_DIRS = ("/etc/glvnd/egl_vendor.d", "/usr/share/glvnd/egl_vendor.d")
+
+
+def _version_text(v: int) -> str:
+    return "%d.%d" % (v // 1000, (v % 1000) // 10) if v else "none"
+
+
+def _finding(fid: str, severity: str, **fields: Any) -> Dict[str, Any]:
+    title, cause, fix = KNOWN_FAILURES[fid]
+
+    class _Keep(Dict[str, Any]):  # a field the facts lack stays visible as {name} instead of raising
+        def __missing__(self, key: str) -> str:
+            return "{" + key + "}"
+
+    keep = _Keep(fields)
+    return {"id": fid, "severity": severity, "title": title, "cause": cause.format_map(keep),
+            "fix": fix.format_map(keep), "evidence": {k: v for k, v in fields.items() if k not in ("fix",)}}
+
+
+def _hint(fid: str, **fields: Any) -> str:
+    f = _finding(fid, "error", **fields)
+    return "gltensor doctor: %s. Fix: %s" % (f["cause"].rstrip("."), f["fix"])
+
+
+def explain_error(message: str, status: str = "") -> Optional[str]:
+    """The cause and fix of a known environmental failure named in an error message, or None.
+
+    The extension appends this to CudaError, CudaUnavailableError, WrongDeviceError and EGLError messages,
+    so the exception and `python -m gltensor doctor` give the same explanation. `status` is the C status
+    name (GLT_CUDA_UNAVAILABLE, ...): for CUDA being unavailable the cause is read from the environment.
+
+        >>> explain_error("cudaGraphicsGLRegisterImage failed (cudaErrorUnknown: unknown error): ...")
+        'gltensor doctor: CUDA failed without a reason; ... Fix: Render with EGL instead of GLX ...'
+    """
+    by_name = {
+        "cudaErrorInvalidGraphicsContext": "interop_invalid_graphics_context",
+        "cudaErrorOperatingSystem": "interop_operating_system",
+        "cudaErrorInvalidResourceHandle": "interop_invalid_resource_handle",
+        "cudaErrorNotSupported": "interop_not_supported",
+        "cudaErrorUnknown": "interop_unknown",
+        "cudaErrorDevicesUnavailable": "devices_unavailable",
+    }
+    for name, fid in by_name.items():
+        if name in message:
+            return _hint(fid)
+    if "built without CUDA" in message:
+        return _hint("cuda_not_compiled")
+    if "cudaErrorInsufficientDriver" in message or "cudaErrorNoDevice" in message or "no CUDA device is visible" in message:
+        return _explain_cuda_unavailable()
+    if "does not run on a CUDA device" in message:
+        return _hint("software_renderer", cuda_device="-", renderer="a renderer that is not the NVIDIA GPU",
+                     vendor_fix=_vendor_fix(_vendor_files()[0]))
+    if "no NVIDIA EGL device found" in message or "no NVIDIA EGL device is visible" in message:
+        files, source = _vendor_files()
+        return _hint("no_nvidia_egl_vendor", vendor_source=source, vendor_fix=_vendor_fix(files),
+                     vendors=", ".join(os.path.basename(f["path"]) for f in files) or "no vendor at all")
+    m = re.search(r"no NVIDIA EGL device runs on CUDA device (\d+)", message)
+    if m:
+        return _hint("no_egl_device_for_cuda", **_device_fields(int(m.group(1))))
+    if status == "GLT_CUDA_UNAVAILABLE":
+        return _explain_cuda_unavailable()
+    if "libEGL" in message and ("cannot" in message or "not found" in message or "failed to load" in message):
+        return _hint("no_egl")
+    return None
+
+
+def _device_fields(cuda_device: int) -> Dict[str, Any]:
+    """Name and PCI bus id of a CUDA device for a message, "?" where CUDA cannot say."""
+    from . import _gltensor
+
+    fields: Dict[str, Any] = {"cuda_device": cuda_device, "name": "?", "pci": "?", "egl_devices": "?"}
+    try:
+        info = _gltensor._cuda_device_info(cuda_device)
+        fields.update(name=info["name"], pci=info["pci_bus_id"])
+    except Exception:  # noqa: BLE001 - the explanation must not fail
+        pass
+    try:
+        fields["egl_devices"] = len(_EGL().devices())
+    except OSError:
+        pass
+    return fields
+
+
+def _explain_cuda_unavailable() -> Optional[str]:
+    """Why CUDA is unusable here, from what the driver and the environment say."""
+    from . import _gltensor
+
+    driver = _gltensor._cuda_driver_version()
+    runtime = _gltensor._build_info()["cudart_version"]
+    caps = os.environ.get("NVIDIA_DRIVER_CAPABILITIES")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if driver == 0:
+        return _hint("no_nvidia_driver")
+    if runtime and driver // 1000 < runtime // 1000:
+        return _hint("driver_too_old", **_driver_fields(driver, runtime))
+    if visible is not None:
+        return _hint("cuda_hidden", visible=visible)
+    if caps is not None and not _has_graphics(caps):
+        return _hint("container_no_graphics", capabilities=caps)
+    return None
+
+
+def _driver_fields(driver: int, runtime: int) -> Dict[str, Any]:
+    major = runtime // 1000
+    return {"driver_cuda": _version_text(driver), "runtime_cuda": _version_text(runtime), "runtime_major": major,
+            "driver_branch": _DRIVER_BRANCH.get(major, "a recent driver")}
+
+
+def _has_graphics(capabilities: str) -> bool:
+    caps = {c.strip().lower() for c in capabilities.split(",")}
+    return "graphics" in caps or "all" in caps
+
+
+# ---------------------------------------------------------------------------------------- probes
+
+
+def _vendor_files(environ: Optional[Mapping[str, str]] = None) -> Tuple[List[Dict[str, Any]], str]:
+    """(files in glvnd's order, where glvnd looks): each file with its library and whether it loads."""
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    if env.get("__EGL_VENDOR_LIBRARY_FILENAMES"):
+        paths = [p for p in env["__EGL_VENDOR_LIBRARY_FILENAMES"].split(":") if p]
+        source = "__EGL_VENDOR_LIBRARY_FILENAMES=" + env["__EGL_VENDOR_LIBRARY_FILENAMES"]
+    else:
+        dirs = [d for d in env.get("__EGL_VENDOR_LIBRARY_DIRS", "").split(":") if d] or list(_DEFAULT_VENDOR_DIRS)
+        source = ("__EGL_VENDOR_LIBRARY_DIRS=" if env.get("__EGL_VENDOR_LIBRARY_DIRS") else "the default directories ") \
+            + ":".join(dirs)
+        paths = [p for d in dirs for p in sorted(glob.glob(os.path.join(d, "*.json")))]
+    files = []
+    for p in paths:
+        entry: Dict[str, Any] = {"path": p, "exists": os.path.isfile(p), "library": None, "loadable": False}
+        try:
+            with open(p) as f:
+                entry["library"] = json.load(f)["ICD"]["library_path"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            entry["error"] = "%s: %s" % (type(e).__name__, e)
+        if entry["library"]:
+            try:
+                ctypes.CDLL(entry["library"])
+                entry["loadable"] = True
+            except OSError as e:
+                entry["error"] = str(e)
+        files.append(entry)
+    return files, source
+
+
+def _vendor_fix(files: List[Dict[str, Any]]) -> str:
+    """The exact fix for a missing NVIDIA vendor file: point glvnd at one that exists, or write one."""
+    listed = {f["path"] for f in files}
+    for cand in _NVIDIA_VENDOR_CANDIDATES:
+        if os.path.isfile(cand) and cand not in listed:
+            return "Point glvnd at the NVIDIA vendor file that exists here: `export __EGL_VENDOR_LIBRARY_FILENAMES=%s`." % cand
+    try:
+        ctypes.CDLL("libEGL_nvidia.so.0")
+        return ("libEGL_nvidia.so.0 is installed but no vendor file names it: write "
+                "`{\"file_format_version\": \"1.0.0\", \"ICD\": {\"library_path\": \"libEGL_nvidia.so.0\"}}` to "
+                "/usr/share/glvnd/egl_vendor.d/10_nvidia.json (or any file, then "
+                "`export __EGL_VENDOR_LIBRARY_FILENAMES=<that file>`).")
+    except OSError:
+        return ("Install the NVIDIA driver's GL libraries (they bring libEGL_nvidia.so.0 and "
+                "/usr/share/glvnd/egl_vendor.d/10_nvidia.json; Ubuntu: `apt-get install libnvidia-gl-<branch>`), "
+                "and in a container add `-e NVIDIA_DRIVER_CAPABILITIES=all`; then, if glvnd still misses it, "
+                "`export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/share/glvnd/egl_vendor.d/10_nvidia.json`.")
+
+
+class _EGL:
+    """The few EGL entry points the doctor needs, through ctypes (libEGL.so.1, glvnd)."""
+
+    EXTENSIONS, VENDOR = 0x3055, 0x3053
+    DRM_DEVICE_FILE, DRM_RENDER_NODE_FILE, RENDERER = 0x3233, 0x3377, 0x335F
+    CUDA_DEVICE_NV = 0x323A
+
+    def __init__(self) -> None:
+        self.lib = ctypes.CDLL("libEGL.so.1")
+        self.lib.eglQueryString.restype = ctypes.c_char_p
+        self.lib.eglQueryString.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self.lib.eglGetProcAddress.restype = ctypes.c_void_p
+        self.lib.eglGetProcAddress.argtypes = [ctypes.c_char_p]
+
+    def proc(self, name: str, restype: Any, *argtypes: Any) -> Optional[Callable[..., Any]]:
+        addr = self.lib.eglGetProcAddress(name.encode())
+        return ctypes.CFUNCTYPE(restype, *argtypes)(addr) if addr else None
+
+    def current(self) -> Tuple[Any, ...]:
+        """The calling thread's current (display, draw, read, context), to restore after probing."""
+        for f in ("eglGetCurrentDisplay", "eglGetCurrentContext", "eglGetCurrentSurface"):
+            getattr(self.lib, f).restype = ctypes.c_void_p
+        self.lib.eglGetCurrentSurface.argtypes = [ctypes.c_int]
+        return (self.lib.eglGetCurrentDisplay(), self.lib.eglGetCurrentSurface(0x3059),
+                self.lib.eglGetCurrentSurface(0x305A), self.lib.eglGetCurrentContext())
+
+    def make_current(self, state: Tuple[Any, ...]) -> None:
+        if state[0]:
+            self.lib.eglMakeCurrent.argtypes = [ctypes.c_void_p] * 4
+            self.lib.eglMakeCurrent(*state)
+
+    def client_extensions(self) -> List[str]:
+        s = self.lib.eglQueryString(None, self.EXTENSIONS)
+        return s.decode().split() if s else []
+
+    def devices(self) -> List[Dict[str, Any]]:
+        query = self.proc("eglQueryDevicesEXT", ctypes.c_uint, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
+                          ctypes.POINTER(ctypes.c_int))
+        string = self.proc("eglQueryDeviceStringEXT", ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int)
+        attrib = self.proc("eglQueryDeviceAttribEXT", ctypes.c_uint, ctypes.c_void_p, ctypes.c_int,
+                           ctypes.POINTER(ctypes.c_ssize_t))
+        if not query or not string:
+            return []
+        n = ctypes.c_int(0)
+        if not query(0, None, ctypes.byref(n)) or n.value <= 0:
+            return []
+        handles = (ctypes.c_void_p * n.value)()
+        if not query(n.value, handles, ctypes.byref(n)):
+            return []
+        out = []
+        for i in range(n.value):
+            def text(name: int) -> Optional[str]:
+                s = string(handles[i], name)
+                return s.decode() if s else None
+            exts = (text(self.EXTENSIONS) or "").split()
+            dev: Dict[str, Any] = {"index": i, "extensions": exts, "drm_node": None, "render_node": None,
+                                   "cuda_device": None, "renderer": None, "vendor": None}
+            if "EGL_EXT_device_drm" in exts:
+                dev["drm_node"] = text(self.DRM_DEVICE_FILE)
+            if "EGL_EXT_device_drm_render_node" in exts:
+                dev["render_node"] = text(self.DRM_RENDER_NODE_FILE)
+            if "EGL_EXT_device_query_name" in exts:
+                dev["renderer"], dev["vendor"] = text(self.RENDERER), text(self.VENDOR)
+            if "EGL_NV_device_cuda" in exts and attrib:
+                v = ctypes.c_ssize_t(-1)
+                if attrib(handles[i], self.CUDA_DEVICE_NV, ctypes.byref(v)):
+                    dev["cuda_device"] = int(v.value)
+            out.append(dev)
+        return out
+
+
+class _GL:
+    """glClear-based drawing of the self-test pattern (no shaders, no PyOpenGL), through libOpenGL (glvnd)."""
+
+    TEXTURE_2D, RGBA8, RGBA, UNSIGNED_BYTE = 0x0DE1, 0x8058, 0x1908, 0x1401
+    FRAMEBUFFER, COLOR_ATTACHMENT0, FRAMEBUFFER_BINDING, FRAMEBUFFER_COMPLETE = 0x8D40, 0x8CE0, 0x8CA6, 0x8CD5
+    SCISSOR_TEST, COLOR_BUFFER_BIT, MIN_FILTER, NEAREST = 0x0C11, 0x4000, 0x2801, 0x2600
+
+    def __init__(self) -> None:
+        try:
+            self.lib = ctypes.CDLL("libOpenGL.so.0")
+        except OSError:
+            self.lib = ctypes.CDLL("libGL.so.1")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.lib, name)
+
+    def pattern_texture(self, width: int, height: int, quadrants: List[Tuple[int, int, int, int]]) -> int:
+        """A GL_RGBA8 texture whose four quadrants are cleared to `quadrants` (GL order: bottom-left,
+        bottom-right, top-left, top-right). Returns its name; the caller deletes it."""
+        u = ctypes.c_uint
+        tex, fbo, prev = u(0), u(0), ctypes.c_int(0)
+        self.glGenTextures(1, ctypes.byref(tex))
+        self.glBindTexture(self.TEXTURE_2D, tex)
+        self.glTexParameteri(self.TEXTURE_2D, self.MIN_FILTER, self.NEAREST)
+        self.glTexImage2D(self.TEXTURE_2D, 0, self.RGBA8, width, height, 0, self.RGBA, self.UNSIGNED_BYTE, None)
+        self.glGetIntegerv(self.FRAMEBUFFER_BINDING, ctypes.byref(prev))
+        self.glGenFramebuffers(1, ctypes.byref(fbo))
+        self.glBindFramebuffer(self.FRAMEBUFFER, fbo)
+        self.glFramebufferTexture2D(self.FRAMEBUFFER, self.COLOR_ATTACHMENT0, self.TEXTURE_2D, tex, 0)
+        if self.glCheckFramebufferStatus(self.FRAMEBUFFER) != self.FRAMEBUFFER_COMPLETE:
+            raise RuntimeError("the self-test framebuffer is incomplete")
+        self.glEnable(self.SCISSOR_TEST)
+        hw, hh = width // 2, height // 2
+        boxes = [(0, 0, hw, hh), (hw, 0, width - hw, hh), (0, hh, hw, height - hh), (hw, hh, width - hw, height - hh)]
+        for (x, y, w, h), rgba in zip(boxes, quadrants):
+            self.glScissor(x, y, w, h)
+            self.glClearColor(*[ctypes.c_float(c / 255.0) for c in rgba])
+            self.glClear(self.COLOR_BUFFER_BIT)
+        self.glDisable(self.SCISSOR_TEST)
+        self.glBindFramebuffer(self.FRAMEBUFFER, prev.value)
+        self.glDeleteFramebuffers(1, ctypes.byref(fbo))
+        self.glFinish()
+        return tex.value
+
+    def delete_texture(self, name: int) -> None:
+        t = ctypes.c_uint(name)
+        self.glDeleteTextures(1, ctypes.byref(t))
+
+
+QUADRANTS = [(255, 0, 0, 255), (0, 255, 0, 255), (0, 0, 255, 255), (255, 255, 255, 255)]
+
+
+def expected_pattern(width: int, height: int) -> bytes:
+    """The self-test image as gltensor returns it by default: RGBA8, top row first."""
+    bl, br, tl, tr = (bytes(c) for c in QUADRANTS)
+    hw, hh = width // 2, height // 2
+    top = (tl * hw + tr * (width - hw)) * (height - hh)
+    bottom = (bl * hw + br * (width - hw)) * hh
+    return top + bottom
+
+
+def _cuda_to_host(frame: Any) -> Optional[bytes]:
+    """A CUDA frame's bytes on the host, through the CUDA driver API (no framework needed)."""
+    frame.synchronize()
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    ordinal = int(str(frame.device).split(":")[1])
+    dev, ctx = ctypes.c_int(0), ctypes.c_void_p()
+    host = ctypes.create_string_buffer(frame.nbytes)
+    if cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(dev), ordinal):
+        return None
+    if cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev):
+        return None
+    try:
+        if cuda.cuCtxPushCurrent_v2(ctx):
+            return None
+        rc = cuda.cuMemcpyDtoH_v2(host, ctypes.c_uint64(frame.data_ptr), ctypes.c_size_t(frame.nbytes))
+        popped = ctypes.c_void_p()
+        cuda.cuCtxPopCurrent_v2(ctypes.byref(popped))
+        return host.raw if rc == 0 else None
+    finally:
+        cuda.cuDevicePrimaryCtxRelease_v2(dev)
+
+
+def _frame_bytes(frame: Any) -> Optional[bytes]:
+    if frame.device == "cpu":
+        return ctypes.string_at(frame.data_ptr, frame.nbytes)
+    return _cuda_to_host(frame)
+
+
+def _self_test(gltensor: Any, ctx: Any, label: str, width: int = 256, height: int = 192,
+               reads: int = 30) -> List[Dict[str, Any]]:
+    """Renders the pattern in ctx, captures it on every backend, compares, times `reads` reads."""
+    gl = _GL()
+    results = []
+    ctx.make_current()
+    tex = gl.pattern_texture(width, height, QUADRANTS)
+    want = expected_pattern(width, height)
+    try:
+        for backend in ("cpu", "cuda"):
+            r: Dict[str, Any] = {"context": label, "backend": backend, "size": [width, height]}
+            if backend == "cuda" and ctx.cuda_device is None:
+                r.update(ok=None, detail="skipped: this context runs on no CUDA device")
+                results.append(r)
+                continue
+            try:
+                with gltensor.Capture(tex, gltensor.GL_TEXTURE_2D, backend=backend) as cap:
+                    frame = cap.read()
+                    got = _frame_bytes(frame)
+                    if got is None:
+                        r.update(ok=None, detail="captured, but the CUDA driver API could not copy it back to compare")
+                    elif got == want:
+                        r.update(ok=True, detail="equal to the rendered pattern")
+                    else:
+                        bad = next(i for i in range(len(want)) if i >= len(got) or got[i] != want[i]) // 4
+                        r.update(ok=False, detail="%d bytes, first wrong pixel (row %d, column %d)"
+                                 % (len(got), bad // width, bad % width))
+                    start = time.perf_counter()
+                    for _ in range(reads):
+                        f = cap.read()
+                    f.synchronize()
+                    r["us_per_read"] = round((time.perf_counter() - start) / reads * 1e6, 1)
+            except Exception as e:  # noqa: BLE001 - a failing backend is what the report is for
+                r.update(ok=False, error="%s: %s" % (type(e).__name__, str(e).split("\n")[0]))
+            results.append(r)
+    finally:
+        gl.delete_texture(tex)
+    return results
+
+
+def collect(run_selftest: bool = True) -> Facts:
+    """Probes this machine and process; returns the facts `diagnose` reads (JSON-serialisable)."""
+    facts: Facts = {
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
+                   "executable": sys.executable, "platform": platform.platform()},
+        "env": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+                                              "NVIDIA_VISIBLE_DEVICES", "__EGL_VENDOR_LIBRARY_FILENAMES",
+                                              "__EGL_VENDOR_LIBRARY_DIRS", "EGL_PLATFORM", "DISPLAY")},
+    }
+    try:
+        import gltensor
+        from . import _gltensor
+    except ImportError as e:
+        facts["gltensor"] = {"error": str(e)}
+        return facts
+    build = _gltensor._build_info()
+    facts["gltensor"] = {"version": gltensor.__version__, "file": os.path.dirname(gltensor.__file__), **build}
+
+    nvidia_proc = "/proc/driver/nvidia/version"
+    kernel_driver = None
+    if os.path.exists(nvidia_proc):
+        with open(nvidia_proc) as f:
+            kernel_driver = f.readline().strip()
+    physical = len(glob.glob("/proc/driver/nvidia/gpus/*")) if os.path.isdir("/proc/driver/nvidia/gpus") else 0
+    count = gltensor.cuda_device_count()
+    devices = []
+    for k in range(count):
+        try:
+            devices.append({"index": k, **_gltensor._cuda_device_info(k)})
+        except gltensor.GLTensorError as e:
+            devices.append({"index": k, "error": str(e).split("\n")[0]})
+    facts["cuda"] = {"driver_version": _gltensor._cuda_driver_version(), "kernel_driver": kernel_driver,
+                     "physical_gpus": physical, "device_count": count, "devices": devices,
+                     "unavailable_reason": (gltensor.cuda_unavailable_reason() or "").split("\n")[0] or None}
+
+    files, source = _vendor_files()
+    egl: Dict[str, Any] = {"vendor_files": files, "vendor_source": source, "library": None}
+    try:
+        probe = _EGL()
+        egl.update(library="libEGL.so.1", client_extensions=probe.client_extensions(), devices=probe.devices())
+    except OSError as err:
+        egl["error"] = str(err)
+    facts["egl"] = egl
+    restore = None
+    try:
+        egl_lib = _EGL()
+        restore = egl_lib.current()
+    except OSError:
+        pass
+    try:
+        _probe_contexts(gltensor, facts, count, run_selftest)
+    finally:
+        if restore is not None:  # the caller's current context, if it had one, is current again
+            egl_lib.make_current(restore)
+    return facts
+
+
+def _probe_contexts(gltensor: Any, facts: Facts, count: int, run_selftest: bool) -> None:
+    facts["egl_device_of_cuda"] = {}
+    for dev in range(count):
+        try:
+            facts["egl_device_of_cuda"][str(dev)] = gltensor.egl_device_index(dev)
+        except gltensor.GLTensorError as err:
+            facts["egl_device_of_cuda"][str(dev)] = None
+            facts.setdefault("egl_device_errors", {})[str(dev)] = str(err).split("\n")[0]
+
+    # One headless context per CUDA device, else the default one (Mesa's software renderer on CPU machines).
+    facts["contexts"], facts["selftest"] = [], []
+    requests: List[Optional[int]] = list(range(count)) if count else [None]
+    for k in requests:
+        label = "cuda:%d" % k if k is not None else "default"
+        c: Dict[str, Any] = {"requested": label}
+        try:
+            ctx = gltensor.Context.headless(cuda_device=k) if k is not None else gltensor.Context.headless()
+        except Exception as err:  # noqa: BLE001
+            c["error"] = "%s: %s" % (type(err).__name__, str(err).split("\n")[0])
+            facts["contexts"].append(c)
+            continue
+        with ctx:
+            c.update(vendor=ctx.vendor, renderer=ctx.renderer, version=ctx.version, cuda_device=ctx.cuda_device,
+                     is_software=bool(ctx.is_software))
+            if run_selftest:
+                try:
+                    facts["selftest"] += _self_test(gltensor, ctx, label)
+                except Exception as err:  # noqa: BLE001
+                    facts["selftest"].append({"context": label, "backend": "-", "ok": False,
+                                              "error": "%s: %s" % (type(err).__name__, err)})
+            if k == requests[0]:
+                facts["auto"] = _auto_backend(gltensor, ctx)
+        facts["contexts"].append(c)
+
+
+def _auto_backend(gltensor: Any, ctx: Any) -> Dict[str, Any]:
+    """What backend='auto' picks in ctx, asked of the library itself."""
+    gl = _GL()
+    ctx.make_current()
+    tex = gl.pattern_texture(8, 8, QUADRANTS)
+    try:
+        with gltensor.Capture(tex, gltensor.GL_TEXTURE_2D) as cap:
+            return {"backend": cap.backend, "reason": cap.backend_reason, "context": ctx.renderer}
+    except Exception as err:  # noqa: BLE001
+        return {"backend": None, "reason": "%s: %s" % (type(err).__name__, str(err).split("\n")[0])}
+    finally:
+        gl.delete_texture(tex)
+
+
+# ---------------------------------------------------------------------------------------- diagnosis
+
+
+def diagnose(facts: Facts) -> Dict[str, Any]:
+    """Findings (known failures that apply, with cause and fix) and the verdict, from `collect()`'s facts."""
+    findings: List[Dict[str, Any]] = []
+    g = facts.get("gltensor", {})
+    cuda = facts.get("cuda", {})
+    egl = facts.get("egl", {})
+    env = facts.get("env", {})
+    files = egl.get("vendor_files", [])
+    vendor_fix = facts.get("vendor_fix") or _vendor_fix(files)
+    driver, runtime = cuda.get("driver_version", 0), g.get("cudart_version", 0)
+    gpus_exist = bool(cuda.get("physical_gpus") or cuda.get("kernel_driver") or driver)
+    count = cuda.get("device_count", 0)
+    caps = env.get("NVIDIA_DRIVER_CAPABILITIES")
+
+    if egl.get("library") is None:
+        findings.append(_finding("no_egl", "error", error=egl.get("error")))
+    if not g.get("cuda_compiled"):
+        findings.append(_finding("cuda_not_compiled", "warning" if gpus_exist else "info"))
+    elif not gpus_exist:
+        findings.append(_finding("no_nvidia_driver", "info"))
+    elif runtime and driver and driver // 1000 < runtime // 1000:
+        findings.append(_finding("driver_too_old", "error", **_driver_fields(driver, runtime)))
+    if gpus_exist and count == 0 and env.get("CUDA_VISIBLE_DEVICES") is not None and not (
+            runtime and driver and driver // 1000 < runtime // 1000):
+        findings.append(_finding("cuda_hidden", "error", visible=env["CUDA_VISIBLE_DEVICES"]))
+    nvidia_files = [f for f in files if f.get("library") and "nvidia" in f["library"].lower()]
+    if gpus_exist and caps is not None and not _has_graphics(caps):
+        # The variable is read when the container starts: an error when the GL side is visibly missing, else
+        # a warning (the libraries are there now, but a restart with this value would lose them).
+        gl_missing = not any(f.get("loadable") for f in nvidia_files) or any(
+            facts.get("egl_device_of_cuda", {}).get(str(d["index"])) is None for d in cuda.get("devices", []))
+        findings.append(_finding("container_no_graphics", "error" if gl_missing else "warning", capabilities=caps))
+    if gpus_exist and egl.get("library") is not None:
+        if not nvidia_files:
+            vendors = ", ".join(os.path.basename(f["path"]) for f in files) or "no vendor at all"
+            findings.append(_finding("no_nvidia_egl_vendor", "error", vendor_source=egl.get("vendor_source"),
+                                     vendors=vendors, vendor_fix=vendor_fix))
+        for f in nvidia_files:
+            if not f.get("loadable"):
+                findings.append(_finding("nvidia_egl_unloadable", "error", path=f["path"], library=f["library"]))
+        if nvidia_files and any(f.get("loadable") for f in nvidia_files):
+            mapping = facts.get("egl_device_of_cuda", {})
+            for dev in cuda.get("devices", []):
+                if mapping.get(str(dev["index"])) is None:
+                    findings.append(_finding("no_egl_device_for_cuda", "error", cuda_device=dev["index"],
+                                             name=dev.get("name"), pci=dev.get("pci_bus_id"),
+                                             egl_devices=len(egl.get("devices", []))))
+    for c in facts.get("contexts", []):
+        if c.get("error"):
+            hint = explain_error(c["error"]) if "gltensor doctor" not in c["error"] else None
+            fix = hint.split("Fix: ", 1)[1] if hint else (
+                "See the findings above; `python -m gltensor doctor --json` has the details." if findings
+                else "Check that libEGL.so.1 and a driver (NVIDIA, or Mesa's libegl-mesa0) are installed.")
+            findings.append(_finding("context_failed", "error", error=c["error"], fix=fix, context=c["requested"]))
+        elif c["requested"].startswith("cuda:") and c.get("is_software"):
+            findings.append(_finding("software_renderer", "error", cuda_device=c["requested"][5:],
+                                     renderer=c.get("renderer"), vendor_fix=vendor_fix))
+    for r in facts.get("selftest", []):
+        if r.get("error"):
+            hint = explain_error(r["error"])
+            fix = hint.split("Fix: ", 1)[1] if hint else "Report it with the output of `python -m gltensor doctor --json`."
+            findings.append(_finding("selftest_failed", "error", backend=r["backend"], context=r["context"],
+                                     error=r["error"], fix=fix))
+        elif r.get("ok") is False:
+            findings.append(_finding("selftest_mismatch", "error", backend=r["backend"], context=r["context"],
+                                     detail=r.get("detail")))
+    return {"findings": _dedupe(findings), "verdict": _verdict(facts, findings)}
+
+
+def _dedupe(findings: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    seen, out = set(), []
+    for f in findings:
+        key = (f["id"], f["cause"])
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def _verdict(facts: Facts, findings: List[Dict[str, Any]]) -> Dict[str, Any]:
+    auto = facts.get("auto") or {}
+    errors = [f for f in findings if f["severity"] == "error"]
+    backend = auto.get("backend")
+    if backend is None:
+        why = auto.get("reason") or (errors[0]["cause"] if errors else "no headless GL context could be made")
+        return {"backend": None, "why": why, "recommendation": errors[0]["fix"] if errors else None}
+    why = auto.get("reason", "")
+    if backend == "cuda":
+        rec = "backend='auto' (it uses CUDA here: frames stay on the GPU)."
+    elif any(f["id"] in ("no_nvidia_driver", "cuda_not_compiled") for f in findings) and not errors:
+        rec = ("the CPU backend: this machine has no usable NVIDIA GPU, so backend='auto' reads frames back to host "
+               "memory (pixel-pack); that is the right backend here.")
+    else:
+        rec = ("fix the errors above to get the CUDA backend; until then backend='auto' uses the CPU backend."
+               if errors else "backend='auto' (the CPU backend here).")
+    return {"backend": backend, "why": why, "recommendation": rec}
+
+
+# ---------------------------------------------------------------------------------------- report
+
+
+def format_report(facts: Facts, diagnosis: Dict[str, Any]) -> str:
+    out: List[str] = []
+    add = out.append
+    p, g = facts["python"], facts.get("gltensor", {})
+    add("gltensor doctor")
+    add("  Python      %s (%s) %s" % (p["version"], p["executable"], p["platform"]))
+    if "error" in g:
+        add("  gltensor    cannot be imported: %s" % g["error"])
+        return "\n".join(out)
+    add("  gltensor    %s at %s" % (g["version"], g["file"]))
+    add("  build       CUDA backend: %s%s; CUDA runtime %s (static)" % (
+        "yes" if g["cuda_compiled"] else "no", ", kernels " + g["cuda_code"] if g.get("cuda_code") else "",
+        _version_text(g.get("cudart_version", 0))))
+    cuda = facts["cuda"]
+    add("  driver      %s; CUDA driver API %s" % (cuda["kernel_driver"] or "no NVIDIA kernel driver loaded",
+                                                  _version_text(cuda["driver_version"])))
+    add("  CUDA        %d device(s) visible (CUDA_VISIBLE_DEVICES=%s)%s" % (
+        cuda["device_count"], facts["env"].get("CUDA_VISIBLE_DEVICES") or "<unset>",
+        "" if cuda["device_count"] else ": " + (cuda.get("unavailable_reason") or "")))
+    for d in cuda["devices"]:
+        add("    cuda:%d     %s" % (d["index"], d.get("error") or "%s, %s, sm_%d%d" % (
+            d["name"], d["pci_bus_id"], *d["compute_capability"])))
+    egl = facts["egl"]
+    add("  EGL         %s" % (egl.get("library") or "not loadable: %s" % egl.get("error")))
+    if egl.get("client_extensions") is not None:
+        add("    client extensions: %s" % " ".join(egl["client_extensions"]))
+    add("    vendor files (%s), in the order glvnd tries them:" % egl["vendor_source"])
+    for i, f in enumerate(egl["vendor_files"]):
+        add("      %s %s -> %s%s" % ("*" if i == 0 else "-", f["path"], f["library"],
+                                   "" if f["loadable"] else " (cannot be loaded)"))
+    if not egl["vendor_files"]:
+        add("      none")
+    elif egl["vendor_files"]:
+        add("      (* the default display's vendor; EGL devices come from every loadable vendor)")
+    for d in egl.get("devices", []):
+        name = " ".join(x for x in (d.get("vendor"), d.get("renderer")) if x) or (
+            "Mesa software device" if "EGL_MESA_device_software" in d["extensions"] else "unnamed")
+        add("    EGL device %d: %s, DRM %s, CUDA device %s" % (
+            d["index"], name,
+            d.get("render_node") or d.get("drm_node") or "none",
+            d["cuda_device"] if d["cuda_device"] is not None else "none"))
+    for k, idx in facts.get("egl_device_of_cuda", {}).items():
+        add("    cuda:%s renders on EGL device %s" % (k, idx if idx is not None else "NONE"))
+    for c in facts.get("contexts", []):
+        if c.get("error"):
+            add("  GL context  %s: failed: %s" % (c["requested"], c["error"]))
+        else:
+            add("  GL context  %s: %s | %s | %s%s" % (c["requested"], c["vendor"], c["renderer"], c["version"],
+                                                   " (software)" if c["is_software"] else ""))
+    for r in facts.get("selftest", []):
+        status = {True: "PASS", False: "FAIL", None: "----"}[r.get("ok")]
+        timing = " %.0f us/read" % r["us_per_read"] if "us_per_read" in r else ""
+        add("  self-test   %s %s on %s: %s%s" % (status, r["backend"], r["context"],
+                                                r.get("error") or r.get("detail"), timing))
+    v = diagnosis["verdict"]
+    add("")
+    add("verdict: backend='auto' uses %s here: %s" % (v["backend"] or "nothing (no capture possible)", v["why"]))
+    if v.get("recommendation"):
+        add("recommended: %s" % v["recommendation"])
+    for f in diagnosis["findings"]:
+        add("")
+        add("[%s] %s" % (f["severity"], f["title"]))
+        add("  cause: %s" % f["cause"])
+        add("  fix:   %s" % f["fix"])
+    return "\n".join(out)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gltensor doctor",
+                                     description="What this machine gives gltensor, and how to fix what it lacks.")
+    parser.add_argument("--json", action="store_true", help="print the facts and the diagnosis as JSON")
+    parser.add_argument("--no-selftest", action="store_true", help="skip rendering and capturing the test pattern")
+    args = parser.parse_args(argv)
+    facts = collect(run_selftest=not args.no_selftest)
+    diagnosis = diagnose(facts)
+    if args.json:
+        print(json.dumps({"facts": facts, **diagnosis}, indent=2, default=str))
+    else:
+        print(format_report(facts, diagnosis))
+    failed = any(f["severity"] == "error" for f in diagnosis["findings"])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
