@@ -397,6 +397,8 @@ GLT_API glt_status glt_buffer_create(const glt_buffer_desc *desc, glt_buffer **o
 /* Unmaps first when still mapped. */
 GLT_API void glt_buffer_destroy(glt_buffer *buf);
 GLT_API glt_status glt_buffer_get_info(const glt_buffer *buf, glt_buffer_info *info);
+/* Re-reads the buffer's size from GL (registering it again if it was reallocated); needs its context. */
+GLT_API glt_status glt_buffer_query_size(glt_buffer *buf, size_t *size);
 /* Maps bytes [offset, offset + bytes) (bytes 0: to the end) for mode, on stream (CUDA; NULL: the legacy
  * default stream). GLT_INVALID_ARGUMENT when already mapped or the range exceeds the buffer;
  * GLT_INVALID_OBJECT when the buffer was deleted. GL must not use the buffer until it is unmapped. */

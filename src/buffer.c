@@ -124,6 +124,18 @@ static glt_status refresh(glt_buffer *b) {
     return GLT_OK;
 }
 
+glt_status glt_buffer_query_size(glt_buffer *b, size_t *size) {
+    if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
+    if (b->mapped) {
+        if (size) *size = b->size; /* GL reports a buffer it lent out as mapped: keep what was mapped */
+        return GLT_OK;
+    }
+    glt_status st = check_context(b);
+    if (st == GLT_OK) st = refresh(b);
+    if (st == GLT_OK && size) *size = b->size;
+    return st;
+}
+
 /* [offset, offset + *bytes) inside the buffer; *bytes 0 means to the end. */
 static glt_status check_range(const glt_buffer *b, size_t offset, size_t *bytes) {
     if (offset > b->size || (*bytes && *bytes > b->size - offset))

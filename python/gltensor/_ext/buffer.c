@@ -578,14 +578,18 @@ static int parse_offset(PyObject *obj, size_t *offset) {
 
 /* Bytes from offset to the end of the buffer, as GL says now (refreshing the size). */
 static int available(BufferObject *self, size_t offset, size_t *bytes) {
-    glt_buffer_info info;
-    glt_buffer_get_info(self->buf, &info);
-    if (offset > info.size) {
-        PyErr_Format(self->st->errors[GLT_INVALID_ARGUMENT], "offset %zu is past the end of buffer %u (%zu bytes)",
-                     offset, self->name, info.size);
+    size_t size = 0;
+    glt_status s = glt_buffer_query_size(self->buf, &size);
+    if (s != GLT_OK) {
+        glt_py_raise(self->st, s);
         return -1;
     }
-    *bytes = info.size - offset;
+    if (offset > size) {
+        PyErr_Format(self->st->errors[GLT_INVALID_ARGUMENT], "offset %zu is past the end of buffer %u (%zu bytes)",
+                     offset, self->name, size);
+        return -1;
+    }
+    *bytes = size - offset;
     return 0;
 }
 
@@ -624,9 +628,7 @@ static PyObject *buffer_map(BufferObject *self, PyObject *args, PyObject *kwargs
     }
     ViewObject *v = view_new(st, self->name);
     if (!v) return NULL;
-    /* The size check against the buffer happens in the core, which re-reads the size from GL. */
-    if (available(self, offset, &avail) < 0 || parse_shape(st, shape, shape == Py_None ? avail : (size_t)-1 / 2, d,
-                                                           self->name, v, &used) < 0) {
+    if (available(self, offset, &avail) < 0 || parse_shape(st, shape, avail, d, self->name, v, &used) < 0) {
         Py_DECREF(v);
         return NULL;
     }
@@ -682,7 +684,7 @@ static PyObject *buffer_read(BufferObject *self, PyObject *args, PyObject *kwarg
     ViewObject *v = view_new(st, self->name);
     if (!v) return NULL;
     if (available(self, offset, &avail) < 0 ||
-        parse_shape(st, shape, shape == Py_None ? avail : (size_t)-1 / 2, d, self->name, v, &used) < 0) {
+        parse_shape(st, shape, avail, d, self->name, v, &used) < 0) {
         Py_DECREF(v);
         return NULL;
     }
