@@ -313,10 +313,17 @@ static glt_status write_host(glt_upload *up, const glt_scatter_spec *s) {
         up->staging = p;
         up->staging_size = need;
     }
+    /* Stored-type pixels laid out as stored (HWC, every channel, in order): rows are copied whole. */
+    int rows_as_stored = s->mode == GLT_WRITE_COPY && s->px_stride == (long long)px && s->ch_stride == (long long)es;
+    for (int c = 0; c < s->array_channels && rows_as_stored; ++c) rows_as_stored = s->map[c] == c;
     for (int row = 0; row < s->height; ++row) {
         int src_row = s->flip ? s->height - 1 - row : row;
         const unsigned char *in = (const unsigned char *)s->src + (long long)src_row * s->row_stride;
         unsigned char *out = up->staging + (size_t)row * s->width * px;
+        if (rows_as_stored) {
+            memcpy(out, in, (size_t)s->width * px);
+            continue;
+        }
         for (int x = 0; x < s->width; ++x, in += s->px_stride, out += px)
             for (int c = 0; c < s->array_channels; ++c) {
                 unsigned int bits = glt_wc_element(s, in, c);
