@@ -590,6 +590,12 @@ struct glt_cuda_surface {
     int array_channels, elem_bytes;
     void *last_stream; /* of the last write, synchronised before the registration goes */
     int wrote;
+    /* Formats the driver will not bind to a surface are registered without surface load/store: the
+     * kernel then writes the region's texels into `scratch` and one 2D copy puts them into the array. */
+    int linear;
+    void *scratch;
+    size_t scratch_size;
+    cudaEvent_t scratch_done; /* recorded after each 2D copy: a write on another stream waits for it */
 };
 
 glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt, int width,
@@ -607,6 +613,11 @@ glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device
     /* Surface load/store is what lets a kernel write the mapped array; whether the old contents may
      * be discarded is decided per write through the map flags (whole image or a region). */
     cudaError_t e = cudaGraphicsGLRegisterImage(&s->resource, name, target, cudaGraphicsRegisterFlagsSurfaceLoadStore);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        e = cudaGraphicsGLRegisterImage(&s->resource, name, target, cudaGraphicsRegisterFlagsNone);
+        s->linear = e == cudaSuccess;
+    }
     if (e != cudaSuccess) {
         free(s);
         return cuda_fail(e, "cudaGraphicsGLRegisterImage",
@@ -627,6 +638,8 @@ static void surface_release(glt_cuda_surface *s) {
         else cudaDeviceSynchronize();
     }
     if (s->surface) cudaDestroySurfaceObject(s->surface);
+    cudaFree(s->scratch);
+    if (s->scratch_done) cudaEventDestroy(s->scratch_done);
     cudaGraphicsUnregisterResource(s->resource);
     cudaGetLastError();
 }
@@ -658,6 +671,10 @@ static glt_status learn_surface(glt_cuda_surface *s, cudaArray_t array) {
         cudaDestroySurfaceObject(s->surface);
         s->surface = 0;
     }
+    s->array = array;
+    s->array_channels = channels;
+    s->elem_bytes = elem;
+    if (s->linear) return GLT_OK; /* written through scratch and a 2D copy: no surface */
     struct cudaResourceDesc res;
     memset(&res, 0, sizeof res);
     res.resType = cudaResourceTypeArray;
@@ -669,9 +686,44 @@ static glt_status learn_surface(glt_cuda_surface *s, cudaArray_t array) {
         return cuda_fail(e, "cudaCreateSurfaceObject", "writing texture %u (%s) through a surface", s->name,
                          s->fmt->name);
     }
-    s->array = array;
-    s->array_channels = channels;
-    s->elem_bytes = elem;
+    return GLT_OK;
+}
+
+/* The linear path: the kernel writes the region's texels into scratch, one 2D copy moves them. */
+static glt_status write_linear(glt_cuda_surface *s, glt_scatter_spec *spec, cudaStream_t stream) {
+    size_t texel = (size_t)s->array_channels * s->elem_bytes, pitch = texel * spec->width;
+    size_t need = pitch * spec->height;
+    cudaError_t e;
+    if (!s->scratch_done && (e = cudaEventCreateWithFlags(&s->scratch_done, cudaEventDisableTiming)) != cudaSuccess)
+        return cuda_fail(e, "cudaEventCreateWithFlags", "ordering writes into texture %u", s->name);
+    /* The previous write may have been issued on another stream and still read the scratch. */
+    if ((e = cudaStreamWaitEvent(stream, s->scratch_done, 0)) != cudaSuccess)
+        return cuda_fail(e, "cudaStreamWaitEvent", "ordering writes into texture %u", s->name);
+    if (s->scratch_size < need) {
+        if (s->scratch) {
+            cudaStreamSynchronize(stream); /* ordered after the last write above: it is done with the scratch */
+            cudaFree(s->scratch);
+        }
+        s->scratch = NULL;
+        s->scratch_size = 0;
+        e = cudaMalloc(&s->scratch, need);
+        if (e != cudaSuccess)
+            return cuda_fail(e, "cudaMalloc", "a %zu-byte staging buffer for writing texture %u", need, s->name);
+        s->scratch_size = need;
+    }
+    spec->dst = s->scratch;
+    spec->dst_pitch = (long long)pitch;
+    int rc = glt_launch_scatter(0, spec, stream);
+    if (rc != 0)
+        return cuda_fail((cudaError_t)rc, "write kernel launch", "texture %u (%s), %dx%d region", s->name,
+                         s->fmt->name, spec->width, spec->height);
+    e = cudaMemcpy2DToArrayAsync(s->array, (size_t)spec->x0 * texel, (size_t)spec->y0, s->scratch, pitch, pitch,
+                                 (size_t)spec->height, cudaMemcpyDeviceToDevice, stream);
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cudaMemcpy2DToArrayAsync", "texture %u (%s), %dx%d region", s->name, s->fmt->name,
+                         spec->width, spec->height);
+    if ((e = cudaEventRecord(s->scratch_done, stream)) != cudaSuccess)
+        return cuda_fail(e, "cudaEventRecord", "ordering writes into texture %u", s->name);
     return GLT_OK;
 }
 
@@ -699,10 +751,14 @@ glt_status glt_cuda_surface_write(glt_cuda_surface *s, glt_scatter_spec *spec, i
     if (result == GLT_OK) {
         spec->array_channels = s->array_channels; /* RGB8 is stored as RGBX: the fourth gets spec's alpha fill */
         spec->elem_bytes = s->elem_bytes;
-        int rc = glt_launch_scatter((unsigned long long)s->surface, spec, stream);
-        if (rc != 0)
-            result = cuda_fail((cudaError_t)rc, "write kernel launch", "texture %u (%s), %dx%d region", s->name,
-                               s->fmt->name, spec->width, spec->height);
+        if (s->linear) {
+            result = write_linear(s, spec, st);
+        } else {
+            int rc = glt_launch_scatter((unsigned long long)s->surface, spec, stream);
+            if (rc != 0)
+                result = cuda_fail((cudaError_t)rc, "write kernel launch", "texture %u (%s), %dx%d region", s->name,
+                                   s->fmt->name, spec->width, spec->height);
+        }
     }
     e = cudaGraphicsUnmapResources(1, &s->resource, st);
     if (e != cudaSuccess && result == GLT_OK)

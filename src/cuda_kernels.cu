@@ -226,7 +226,10 @@ __global__ void scatter_kernel(cudaSurfaceObject_t surface, glt_scatter_spec s) 
 #pragma unroll
     for (int c = 0; c < N; ++c) v[c] = glt_wc_element(&s, px, c);
     auto t = texel<E, N>::make(v);
-    surf2Dwrite(t, surface, (s.x0 + x) * (int)sizeof(t), s.y0 + row);
+    if (s.dst)
+        reinterpret_cast<decltype(t) *>((char *)s.dst + (long long)row * s.dst_pitch)[x] = t;
+    else
+        surf2Dwrite(t, surface, (s.x0 + x) * (int)sizeof(t), s.y0 + row);
 }
 
 template <typename E, int N> int launch_scatter(cudaSurfaceObject_t surface, const glt_scatter_spec *s, cudaStream_t st) {

@@ -57,9 +57,12 @@ typedef struct glt_scatter_spec {
     unsigned int fill[4];                     /* stored bits of the channels no source channel names */
     int x0, y0, width, height;                /* region of the array; y0 counts from GL's bottom row */
     int flip;                                 /* 1: source row 0 goes to the region's top row */
+    void *dst;                                /* NULL: write the surface; else linear texels of the region */
+    long long dst_pitch;                      /* bytes between rows of dst (region row 0 = its bottom row) */
 } glt_scatter_spec;
 
-/* surface: a cudaSurfaceObject_t of the mapped array. Returns 0 or a cudaError_t. */
+/* surface: a cudaSurfaceObject_t of the mapped array (unused when spec->dst is set). Returns 0 or a
+ * cudaError_t. */
 int glt_launch_scatter(unsigned long long surface, const glt_scatter_spec *spec, void *stream);
 
 #ifdef __cplusplus
