@@ -444,3 +444,27 @@ def test_cuda_stream_and_tensor_from_other_producers(backend, make_texture, capt
     cupy = pytest.importorskip("cupy")
     up.write(cupy.asarray(x[::-1].copy()), flip=False)
     assert_array_equal(img.reference(), x[::-1])
+
+
+def test_read_only_sources_are_accepted(backend, make_texture):
+    """A source is only read: read-only arrays and a buffer mapped mode='read' (a GL buffer -> texture) work."""
+    fmt = BY_KEY["RGBA8"]
+    x = random_data(fmt, 8, 4, seed=12)
+    img = empty_like_fmt(make_texture, fmt, 8, 4)
+    up = gltensor.Upload(img.name, backend=backend)
+    if backend == "cpu":
+        ro = x.copy()
+        ro.flags.writeable = False
+        up.write(ro)
+        assert_array_equal(img.reference(), x[::-1])
+    name = GL.glGenBuffers(1)
+    try:
+        GL.glBindBuffer(GL.GL_COPY_READ_BUFFER, name)
+        GL.glBufferData(GL.GL_COPY_READ_BUFFER, x.nbytes, x[::-1].copy(), GL.GL_STATIC_DRAW)
+        GL.glBindBuffer(GL.GL_COPY_READ_BUFFER, 0)
+        with gltensor.map_buffer(name, "uint8", (4, 8, 4), mode="read", backend=backend) as v:
+            assert v.read_only
+            up.write(v, flip=False)  # the buffer's bytes, as GL rows, straight into the texture
+        assert_array_equal(img.reference(), x[::-1])
+    finally:
+        GL.glDeleteBuffers(1, [name])
