@@ -139,7 +139,7 @@ def main(argv=None):
     cap = gltensor.Capture(target.texture)
     print(f"particles: {n:,} on {device}, buffer backend {buf.backend}, {w}x{h}, GL {ctx.renderer}")
     sim = Particles(n, device)
-    gain = min(1.0, 40.0 * w * h / n)  # keep the additive glow from saturating with many particles
+    gain = min(1.0, 2.0 * w * h / n)  # keep the additive glow from saturating with many particles
     frames, lit = [], []
     t0 = time.perf_counter()
     for _ in range(args.frames):

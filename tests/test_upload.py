@@ -277,13 +277,20 @@ def test_next_draw_sees_the_write(backend, make_texture, capture):
         with Framebuffer(target.name, GL.GL_TEXTURE_2D, GL.GL_DRAW_FRAMEBUFFER):
             viewport = GL.glGetIntegerv(GL.GL_VIEWPORT)
             GL.glViewport(0, 0, w, h)
+            active = GL.glGetIntegerv(GL.GL_ACTIVE_TEXTURE)
+            GL.glActiveTexture(GL.GL_TEXTURE0)  # the sampler reads unit 0, with the texture's own parameters
+            sampler = GL.glGetIntegerv(GL.GL_SAMPLER_BINDING)
+            GL.glBindSampler(0, 0)
             GL.glUseProgram(prog)
+            GL.glUniform1i(GL.glGetUniformLocation(prog, "tex"), 0)
             GL.glBindVertexArray(vao)
             GL.glBindTexture(GL.GL_TEXTURE_2D, tex.name)
             GL.glDrawArrays(GL.GL_TRIANGLE_STRIP, 0, 4)
             GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
             GL.glBindVertexArray(0)
             GL.glUseProgram(0)
+            GL.glBindSampler(0, int(sampler))
+            GL.glActiveTexture(int(active))
             GL.glViewport(*viewport)
         assert_array_equal(to_numpy(capture(target, backend=backend).read()), x)
 
