@@ -153,6 +153,12 @@ GLT_API void glt_context_destroy(glt_context *ctx);
 /* ---- capture of one GL image ---- */
 typedef struct glt_capture glt_capture;
 
+/* A rectangle of an image in GL window coordinates: x, y of its lower-left pixel (row 0 is the image's
+ * bottom row, as glReadPixels and glViewport count), width x height pixels. */
+typedef struct glt_rect {
+    int x, y, width, height;
+} glt_rect;
+
 typedef struct glt_capture_desc {
     unsigned gl_name;   /* texture or renderbuffer name in the current context */
     unsigned gl_target; /* GLT_TEXTURE_2D, GLT_TEXTURE_RECTANGLE, GLT_TEXTURE_2D_MULTISAMPLE or GLT_RENDERBUFFER */
@@ -162,10 +168,17 @@ typedef struct glt_capture_desc {
      * registered with CUDA. 1: hold the registration only during each read, so the program may
      * reallocate the texture between reads (each read then registers again: slower). 0: register once. */
     int resizable;
+    /* The part of the image to read, e.g. the image inside an engine's power-of-two padding or a renderer's
+     * corner of a larger offscreen buffer: only these pixels are copied (top row of the region first when
+     * flipping) and every shape is the region's. All zero (the default): the whole image, following
+     * its size when it changes. A region must lie inside the image (x, y >= 0, width, height > 0,
+     * x + width <= image width, y + height <= image height): checked at creation and again whenever the
+     * image's size changes (GLT_INVALID_ARGUMENT when it no longer fits). */
+    glt_rect region;
 } glt_capture_desc;
 
 typedef struct glt_capture_info {
-    int width, height, channels; /* output shape is (height, width, channels) */
+    int width, height, channels; /* output shape is (height, width, channels): the region's size */
     glt_dtype dtype;
     unsigned gl_internal_format;
     const char *format_name; /* "GL_RGBA8" */
@@ -173,8 +186,11 @@ typedef struct glt_capture_info {
     glt_backend backend;     /* never AUTO: the backend in use */
     const char *backend_reason;
     int cuda_device; /* -1 on the CPU backend */
+    glt_rect region;               /* the part read: (0, 0, image_width, image_height) without a region */
+    int image_width, image_height; /* size of the whole GL image */
 } glt_capture_info;
 
+/* Target GL_TEXTURE_2D, backend AUTO, the context's device, not resizable, the whole image. */
 GLT_API void glt_capture_desc_init(glt_capture_desc *desc);
 /* Needs the GL context that owns the name to be current. */
 GLT_API glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out);
@@ -185,6 +201,11 @@ GLT_API void glt_capture_destroy(glt_capture *cap);
 GLT_API glt_status glt_capture_get_info(const glt_capture *cap, glt_capture_info *info);
 /* Re-reads size and format from GL; re-registers if they changed (*changed = 1). */
 GLT_API glt_status glt_capture_refresh(glt_capture *cap, int *changed);
+/* Reads `region` from now on (NULL or all zero: the whole image), e.g. after the program resized its buffer
+ * and the engine's padding changed. Checked against the image's current size (GLT_INVALID_ARGUMENT, and the
+ * capture keeps its region, when it does not fit). Needs the capture's GL context current; frames already
+ * read are unaffected. */
+GLT_API glt_status glt_capture_set_region(glt_capture *cap, const glt_rect *region);
 
 /* Axis order of each output image. */
 typedef enum glt_order { GLT_ORDER_HWC, GLT_ORDER_CHW } glt_order;
@@ -269,11 +290,12 @@ GLT_API void glt_frame_destroy(glt_frame *frame);
 typedef struct glt_batch glt_batch;
 
 /* The captures are borrowed: they must outlive the batch. All must live in one GL context and, for
- * the CUDA backend, on one device. Sizes and formats may differ (then only glt_batch_read_each works). */
+ * the CUDA backend, on one device. Each capture reads its own region. Sizes (of the regions) and formats
+ * may differ (then only glt_batch_read_each works). */
 GLT_API glt_status glt_batch_create(glt_capture *const *captures, int count, glt_batch **out);
 GLT_API void glt_batch_destroy(glt_batch *batch);
 GLT_API int glt_batch_count(const glt_batch *batch);
-/* One (count, height, width, channels) frame; GLT_INVALID_ARGUMENT when sizes or formats differ. */
+/* One (count, height, width, channels) frame; GLT_INVALID_ARGUMENT when region sizes or formats differ. */
 GLT_API glt_status glt_batch_read(glt_batch *batch, const glt_read_options *opts, glt_frame **out);
 /* Into a 4-D destination. */
 GLT_API glt_status glt_batch_read_into(glt_batch *batch, const glt_read_options *opts, const glt_buffer_view *dst);
@@ -284,7 +306,7 @@ GLT_API glt_status glt_batch_read_each(glt_batch *batch, const glt_read_options 
 typedef struct glt_atlas glt_atlas;
 
 typedef struct glt_atlas_desc {
-    glt_capture_desc source;
+    glt_capture_desc source; /* source.region: the grid is laid inside that rectangle (the whole image by default) */
     int rows, cols;         /* grid; 0, 0: derived from the tile size */
     int tile_height, tile_width; /* 0, 0: image size / grid */
     int count;              /* tiles in use, row-major from the top-left as seen on screen; 0: rows * cols */
@@ -297,7 +319,8 @@ GLT_API void glt_atlas_destroy(glt_atlas *atlas);
 GLT_API glt_capture *glt_atlas_capture(glt_atlas *atlas);
 GLT_API void glt_atlas_grid(const glt_atlas *atlas, int *rows, int *cols, int *tile_height, int *tile_width,
                             int *count);
-/* The GL viewport (x, y, width, height; y from the bottom) that draws tile k where read() expects it. */
+/* The GL viewport (x, y, width, height; y from the bottom, in coordinates of the whole texture, also when
+ * the grid lies in a region) that draws tile k where read() expects it. */
 GLT_API glt_status glt_atlas_viewport(const glt_atlas *atlas, int k, int viewport[4]);
 GLT_API glt_status glt_atlas_read(glt_atlas *atlas, const glt_read_options *opts, glt_frame **out);
 GLT_API glt_status glt_atlas_read_into(glt_atlas *atlas, const glt_read_options *opts, const glt_buffer_view *dst);

@@ -2,7 +2,9 @@
  * Atlases: one texture holding a grid of equal tiles (one camera each), read
  * into (count, tile_height, tile_width, channels) with one map and one kernel
  * launch for the whole split. Tile 0 is the top-left tile as seen on screen;
- * glt_atlas_viewport tells renderers where to draw tile k.
+ * glt_atlas_viewport tells renderers where to draw tile k. With a region on
+ * the source, the grid is laid inside that rectangle (anchored at its top-left)
+ * and only its pixels are read; viewports stay in whole-texture coordinates.
  */
 #include "internal.h"
 
@@ -23,6 +25,8 @@ void glt_atlas_desc_init(glt_atlas_desc *d) {
 
 /* Derives the grid from the request and the image size; refuses grids that do not fit. */
 static glt_status solve_grid(const glt_atlas_desc *d, int width, int height, unsigned name, glt_atlas *a) {
+    /* the grid splits the source's region when it has one */
+    const char *area = d->source.region.width || d->source.region.height ? "region" : "image";
     int rows = d->rows, cols = d->cols, th = d->tile_height, tw = d->tile_width;
     if (rows < 0 || cols < 0 || th < 0 || tw < 0 || d->count < 0 || (rows > 0) != (cols > 0) || (th > 0) != (tw > 0))
         return glt_fail(GLT_INVALID_ARGUMENT,
@@ -36,9 +40,9 @@ static glt_status solve_grid(const glt_atlas_desc *d, int width, int height, uns
     if (th == 0) {
         if (height % rows || width % cols)
             return glt_fail(GLT_INVALID_ARGUMENT,
-                            "atlas of texture %u: a %dx%d image does not split into %d rows x %d cols of equal tiles; "
+                            "atlas of texture %u: a %dx%d %s does not split into %d rows x %d cols of equal tiles; "
                             "pass tile_size=(height, width) as well",
-                            name, width, height, rows, cols);
+                            name, width, height, area, rows, cols);
         th = height / rows;
         tw = width / cols;
     }
@@ -49,8 +53,8 @@ static glt_status solve_grid(const glt_atlas_desc *d, int width, int height, uns
     if (rows == 0 || cols == 0 || rows * th > height || cols * tw > width)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "atlas of texture %u: a grid of %d rows x %d cols of %dx%d tiles needs %dx%d pixels, but the "
-                        "image is %dx%d; make the texture larger or the grid smaller",
-                        name, rows, cols, tw, th, cols * tw, rows * th, width, height);
+                        "%s is %dx%d; make the texture (or region) larger or the grid smaller",
+                        name, rows, cols, tw, th, cols * tw, rows * th, area, width, height);
     int count = d->count ? d->count : rows * cols;
     if (count > rows * cols)
         return glt_fail(GLT_INVALID_ARGUMENT,
@@ -75,7 +79,7 @@ glt_status glt_atlas_create(const glt_atlas_desc *desc, glt_atlas **out) {
                       "texture %u is depth (%s); atlases split colour images, so read a depth atlas with a plain "
                       "Capture and slice it",
                       desc->source.gl_name, a->cap->fmt->name);
-    if (st == GLT_OK) st = solve_grid(desc, a->cap->width, a->cap->height, desc->source.gl_name, a);
+    if (st == GLT_OK) st = solve_grid(desc, a->cap->region.width, a->cap->region.height, desc->source.gl_name, a);
     if (st == GLT_OK) {
         a->regions = malloc(sizeof *a->regions * (size_t)a->count);
         if (!a->regions) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
@@ -105,10 +109,17 @@ void glt_atlas_grid(const glt_atlas *a, int *rows, int *cols, int *tile_height, 
     if (count) *count = a->count;
 }
 
-/* Tile k's bottom-left corner in GL coordinates: rows are counted from the top of the image. */
-static void tile_origin(const glt_atlas *a, int k, int *x0, int *y0) {
+/* Tile k's bottom-left corner relative to the region's: rows are counted from the region's top. */
+static void tile_offset(const glt_atlas *a, int k, int *x0, int *y0) {
     *x0 = (k % a->cols) * a->tile_w;
-    *y0 = a->cap->height - (k / a->cols + 1) * a->tile_h;
+    *y0 = a->cap->region.height - (k / a->cols + 1) * a->tile_h;
+}
+
+/* Tile k's bottom-left corner in GL coordinates of the whole texture. */
+static void tile_origin(const glt_atlas *a, int k, int *x0, int *y0) {
+    tile_offset(a, k, x0, y0);
+    *x0 += a->cap->region.x;
+    *y0 += a->cap->region.y;
 }
 
 glt_status glt_atlas_viewport(const glt_atlas *a, int k, int viewport[4]) {
@@ -125,11 +136,13 @@ glt_status glt_atlas_viewport(const glt_atlas *a, int k, int viewport[4]) {
 static glt_status prepare(glt_atlas *a, const glt_read_options *opts, void **stream) {
     glt_status st = glt_capture_prepare(a->cap, opts, stream);
     if (st != GLT_OK) return st;
-    if (a->rows * a->tile_h > a->cap->height || a->cols * a->tile_w > a->cap->width)
+    const glt_rect *rg = &a->cap->region;
+    if (a->rows * a->tile_h > rg->height || a->cols * a->tile_w > rg->width)
         return glt_fail(GLT_INVALID_ARGUMENT,
-                        "texture %u was resized to %dx%d, which no longer holds the atlas grid of %d x %d tiles of "
-                        "%dx%d; create a new Atlas for the new size",
-                        a->cap->name, a->cap->width, a->cap->height, a->rows, a->cols, a->tile_w, a->tile_h);
+                        "texture %u was resized to %dx%d, whose %dx%d area read no longer holds the atlas grid of %d "
+                        "x %d tiles of %dx%d; create a new Atlas for the new size",
+                        a->cap->name, a->cap->width, a->cap->height, rg->width, rg->height, a->rows, a->cols,
+                        a->tile_w, a->tile_h);
     return GLT_OK;
 }
 
@@ -146,14 +159,14 @@ static glt_status copy_tiles(glt_atlas *a, const glt_out_spec *spec, char *base,
         glt_capture_finish(c);
         return st;
     }
-    /* CPU backend: one readback of the whole atlas, then each tile out of it. */
+    /* CPU backend: one readback of the atlas's region, then each tile out of it. */
     glt_status st = glt_capture_read_scratch(c);
     if (st != GLT_OK) return st;
     ptrdiff_t full_row = (ptrdiff_t)glt_capture_row_bytes(c);
     size_t bpp = (size_t)c->fmt->channels * glt_dtype_size(c->fmt->dtype);
     for (int k = 0; k < a->count; ++k) {
         int x0, y0;
-        tile_origin(a, k, &x0, &y0);
+        tile_offset(a, k, &x0, &y0); /* the scratch holds the region alone */
         const unsigned char *first = c->scratch + (ptrdiff_t)(y0 + (flip ? a->tile_h - 1 : 0)) * full_row +
                                      (ptrdiff_t)((size_t)x0 * bpp);
         char *dst = base + (size_t)k * stride;

@@ -93,13 +93,14 @@ static glt_status prepare(glt_batch *b, const glt_read_options *opts, int stacke
     const glt_capture *a = b->caps[0];
     for (int i = 1; i < b->count; ++i) {
         const glt_capture *c = b->caps[i];
-        if (c->width != a->width || c->height != a->height || strcmp(c->fmt->name, a->fmt->name) != 0)
+        if (c->region.width != a->region.width || c->region.height != a->region.height ||
+            strcmp(c->fmt->name, a->fmt->name) != 0)
             return glt_fail(GLT_INVALID_ARGUMENT,
-                            "batch source %d (%s %u) is %dx%d %s, source 0 (%s %u) is %dx%d %s; a stacked (N, H, W, "
-                            "C) read needs one size and format: use read_list() (one map for all, a frame per "
-                            "source) for mixed sources",
-                            i, glt_capture_kind(c), c->name, c->width, c->height, c->fmt->name, glt_capture_kind(a),
-                            a->name, a->width, a->height, a->fmt->name);
+                            "batch source %d (%s %u) reads %dx%d %s, source 0 (%s %u) reads %dx%d %s; a stacked (N, H, "
+                            "W, C) read needs one size (of each source's region) and format: use read_list() (one "
+                            "map for all, a frame per source) for mixed sources",
+                            i, glt_capture_kind(c), c->name, c->region.width, c->region.height, c->fmt->name,
+                            glt_capture_kind(a), a->name, a->region.width, a->region.height, a->fmt->name);
     }
     return GLT_OK;
 }
@@ -125,7 +126,9 @@ static glt_status copy_all(glt_batch *b, const dest *d, int flip, void *stream, 
     for (int i = 0; i < b->count; ++i) {
         glt_capture *c = b->caps[i];
         b->images[i] = c->cuda;
-        glt_cuda_region r = {c->cuda, d[i].spec, 0, 0, c->width, c->height, d[i].data, d[i].pitch, d[i].plane};
+        const glt_rect *rg = &c->region; /* each source's own region, at its origin in the mapped array */
+        glt_cuda_region r = {c->cuda, d[i].spec, rg->x, rg->y, rg->width, rg->height, d[i].data, d[i].pitch,
+                             d[i].plane};
         b->regions[i] = r;
     }
     glt_status st = glt_cuda_copy_regions(b->images, b->count, b->regions, b->count, flip, stream, ready, n_ready);
@@ -164,8 +167,8 @@ static glt_status read_to(glt_batch *b, const glt_read_options *opts_in, const g
     const glt_capture *a = b->caps[0];
     char what[96];
     describe(b, what, sizeof what);
-    glt_dest_shape shape = {is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, a->cuda_device, NULL, b->count, a->height,
-                            a->width};
+    glt_dest_shape shape = {is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, a->cuda_device, NULL, b->count,
+                            a->region.height, a->region.width};
     glt_read_dest d;
     st = glt_read_dest_open(a->fmt, &opts, what, b->pool, stream, &shape, view, &d);
     if (st != GLT_OK) return st;
@@ -204,12 +207,12 @@ glt_status glt_batch_read_each(glt_batch *b, const glt_read_options *opts_in, gl
         /* From the batch's pool, so that each frame keeps the stream it names alive. */
         if (st == GLT_OK)
             st = glt_frame_create(b->pool, stream, is_cuda(b) ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, c->cuda_device,
-                                  &specs[i], 0, c->height, c->width, opts.flip != 0, &frames[i]);
+                                  &specs[i], 0, c->region.height, c->region.width, opts.flip != 0, &frames[i]);
         if (st == GLT_OK) {
             d[i].spec = &specs[i];
             d[i].data = glt_frame_data(frames[i]);
-            d[i].pitch = glt_out_row_bytes(&specs[i], c->width);
-            d[i].plane = d[i].pitch * (size_t)c->height;
+            d[i].pitch = glt_out_row_bytes(&specs[i], c->region.width);
+            d[i].plane = d[i].pitch * (size_t)c->region.height;
             ready[i] = glt_block_ready_event(frames[i]->block);
         }
     }

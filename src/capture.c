@@ -6,6 +6,11 @@
  * Each read re-queries the image's size and format from GL (a few state
  * queries) so that an image reallocated since the last read is re-registered
  * instead of yielding a stale or garbage frame.
+ *
+ * A capture may read a region (a rectangle) of its image instead of all of it:
+ * the backends then copy only those pixels (the CUDA copy offsets into the
+ * mapped array, the CPU backend reads back the rectangle alone, a resolve or
+ * depth pack covers just the region), and every size reported is the region's.
  */
 #include "internal.h"
 
@@ -94,6 +99,61 @@ static glt_status check_format(GLuint name, GLenum target, const image_desc *d, 
     return GLT_OK;
 }
 
+static int region_given(const glt_rect *r) { return r->width != 0 || r->height != 0; }
+
+/* How `r` fails to lie inside a width x height image, or NULL when it fits. */
+static const char *region_misfit(const glt_rect *r, int width, int height, char *why, size_t n) {
+    if (r->x + (long long)r->width > width)
+        snprintf(why, n, "x + width = %lld is more than the image width %d", r->x + (long long)r->width, width);
+    else if (r->y + (long long)r->height > height)
+        snprintf(why, n, "y + height = %lld is more than the image height %d", r->y + (long long)r->height, height);
+    else
+        return NULL;
+    return why;
+}
+
+/* A requested region must be a non-empty rectangle inside the image; all zeros asks for the whole image. */
+static glt_status check_requested_region(const glt_rect *r, GLenum target, GLuint name, int width, int height) {
+    if (!region_given(r) && r->x == 0 && r->y == 0) return GLT_OK;
+    if (r->x < 0 || r->y < 0 || r->width <= 0 || r->height <= 0)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "region (x=%d, y=%d, width=%d, height=%d) of %s %u is not a rectangle of the image: x and y "
+                        "must be >= 0 and width and height > 0 (width = height = 0, with x = y = 0, reads the whole "
+                        "image)",
+                        r->x, r->y, r->width, r->height, kind_of(target), name);
+    char why[128];
+    if (region_misfit(r, width, height, why, sizeof why))
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "region (x=%d, y=%d, width=%d, height=%d) does not fit %s %u, which is %dx%d: %s; pass a "
+                        "region inside the image (GL window coordinates: x, y of its lower-left pixel, row 0 at the "
+                        "bottom)",
+                        r->x, r->y, r->width, r->height, kind_of(target), name, width, height, why);
+    return GLT_OK;
+}
+
+/* After a size change: the region read follows a whole-image capture, and must still fit otherwise. */
+static void update_region(glt_capture *cap) {
+    if (region_given(&cap->requested)) {
+        cap->region = cap->requested;
+        return;
+    }
+    cap->region.x = cap->region.y = 0;
+    cap->region.width = cap->width;
+    cap->region.height = cap->height;
+}
+
+/* GLT_OK while the region fits the image as last queried; the error for a resize that left it outside. */
+static glt_status region_still_fits(const glt_capture *cap) {
+    char why[128];
+    const glt_rect *r = &cap->region;
+    if (!region_misfit(r, cap->width, cap->height, why, sizeof why)) return GLT_OK;
+    return glt_fail(GLT_INVALID_ARGUMENT,
+                    "%s %u is now %dx%d, and the capture's region (x=%d, y=%d, width=%d, height=%d) no longer fits in "
+                    "it (%s); set a region inside the new size (cap.region = (x, y, w, h), glt_capture_set_region), "
+                    "or capture without a region to read the whole image whatever its size",
+                    kind_of(cap->target), cap->name, cap->width, cap->height, r->x, r->y, r->width, r->height, why);
+}
+
 static glt_status choose_backend(glt_capture *cap, const glt_capture_desc *desc) {
     if (desc->backend == GLT_BACKEND_CPU) {
         cap->backend = GLT_BACKEND_CPU;
@@ -159,7 +219,7 @@ static glt_status attach_backend(glt_capture *cap) {
     GLenum target = cap->target;
     if (glt_stage_needed(cap->fmt, cap->target, cap->samples)) {
         glt_status st = glt_stage_create(cap->name, cap->target, cap->fmt, cap->width, cap->height, cap->samples,
-                                         cap->backend == GLT_BACKEND_CUDA, &cap->stage);
+                                         &cap->region, cap->backend == GLT_BACKEND_CUDA, &cap->stage);
         if (st != GLT_OK) return st;
         if (glt_stage_resolved(cap->stage)) {
             name = glt_stage_resolved(cap->stage);
@@ -199,6 +259,8 @@ glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
     const glt_format *fmt = NULL;
     st = check_format(desc->gl_name, desc->gl_target, &d, &fmt);
     if (st != GLT_OK) return st;
+    st = check_requested_region(&desc->region, desc->gl_target, desc->gl_name, d.width, d.height);
+    if (st != GLT_OK) return st;
 
     glt_capture *cap = calloc(1, sizeof *cap);
     if (!cap) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
@@ -211,6 +273,8 @@ glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
     cap->height = d.height;
     cap->samples = d.samples;
     cap->resizable = desc->resizable != 0;
+    cap->requested = desc->region;
+    update_region(cap);
     st = choose_backend(cap, desc);
     if (st == GLT_OK) {
         cap->pool = glt_pool_create(cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
@@ -250,8 +314,11 @@ void glt_capture_destroy(glt_capture *cap) {
 
 glt_status glt_capture_get_info(const glt_capture *cap, glt_capture_info *info) {
     if (!cap || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_get_info: NULL argument");
-    info->width = cap->width;
-    info->height = cap->height;
+    info->width = cap->region.width;
+    info->height = cap->region.height;
+    info->region = cap->region;
+    info->image_width = cap->width;
+    info->image_height = cap->height;
     info->channels = cap->fmt->channels;
     info->dtype = cap->fmt->dtype;
     info->gl_internal_format = cap->internal_format;
@@ -263,39 +330,87 @@ glt_status glt_capture_get_info(const glt_capture *cap, glt_capture_info *info) 
     return GLT_OK;
 }
 
-glt_status glt_capture_refresh(glt_capture *cap, int *changed) {
-    if (changed) *changed = 0;
-    if (!cap) return glt_fail(GLT_CLOSED, "the capture was closed (NULL handle)");
+/* Rebuilds the backend's hold for the image as `d` describes it (fmt: its format) and the requested region.
+ * A region the image cannot hold leaves the capture detached (no stage or readback made for it) until a
+ * later size or region fits; every read until then fails with that message. */
+static glt_status reattach(glt_capture *cap, const image_desc *d, const glt_format *fmt) {
+    drain_reads(cap);
+    detach_backend(cap, 1);
+    cap->detached = 1;
+    cap->fmt = fmt;
+    cap->samples = d->samples;
+    cap->internal_format = (GLenum)d->internal_format;
+    cap->width = d->width;
+    cap->height = d->height;
+    update_region(cap);
+    glt_pool_trim(cap->pool);
+    glt_status st = region_still_fits(cap);
+    if (st == GLT_OK) st = attach_backend(cap);
+    if (st == GLT_OK) cap->detached = 0;
+    return st;
+}
+
+/* Checks the context and reads the image's description and format from GL. */
+static glt_status query_current(glt_capture *cap, image_desc *d, const glt_format **fmt) {
     char what[64];
     snprintf(what, sizeof what, "capture of %s %u", kind_of(cap->target), cap->name);
     glt_status st = glt_check_gl_context(cap->gl_context, what);
     if (st != GLT_OK) return st;
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
+    st = query_image(gl, cap->name, cap->target, d);
+    if (st != GLT_OK) return st;
+    *fmt = cap->fmt;
+    if ((GLenum)d->internal_format == cap->internal_format) return GLT_OK;
+    return check_format(cap->name, cap->target, d, fmt);
+}
+
+static int same_image(const glt_capture *cap, const image_desc *d) {
+    return d->width == cap->width && d->height == cap->height && (GLenum)d->internal_format == cap->internal_format &&
+           d->samples == cap->samples;
+}
+
+glt_status glt_capture_refresh(glt_capture *cap, int *changed) {
+    if (changed) *changed = 0;
+    if (!cap) return glt_fail(GLT_CLOSED, "the capture was closed (NULL handle)");
     image_desc d;
-    st = query_image(gl, cap->name, cap->target, &d);
-    if (st != GLT_OK) return st;
-    if (d.width == cap->width && d.height == cap->height && (GLenum)d.internal_format == cap->internal_format &&
-        d.samples == cap->samples)
-        return GLT_OK;
     const glt_format *fmt = NULL;
-    st = check_format(cap->name, cap->target, &d, &fmt);
+    glt_status st = query_current(cap, &d, &fmt);
     if (st != GLT_OK) return st;
+    if (same_image(cap, &d)) {
+        st = region_still_fits(cap); /* integer compares: fails only after a resize left the region outside */
+        if (st == GLT_OK && cap->detached) st = reattach(cap, &d, fmt); /* an earlier attach failed */
+        return st;
+    }
     /* The image was reallocated: the old registration points at storage GL no longer uses. */
-    drain_reads(cap);
-    detach_backend(cap, 1);
-    cap->fmt = fmt;
-    cap->samples = d.samples;
-    cap->internal_format = (GLenum)d.internal_format;
-    cap->width = d.width;
-    cap->height = d.height;
-    glt_pool_trim(cap->pool);
     if (changed) *changed = 1;
-    return attach_backend(cap);
+    return reattach(cap, &d, fmt);
+}
+
+glt_status glt_capture_set_region(glt_capture *cap, const glt_rect *region) {
+    if (!cap) return glt_fail(GLT_CLOSED, "the capture was closed (NULL handle)");
+    glt_rect want = {0, 0, 0, 0};
+    if (region) want = *region;
+    image_desc d;
+    const glt_format *fmt = NULL;
+    glt_status st = query_current(cap, &d, &fmt);
+    if (st != GLT_OK) return st;
+    st = check_requested_region(&want, cap->target, cap->name, d.width, d.height);
+    if (st != GLT_OK) return st; /* the capture keeps its region */
+    cap->requested = want;
+    /* Colour images read straight from the registered image: only the copy's rectangle changes. A GL-side
+     * stage (resolve, depth pack) is made for one region, and a new size needs a new hold anyway. */
+    if (same_image(cap, &d) && !cap->stage && !cap->detached) {
+        update_region(cap);
+        return GLT_OK;
+    }
+    st = reattach(cap, &d, fmt);
+    glt_capture_finish(cap); /* a resizable capture holds no registration between reads, as after creation */
+    return st;
 }
 
 size_t glt_capture_row_bytes(const glt_capture *cap) {
-    return (size_t)cap->width * cap->fmt->channels * glt_dtype_size(cap->fmt->dtype);
+    return (size_t)cap->region.width * cap->fmt->channels * glt_dtype_size(cap->fmt->dtype);
 }
 
 glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, void **stream) {
@@ -332,36 +447,38 @@ void glt_capture_finish(glt_capture *cap) {
 }
 
 glt_status glt_capture_read_scratch(glt_capture *cap) {
-    size_t row = glt_capture_row_bytes(cap), need = row * (size_t)cap->height;
+    size_t row = glt_capture_row_bytes(cap), need = row * (size_t)cap->region.height;
     if (cap->scratch_size < need) {
         unsigned char *p = realloc(cap->scratch, need);
         if (!p) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a %zu-byte readback", need);
         cap->scratch = p;
         cap->scratch_size = need;
     }
-    return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, cap->scratch, row, 0);
+    return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, &cap->region, cap->scratch, row, 0);
 }
 
 glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip, void *dst, size_t pitch,
                             size_t plane, void *stream, void *ready_event) {
-    if (cap->fmt->depth) /* one channel: HWC and CHW rows are the same */
+    const glt_rect *rg = &cap->region;
+    if (cap->fmt->depth) /* one channel: HWC and CHW rows are the same; the stage packed the region alone */
         return cap->backend == GLT_BACKEND_CUDA
-                   ? glt_cuda_depth_copy(cap->cuda_depth, cap->width, cap->height, spec, flip, dst, pitch, stream,
+                   ? glt_cuda_depth_copy(cap->cuda_depth, rg->width, rg->height, spec, flip, dst, pitch, stream,
                                          ready_event)
                    : glt_stage_read_depth_host(cap->stage, flip, spec->depth_mode, spec->near_plane, spec->far_plane,
                                                dst, pitch);
     if (cap->backend == GLT_BACKEND_CUDA) {
-        glt_cuda_region r = {cap->cuda, spec, 0, 0, cap->width, cap->height, dst, pitch, plane};
+        /* The copy starts at the region's origin in the mapped array: no pixel outside it is read. */
+        glt_cuda_region r = {cap->cuda, spec, rg->x, rg->y, rg->width, rg->height, dst, pitch, plane};
         glt_status st = glt_cuda_copy_regions(&cap->cuda, 1, &r, 1, flip, stream, &ready_event, 1);
         glt_capture_finish(cap);
         return st;
     }
-    if (spec->raw) return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, dst, pitch, flip);
+    if (spec->raw) return glt_cpu_reader_read(cap->cpu, cap->fmt, cap->width, cap->height, rg, dst, pitch, flip);
     glt_status st = glt_capture_read_scratch(cap);
     if (st != GLT_OK) return st;
     ptrdiff_t row = (ptrdiff_t)glt_capture_row_bytes(cap);
-    const unsigned char *first = flip ? cap->scratch + (cap->height - 1) * row : cap->scratch;
-    glt_convert_host(cap->fmt, spec, first, flip ? -row : row, cap->width, cap->height, dst, pitch, plane);
+    const unsigned char *first = flip ? cap->scratch + (rg->height - 1) * row : cap->scratch;
+    glt_convert_host(cap->fmt, spec, first, flip ? -row : row, rg->width, rg->height, dst, pitch, plane);
     return GLT_OK;
 }
 
@@ -379,7 +496,7 @@ static glt_status read_to(glt_capture *cap, const glt_read_options *opts_in, con
     char what[96];
     describe(cap, what, sizeof what);
     glt_dest_shape shape = {cap->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, cap->cuda_device,
-                            NULL, 0, cap->height, cap->width};
+                            NULL, 0, cap->region.height, cap->region.width};
     glt_read_dest d;
     st = glt_read_dest_open(cap->fmt, &opts, what, cap->pool, stream, &shape, view, &d);
     if (st != GLT_OK) return st;

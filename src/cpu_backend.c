@@ -3,7 +3,10 @@
  * memory. Used when CUDA is missing or the GL context does not run on a CUDA
  * device (Mesa, another vendor). Textures are read with glGetTexImage; a
  * renderbuffer is attached to a framebuffer of our own and read with
- * glReadPixels. Every binding and pack parameter touched is restored.
+ * glReadPixels. A region (a rectangle smaller than the image) is read alone:
+ * glReadPixels of that rectangle for renderbuffers, glGetTextureSubImage for
+ * textures (GL 4.5), or glReadPixels through our framebuffer in older contexts.
+ * Every binding and pack parameter touched is restored.
  */
 #include "internal.h"
 
@@ -15,7 +18,8 @@ struct glt_cpu_reader {
     GLenum target;
     GLuint pbo;
     size_t pbo_size;
-    GLuint fbo; /* renderbuffers only */
+    GLuint fbo; /* renderbuffers, and texture regions without glGetTextureSubImage */
+    int sub_image; /* 1: glGetTextureSubImage can read texture regions in this context */
 };
 
 glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out) {
@@ -23,6 +27,16 @@ glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **ou
     if (!r) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     r->name = name;
     r->target = target;
+    const glt_gl *gl = glt_gl_load();
+    /* GLTENSOR_TEXTURE_REGION_READ=framebuffer takes the pre-4.5 route everywhere (tests run it on GL 4.5). */
+    const char *env = getenv("GLTENSOR_TEXTURE_REGION_READ");
+    if (gl && gl->GetTextureSubImage && target != GL_RENDERBUFFER && !(env && !strcmp(env, "framebuffer"))) {
+        /* The entry point resolves whatever the context's version: use it only where GL 4.5 promises it. */
+        GLint major = 0, minor = 0;
+        gl->GetIntegerv(GL_MAJOR_VERSION, &major);
+        gl->GetIntegerv(GL_MINOR_VERSION, &minor);
+        r->sub_image = major > 4 || (major == 4 && minor >= 5);
+    }
     *out = r;
     return GLT_OK;
 }
@@ -60,9 +74,15 @@ void glt_pack_pop(const glt_gl *gl, const glt_pack_state *s) {
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)s->pbo);
 }
 
-/* Issues the readback of the whole image into the bound pixel-pack buffer. */
-static glt_status issue_readback(const glt_gl *gl, glt_cpu_reader *r, const glt_format *fmt, int width, int height) {
-    if (r->target != GL_RENDERBUFFER) {
+/* Issues the readback of `rect` (whole: it is the whole image) into the bound pixel-pack buffer of `bytes`. */
+static glt_status issue_readback(const glt_gl *gl, glt_cpu_reader *r, const glt_format *fmt, const glt_rect *rect,
+                                 int whole, size_t bytes) {
+    if (r->target != GL_RENDERBUFFER && !whole && r->sub_image) {
+        gl->GetTextureSubImage(r->name, 0, rect->x, rect->y, 0, rect->width, rect->height, 1, fmt->read_format,
+                               fmt->read_type, (GLsizei)bytes, NULL);
+        return GLT_OK;
+    }
+    if (r->target != GL_RENDERBUFFER && whole) {
         GLint prev = 0;
         gl->GetIntegerv(r->target == GL_TEXTURE_RECTANGLE ? GL_TEXTURE_BINDING_RECTANGLE : GL_TEXTURE_BINDING_2D, &prev);
         gl->BindTexture(r->target, r->name);
@@ -75,7 +95,10 @@ static glt_status issue_readback(const glt_gl *gl, glt_cpu_reader *r, const glt_
     if (!r->fbo) {
         gl->GenFramebuffers(1, &r->fbo);
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, r->fbo);
-        gl->FramebufferRenderbuffer(GL_READ_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, r->name);
+        if (r->target == GL_RENDERBUFFER)
+            gl->FramebufferRenderbuffer(GL_READ_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, r->name);
+        else /* a texture region in a context older than 4.5 */
+            gl->FramebufferTexture2D(GL_READ_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, r->target, r->name, 0);
         gl->ReadBuffer(GL_COLOR_ATTACHMENT0); /* framebuffer state: set once */
     } else {
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, r->fbo);
@@ -84,18 +107,20 @@ static glt_status issue_readback(const glt_gl *gl, glt_cpu_reader *r, const glt_
     GLenum status = gl->CheckFramebufferStatus(GL_READ_FRAMEBUFFER);
     if (status != GL_FRAMEBUFFER_COMPLETE)
         st = glt_fail(GLT_GL_ERROR,
-                      "renderbuffer %u (%s) cannot be read: its framebuffer is incomplete (status 0x%04X)", r->name,
-                      fmt->name, status);
+                      "%s %u (%s) cannot be read: its framebuffer is incomplete (status 0x%04X)",
+                      r->target == GL_RENDERBUFFER ? "renderbuffer" : "texture", r->name, fmt->name, status);
     else
-        gl->ReadPixels(0, 0, width, height, fmt->read_format, fmt->read_type, NULL);
+        gl->ReadPixels(rect->x, rect->y, rect->width, rect->height, fmt->read_format, fmt->read_type, NULL);
     gl->BindFramebuffer(GL_READ_FRAMEBUFFER, (GLuint)prev_fbo);
     return st;
 }
 
-glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int width, int height, void *dst,
-                               size_t dst_pitch, int flip) {
+glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int image_width, int image_height,
+                               const glt_rect *rect, void *dst, size_t dst_pitch, int flip) {
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
+    int width = rect->width, height = rect->height;
+    int whole = rect->x == 0 && rect->y == 0 && width == image_width && height == image_height;
     size_t row_bytes = (size_t)width * fmt->channels * glt_dtype_size(fmt->dtype);
     size_t total = row_bytes * (size_t)height;
     const char *kind = r->target == GL_RENDERBUFFER ? "renderbuffer" : "texture";
@@ -108,13 +133,14 @@ glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int wid
         gl->BufferData(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)total, NULL, GL_STREAM_READ);
         r->pbo_size = total;
     }
-    glt_status st = issue_readback(gl, r, fmt, width, height);
+    glt_status st = issue_readback(gl, r, fmt, rect, whole, total);
     GLenum err = gl->GetError();
     if (st == GLT_OK && err != GL_NO_ERROR) {
         r->pbo_size = 0; /* the buffer may not have been (re)allocated */
-        st = glt_fail(GLT_GL_ERROR, "reading back %s %u (%s, %dx%d) failed with %s; check that the image has storage "
-                                    "and is not bound for rendering in a way that forbids reading",
-                      kind, r->name, fmt->name, width, height, glt_gl_error_name(err));
+        st = glt_fail(GLT_GL_ERROR,
+                      "reading back %s %u (%s, %dx%d at %d, %d) failed with %s; check that the image has storage "
+                      "and is not bound for rendering in a way that forbids reading",
+                      kind, r->name, fmt->name, width, height, rect->x, rect->y, glt_gl_error_name(err));
     }
     if (st == GLT_OK) {
         /* Mapping waits for the readback; then rows go out in the requested order. */

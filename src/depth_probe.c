@@ -107,8 +107,8 @@ static int probe_format(const glt_gl *gl, GLenum internal, GLenum format, GLenum
     int result = -1;
     glt_gl_stage *by_shader = NULL, *by_read = NULL;
     if (gl->GetError() == GL_NO_ERROR &&
-        glt_stage_create_path(tex, GL_TEXTURE_2D, fmt, w, h, 0, 1, &by_shader) == GLT_OK &&
-        glt_stage_create_path(tex, GL_TEXTURE_2D, fmt, w, h, 0, 0, &by_read) == GLT_OK &&
+        glt_stage_create_path(tex, GL_TEXTURE_2D, fmt, w, h, 0, NULL, 1, &by_shader) == GLT_OK &&
+        glt_stage_create_path(tex, GL_TEXTURE_2D, fmt, w, h, 0, NULL, 0, &by_read) == GLT_OK &&
         glt_stage_run(by_shader) == GLT_OK && glt_stage_run(by_read) == GLT_OK)
         result = buffers_equal(gl, by_shader, by_read, (size_t)w * h * sizeof(float));
     glt_stage_destroy(by_shader);

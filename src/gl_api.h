@@ -135,6 +135,8 @@ typedef void (*PFN_glBindTexture)(GLenum, GLuint);
 typedef GLboolean (*PFN_glIsTexture)(GLuint);
 typedef void (*PFN_glGetTexLevelParameteriv)(GLenum, GLint, GLenum, GLint *);
 typedef void (*PFN_glGetTexImage)(GLenum, GLint, GLenum, GLenum, void *);
+typedef void (*PFN_glGetTextureSubImage)(GLuint, GLint, GLint, GLint, GLint, GLsizei, GLsizei, GLsizei, GLenum, GLenum,
+                                          GLsizei, void *);
 typedef GLboolean (*PFN_glIsRenderbuffer)(GLuint);
 typedef void (*PFN_glBindRenderbuffer)(GLenum, GLuint);
 typedef void (*PFN_glGetRenderbufferParameteriv)(GLenum, GLenum, GLint *);
@@ -280,6 +282,9 @@ typedef struct glt_gl {
     PFN_glGetBufferParameteri64v GetBufferParameteri64v;
     PFN_glGetBufferSubData GetBufferSubData;
     int has_compute; /* every optional entry point above was found */
+    /* GL 4.5 (ARB_get_texture_sub_image): reads a rectangle of a texture. Resolved on its own, NULL when absent;
+     * usable only in a context of version 4.5 or later. */
+    PFN_glGetTextureSubImage GetTextureSubImage;
 } glt_gl;
 
 /* ---- EGL ---- */

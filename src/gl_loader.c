@@ -189,6 +189,7 @@ static void load_gl(void) {
     LOAD_OPT(GetDoublev);
 #undef LOAD_OPT
     gl_table.has_compute = all;
+    gl_table.GetTextureSubImage = (PFN_glGetTextureSubImage)gl_proc("glGetTextureSubImage");
 }
 
 const glt_gl *glt_gl_load(void) {

@@ -16,6 +16,9 @@
  *     readback NVIDIA converts slowly; for 16/24-bit depth on the CUDA backend
  *     the compute-shader path below replaces it where a check on the driver
  *     (depth_probe.c) finds it bit-equal to glReadPixels.
+ * Both cover only the capture's region when it has one: the resolve blits that
+ * rectangle in place (same coordinates in the resolve renderbuffer) and the
+ * depth pack holds its rows alone, so no pixel outside it is copied.
  * Every binding and enable touched is restored.
  */
 #include "internal.h"
@@ -29,9 +32,10 @@ struct glt_gl_stage {
     GLenum target;
     const glt_format *fmt;
     int width, height, samples;
+    glt_rect region; /* the part read: resolved, converted and packed (rows of region.width floats) */
     GLuint src_fbo, dst_fbo, resolve_rb; /* multisampled sources */
     GLuint read_fbo;                     /* depth renderbuffers: reading needs a framebuffer */
-    GLuint pbo;                          /* depth: float window depth, bottom-up rows */
+    GLuint pbo;                          /* depth: the region's float window depth, bottom-up rows */
     /* Fixed-point depth (16/24-bit) through a compute shader, see compute_wanted(). */
     GLuint program, sampler;
     GLuint sample_tex;  /* the depth texture the shader reads: the source, or copy_tex */
@@ -79,10 +83,11 @@ static const char depth_shader_fmt[] =
     "layout(binding = 0) uniform sampler2D depth_tex;\n"
     "layout(std430, binding = 0) writeonly buffer Out { float depth[]; };\n"
     "uniform ivec2 size;\n"
+    "uniform ivec2 origin;\n"
     "void main() {\n"
     "    ivec2 p = ivec2(gl_GlobalInvocationID.xy);\n"
     "    if (p.x >= size.x || p.y >= size.y) return;\n"
-    "    double v = floor(double(texelFetch(depth_tex, p, 0).r) * %.1flf + 0.5lf);\n"
+    "    double v = floor(double(texelFetch(depth_tex, origin + p, 0).r) * %.1flf + 0.5lf);\n"
     "    depth[p.y * size.x + p.x] = float(v) * %.9g;\n"
     "}\n";
 
@@ -112,7 +117,8 @@ static glt_status build_program(const glt_gl *gl, glt_gl_stage *s) {
     gl->DeleteShader(sh);
     gl->GetProgramiv(s->program, GL_LINK_STATUS, &ok);
     if (!ok) return glt_fail(GLT_GL_ERROR, "linking the depth conversion shader failed");
-    gl->ProgramUniform2i(s->program, gl->GetUniformLocation(s->program, "size"), s->width, s->height);
+    gl->ProgramUniform2i(s->program, gl->GetUniformLocation(s->program, "size"), s->region.width, s->region.height);
+    gl->ProgramUniform2i(s->program, gl->GetUniformLocation(s->program, "origin"), s->region.x, s->region.y);
     gl->GenSamplers(1, &s->sampler);
     /* The sampler overrides the texture's own filtering and comparison, which would otherwise make
      * an unmipmapped texture incomplete or turn texelFetch into a depth comparison. */
@@ -155,14 +161,15 @@ int glt_stage_needed(const glt_format *fmt, GLenum target, int samples) {
 }
 
 glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, int width, int height, int samples,
-                            int for_cuda, glt_gl_stage **out) {
+                            const glt_rect *region, int for_cuda, glt_gl_stage **out) {
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
-    return glt_stage_create_path(name, target, fmt, width, height, samples, compute_wanted(gl, fmt, for_cuda), out);
+    return glt_stage_create_path(name, target, fmt, width, height, samples, region,
+                                 compute_wanted(gl, fmt, for_cuda), out);
 }
 
 glt_status glt_stage_create_path(GLuint name, GLenum target, const glt_format *fmt, int width, int height,
-                                 int samples, int use_compute, glt_gl_stage **out) {
+                                 int samples, const glt_rect *region, int use_compute, glt_gl_stage **out) {
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
     use_compute = use_compute && compute_possible(gl, fmt);
@@ -174,6 +181,13 @@ glt_status glt_stage_create_path(GLuint name, GLenum target, const glt_format *f
     s->width = width;
     s->height = height;
     s->samples = samples;
+    if (region) {
+        s->region = *region;
+    } else {
+        s->region.x = s->region.y = 0;
+        s->region.width = width;
+        s->region.height = height;
+    }
     glt_gl_drain_errors(gl);
     GLint prev_read = 0, prev_draw = 0, prev_rb = 0, prev_pbo = 0;
     gl->GetIntegerv(GL_READ_FRAMEBUFFER_BINDING, &prev_read);
@@ -236,8 +250,8 @@ glt_status glt_stage_create_path(GLuint name, GLenum target, const glt_format *f
     if (st == GLT_OK && fmt->depth) {
         gl->GenBuffers(1, &s->pbo);
         gl->BindBuffer(GL_PIXEL_PACK_BUFFER, s->pbo);
-        gl->BufferData(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)((size_t)width * height * sizeof(float)), NULL,
-                       GL_STREAM_READ);
+        gl->BufferData(GL_PIXEL_PACK_BUFFER,
+                       (GLsizeiptr)((size_t)s->region.width * s->region.height * sizeof(float)), NULL, GL_STREAM_READ);
     }
     gl->BindFramebuffer(GL_READ_FRAMEBUFFER, (GLuint)prev_read);
     gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, (GLuint)prev_draw);
@@ -277,6 +291,14 @@ void glt_stage_destroy(glt_gl_stage *s) {
 GLuint glt_stage_resolved(const glt_gl_stage *s) { return s->resolve_rb; }
 GLuint glt_stage_depth_buffer(const glt_gl_stage *s) { return s->pbo; }
 
+/* Copies the region between the bound framebuffers, in place (same coordinates on both sides): the resolve
+ * and the depth copy touch no pixel outside it. */
+static void blit_region(const glt_gl *gl, const glt_gl_stage *s, GLbitfield mask) {
+    const glt_rect *r = &s->region;
+    gl->BlitFramebuffer(r->x, r->y, r->x + r->width, r->y + r->height, r->x, r->y, r->x + r->width, r->y + r->height,
+                        mask, GL_NEAREST);
+}
+
 /* Depth -> floats in s->pbo through the compute shader; every binding it touches is restored. */
 static void run_compute(const glt_gl *gl, glt_gl_stage *s) {
     if (s->copy_tex) {
@@ -287,7 +309,7 @@ static void run_compute(const glt_gl *gl, glt_gl_stage *s) {
         if (scissor) gl->Disable(GL_SCISSOR_TEST);
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->resolve_rb ? s->dst_fbo : s->read_fbo);
         gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, s->copy_fbo);
-        gl->BlitFramebuffer(0, 0, s->width, s->height, 0, 0, s->width, s->height, GL_DEPTH_BUFFER_BIT, GL_NEAREST);
+        blit_region(gl, s, GL_DEPTH_BUFFER_BIT);
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, (GLuint)prev_read);
         gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, (GLuint)prev_draw);
         if (scissor) gl->Enable(GL_SCISSOR_TEST);
@@ -308,7 +330,7 @@ static void run_compute(const glt_gl *gl, glt_gl_stage *s) {
     gl->BindTexture(GL_TEXTURE_2D, s->sample_tex);
     gl->BindSampler(0, s->sampler);
     gl->BindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, s->pbo);
-    gl->DispatchCompute((GLuint)(s->width + 15) / 16, (GLuint)(s->height + 15) / 16, 1);
+    gl->DispatchCompute((GLuint)(s->region.width + 15) / 16, (GLuint)(s->region.height + 15) / 16, 1);
     /* Host mapping (CPU backend) and later GL reads see the writes; CUDA's map waits for the dispatch. */
     gl->MemoryBarrier(GL_ALL_BARRIER_BITS);
 
@@ -337,8 +359,7 @@ glt_status glt_stage_run(glt_gl_stage *s) {
         if (srgb) gl->Disable(GL_FRAMEBUFFER_SRGB);
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->src_fbo);
         gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, s->dst_fbo);
-        gl->BlitFramebuffer(0, 0, s->width, s->height, 0, 0, s->width, s->height,
-                            s->fmt->depth ? GL_DEPTH_BUFFER_BIT : GL_COLOR_BUFFER_BIT, GL_NEAREST);
+        blit_region(gl, s, s->fmt->depth ? GL_DEPTH_BUFFER_BIT : GL_COLOR_BUFFER_BIT);
         gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, (GLuint)prev_draw);
         if (scissor) gl->Enable(GL_SCISSOR_TEST);
         if (srgb) gl->Enable(GL_FRAMEBUFFER_SRGB);
@@ -350,7 +371,8 @@ glt_status glt_stage_run(glt_gl_stage *s) {
         glt_pack_push(gl, &pack);
         gl->BindBuffer(GL_PIXEL_PACK_BUFFER, s->pbo);
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, s->resolve_rb ? s->dst_fbo : s->read_fbo);
-        gl->ReadPixels(0, 0, s->width, s->height, GL_DEPTH_COMPONENT, GL_FLOAT, NULL);
+        gl->ReadPixels(s->region.x, s->region.y, s->region.width, s->region.height, GL_DEPTH_COMPONENT, GL_FLOAT,
+                       NULL);
         glt_pack_pop(gl, &pack);
     }
     gl->BindFramebuffer(GL_READ_FRAMEBUFFER, (GLuint)prev_read);
@@ -372,7 +394,8 @@ glt_status glt_stage_read_depth_host(glt_gl_stage *s, int flip, int mode, double
     GLint prev_pbo = 0;
     gl->GetIntegerv(GL_PIXEL_PACK_BUFFER_BINDING, &prev_pbo);
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, s->pbo);
-    size_t bytes = (size_t)s->width * s->height * sizeof(float);
+    int width = s->region.width, height = s->region.height;
+    size_t bytes = (size_t)width * height * sizeof(float);
     const float *src = gl->MapBufferRange(GL_PIXEL_PACK_BUFFER, 0, (GLsizeiptr)bytes, GL_MAP_READ_BIT);
     glt_status st = GLT_OK;
     if (!src) {
@@ -381,10 +404,10 @@ glt_status glt_stage_read_depth_host(glt_gl_stage *s, int flip, int mode, double
                       s->target == GL_RENDERBUFFER ? "renderbuffer" : "texture", s->name,
                       glt_gl_error_name(gl->GetError()));
     } else {
-        for (int y = 0; y < s->height; ++y) {
-            const float *row = src + (size_t)(flip ? s->height - 1 - y : y) * s->width;
+        for (int y = 0; y < height; ++y) {
+            const float *row = src + (size_t)(flip ? height - 1 - y : y) * width;
             float *out = (float *)((char *)dst + (size_t)y * pitch);
-            for (int x = 0; x < s->width; ++x) out[x] = glt_depth_value(row[x], mode, near_plane, far_plane);
+            for (int x = 0; x < width; ++x) out[x] = glt_depth_value(row[x], mode, near_plane, far_plane);
         }
         gl->UnmapBuffer(GL_PIXEL_PACK_BUFFER);
     }

@@ -183,7 +183,10 @@ struct glt_capture {
     int cuda_device;
     GLenum internal_format;
     const glt_format *fmt;
-    int width, height;
+    int width, height;   /* of the whole image */
+    glt_rect requested;  /* region asked for at creation; width 0: the whole image, whatever its size */
+    glt_rect region;     /* the part read now: `requested`, or the whole image */
+    int detached;        /* 1: no backend hold (the region did not fit, or attaching failed); reads re-attach */
     glt_cuda_image *cuda;
     glt_cpu_reader *cpu;
     glt_pool *pool;
@@ -196,11 +199,11 @@ struct glt_capture {
     glt_cuda_buffer *cuda_depth;  /* depth on the CUDA backend */
 };
 
-/* CPU backend: the whole image, as stored and bottom-up, in cap->scratch (grown as needed). */
+/* CPU backend: the capture's region, as stored and bottom-up, in cap->scratch (grown as needed). */
 glt_status glt_capture_read_scratch(glt_capture *cap);
 /* End of a read: a resizable capture drops its CUDA registration until the next one. */
 void glt_capture_finish(glt_capture *cap);
-/* Copies the whole image into dst per spec (CPU or CUDA backend). */
+/* Copies the capture's region into dst per spec (CPU or CUDA backend). */
 glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip, void *dst, size_t pitch,
                             size_t plane, void *stream, void *ready_event);
 
@@ -219,7 +222,7 @@ struct glt_frame {
  * the stream to copy on (the pool's when none is given). */
 glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, void **stream);
 const char *glt_capture_kind(const glt_capture *cap); /* "texture" or "renderbuffer" */
-size_t glt_capture_row_bytes(const glt_capture *cap); /* as stored */
+size_t glt_capture_row_bytes(const glt_capture *cap); /* one row of the region, as stored */
 
 /* A frame of `count` (0: single) images of spec's layout, its buffer from `pool`. */
 glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int cuda_device, const glt_out_spec *spec,
@@ -266,15 +269,18 @@ int glt_depth_compute_exact(const glt_gl *gl); /* once per GL renderer per proce
 
 /* ---- gl_stage.c: GL-side work before reading (MSAA resolve, depth into a pixel-pack buffer) ---- */
 int glt_stage_needed(const glt_format *fmt, GLenum target, int samples);
+/* width x height: the whole image; region: the part each run resolves and packs (NULL: the whole image).
+ * A resolve writes the region at its own coordinates of a full-size renderbuffer; depth is packed as
+ * region.height rows of region.width floats. */
 glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, int width, int height, int samples,
-                            int for_cuda, glt_gl_stage **out);
+                            const glt_rect *region, int for_cuda, glt_gl_stage **out);
 /* The same with the depth path chosen by the caller (use_compute is ignored where the compute path cannot run). */
 glt_status glt_stage_create_path(GLuint name, GLenum target, const glt_format *fmt, int width, int height,
-                                 int samples, int use_compute, glt_gl_stage **out);
+                                 int samples, const glt_rect *region, int use_compute, glt_gl_stage **out);
 void glt_stage_destroy(glt_gl_stage *s); /* needs the context current */
 glt_status glt_stage_run(glt_gl_stage *s);
 GLuint glt_stage_resolved(const glt_gl_stage *s);    /* single-sample renderbuffer, or 0 */
-GLuint glt_stage_depth_buffer(const glt_gl_stage *s); /* pixel-pack buffer of float depth, or 0 */
+GLuint glt_stage_depth_buffer(const glt_gl_stage *s); /* pixel-pack buffer of the region's float depth, or 0 */
 /* CPU backend: the depth buffer's rows (flipped when asked), converted per mode, into dst. */
 glt_status glt_stage_read_depth_host(glt_gl_stage *s, int flip, int mode, double near_plane, double far_plane,
                                      void *dst, size_t pitch);
@@ -296,8 +302,9 @@ void glt_pack_push(const glt_gl *gl, glt_pack_state *s);
 void glt_pack_pop(const glt_gl *gl, const glt_pack_state *s);
 glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out);
 void glt_cpu_reader_destroy(glt_cpu_reader *r); /* needs the context current to free GL objects */
-glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int width, int height, void *dst,
-                               size_t dst_pitch, int flip);
+/* Reads `rect` of a width x height image (only those pixels) into dst, top row first when flip. */
+glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int width, int height, const glt_rect *rect,
+                               void *dst, size_t dst_pitch, int flip);
 
 
 /* ---- upload.c / buffer.c: the GL-side helpers (gl_stage.c) and the CUDA side (cuda_backend.c) ---- */

@@ -59,6 +59,7 @@ void glt_capture_desc_init(glt_capture_desc *desc) {
     desc->backend = GLT_BACKEND_AUTO;
     desc->cuda_device = -1;
     desc->resizable = 0;
+    desc->region.x = desc->region.y = desc->region.width = desc->region.height = 0;
 }
 
 void glt_read_options_init(glt_read_options *opts) {

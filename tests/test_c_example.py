@@ -56,12 +56,16 @@ def test_engine_runs_and_frames_match_glreadpixels(engine):
         assert memory == ("CUDA device" if backend == "cuda" else "host")
         assert ptr not in ("(nil)", "0x0")
     assert out.count("all rows match") == 4 and "MISMATCH" not in out
+    # the region capture (C API glt_capture_desc.region): 97x61 -> (x 32, y 15, width 48, height 30)
+    assert "region capture: (x 32, y 15, width 48, height 30) of a 97x61 image, frames 48x30" in out
+    assert out.count("region: shape (30, 48, 4); all region rows match") == 4
 
 
 def test_engine_other_size(engine):
     r = run(engine, 128, 32, 2)
     assert r.returncode == 0, r.stderr
     assert "shape (32, 128, 4)" in r.stdout and "engine: OK, 2 frames" in r.stdout
+    assert r.stdout.count("region: shape (16, 64, 4); all region rows match") == 2
 
 
 def test_engine_bad_arguments(engine):

@@ -49,6 +49,12 @@ def test_single_process(tmp_path):
     assert "total:" in r.stdout
 
 
+def _cuda_devices():
+    return gltensor.cuda_device_count() if gltensor.cuda_available() else 0
+
+
+@pytest.mark.skipif(_cuda_devices() == 1, reason="with CUDA the example runs one rank per GPU: two ranks need two GPUs "
+                    "(test_more_ranks_than_gpus_is_refused_clearly runs here instead)")
 def test_two_ranks_under_torchrun(tmp_path):
     report, stdout = _torchrun(2, tmp_path)
     assert report["world"] == 2
@@ -64,3 +70,13 @@ def test_each_rank_renders_on_its_own_gpu(tmp_path):
     report, _ = _torchrun(2, tmp_path, "--mode", "batch")
     by_rank = {f["local_rank"]: f["context_cuda_device"] for f in report["ranks"]}
     assert by_rank == {0: 0, 1: 1}, by_rank
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_cuda_devices() != 1, reason="needs exactly one visible CUDA device")
+def test_more_ranks_than_gpus_is_refused_clearly(tmp_path):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone", str(SCRIPT), *SMALL]
+    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0
+    assert "LOCAL_RANK 1, but 1 CUDA device(s) are visible" in r.stdout + r.stderr
+    assert "invalid device ordinal" not in r.stdout + r.stderr

@@ -380,6 +380,32 @@ def test_batch_of_mixed_targets(backend, mg):
         b.read()  # sizes differ
 
 
+def test_regions(backend, mg):
+    """region= reaches the captures made here, also in a batch of mixed targets (one per source)."""
+    scene = mg.scene()
+    fbos = [mg.fbo(), mg.fbo(color="renderbuffer"), mg.fbo(size=(40, 30))]
+    for k, fbo in enumerate(fbos):
+        scene.draw(fbo, angle=k)
+    refs = [ref_color(f)[::-1] for f in fbos]  # bottom-up, as regions count rows
+
+    def part(k, r):
+        x, y, w, h = r
+        return refs[k][y : y + h, x : x + w][::-1]
+
+    r = (10, 5, 30, 20)
+    cap = mg.capture(fbos[0], backend=backend, region=r)
+    np.testing.assert_array_equal(host(cap.read()), part(0, r))
+    regions = [(0, 0, 30, 20), (5, 7, 30, 20), (9, 9, 30, 20)]
+    b = mg.batch(fbos, backend=backend, regions=regions)
+    assert b.regions == tuple(regions)
+    np.testing.assert_array_equal(host(b.read()), np.stack([part(k, regions[k]) for k in range(3)]))
+    b = mg.batch(fbos, backend=backend, region=r)
+    assert b.regions == (r,) * 3
+    np.testing.assert_array_equal(host(b.read()), np.stack([part(k, r) for k in range(3)]))
+    with pytest.raises(ValueError, match=r"regions\[0\] is given, but batch source 0 is a gltensor.Capture"):
+        mg.batch([cap, fbos[1]], backend=backend, regions=[r, None])
+
+
 # ---------------------------------------------------------------- before the first frame, misuse
 
 

@@ -132,6 +132,8 @@ def test_rgb_equals_renderer(sim, rcap, backend, size, camera):
     assert renderer._mjr_context.offSamples > 0  # the buffer is multisampled: this rides on the MSAA resolve
     cap = rcap(renderer, backend=backend)
     assert cap.backend == backend
+    # only the renderer's bottom-left corner of the offscreen buffer is read (a region, no crop afterwards)
+    assert cap.capture.region == (0, 0, w, h) and cap.capture.image_size == (ow, oh)
     for step in range(3):
         for _ in range(20):
             mujoco.mj_step(model, data)

@@ -10,6 +10,9 @@
  * 3. Per frame: glt_capture_read -> glt_frame_get_info (prints the CUDA device pointer or the host
  *    pointer, and the shape) -> compares the frame with glReadPixels of the same framebuffer (rows
  *    flipped: the frame is top row first, GL bottom-up) -> glt_frame_destroy.
+ * 4. A second capture of the same texture with a region (desc.region: x, y from the bottom-left,
+ *    width, height), as an engine whose image fills only part of its texture uses: its frames hold
+ *    just that rectangle, compared with the same rectangle of glReadPixels.
  *
  * Needs no GL headers: the few GL types, constants and entry points are declared here and loaded with
  * dlsym from libOpenGL.so.0 (eglGetProcAddress as a fallback), like benchmarks/c/raw_read_loop.c.
@@ -303,6 +306,23 @@ int main(int argc, char **argv) {
     printf("capture: %s %s, %dx%d, backend %s (%s)\n", info.target_name, info.format_name, info.width,
            info.height, glt_backend_name(info.backend), info.backend_reason);
 
+    /* the same texture, only a rectangle of it (an engine's viewport, or the image inside padding) */
+    glt_capture_desc sub_desc = desc;
+    sub_desc.region.x = w / 3;
+    sub_desc.region.y = h / 4;
+    sub_desc.region.width = w / 2 > 0 ? w / 2 : 1;
+    sub_desc.region.height = h / 2 > 0 ? h / 2 : 1;
+    glt_capture *sub = NULL;
+    GLT_CHECK(glt_capture_create(&sub_desc, &sub));
+    glt_capture_info sub_info;
+    GLT_CHECK(glt_capture_get_info(sub, &sub_info));
+    const glt_rect rg = sub_info.region;
+    printf("region capture: (x %d, y %d, width %d, height %d) of a %dx%d image, frames %dx%d\n", rg.x, rg.y,
+           rg.width, rg.height, sub_info.image_width, sub_info.image_height, sub_info.width, sub_info.height);
+    if (rg.width != sub_desc.region.width || rg.height != sub_desc.region.height || sub_info.image_width != w ||
+        sub_info.width != rg.width)
+        die("unexpected region info");
+
     size_t bytes = (size_t)w * h * 4;
     unsigned char *gl_pixels = malloc(bytes), *copy = malloc(bytes);
     if (!gl_pixels || !copy)
@@ -371,8 +391,38 @@ int main(int argc, char **argv) {
             failures++;
         }
         glt_frame_destroy(frame);
+
+        /* the region: its top row first, each row the same pixels as glReadPixels' row at (rg.x, y) */
+        GLT_CHECK(glt_capture_read(sub, &opts, &frame));
+        glt_frame_get_info(frame, &fi);
+        size_t row = (size_t)rg.width * 4;
+        if (fi.height != rg.height || fi.width != rg.width || fi.nbytes != row * rg.height)
+            die("unexpected region frame shape");
+        if (fi.memory == GLT_MEMORY_HOST) {
+            pixels = fi.data;
+        } else {
+#ifdef ENGINE_WITH_CUDA
+            GLT_CHECK(glt_frame_synchronize(frame));
+            if (cudaMemcpy(copy, fi.data, fi.nbytes, ENGINE_CUDA_MEMCPY_DEVICE_TO_HOST) != 0)
+                die("cudaMemcpy of the region frame failed");
+            pixels = copy;
+#endif
+        }
+        bad = 0;
+        for (int r = 0; r < rg.height; r++) {
+            int gl_row = rg.y + rg.height - 1 - r;
+            if (memcmp(pixels + (size_t)r * row, gl_pixels + ((size_t)gl_row * w + rg.x) * 4, row) != 0) bad++;
+        }
+        printf("  region: shape (%d, %d, %d); %s\n", fi.height, fi.width, fi.channels,
+               bad ? "REGION MISMATCH" : "all region rows match");
+        if (bad) {
+            fprintf(stderr, "engine: frame %d: %d of %d region rows differ from glReadPixels\n", f, bad, rg.height);
+            failures++;
+        }
+        glt_frame_destroy(frame);
     }
 
+    glt_capture_destroy(sub);
     glt_capture_destroy(cap);
     free(gl_pixels);
     free(copy);

@@ -80,6 +80,11 @@ def main(argv=None):
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     use_cuda = gltensor.cuda_available() and torch.cuda.is_available()
     if use_cuda:
+        if local_rank >= torch.cuda.device_count():
+            # NCCL runs one rank per GPU; say so instead of torch's "invalid device ordinal".
+            raise SystemExit(f"LOCAL_RANK {local_rank}, but {torch.cuda.device_count()} CUDA device(s) are visible: "
+                             f"start at most one rank per GPU (torchrun --nproc_per_node <= "
+                             f"{torch.cuda.device_count()}), or check CUDA_VISIBLE_DEVICES")
         torch.cuda.set_device(local_rank)  # the context below follows torch's current device
     if "RANK" in os.environ:
         dist.init_process_group("nccl" if use_cuda else "gloo")

@@ -110,7 +110,8 @@ def capture(obj, attachment=None, **kwargs):
     obj: moderngl.Texture (GL_TEXTURE_2D, or GL_TEXTURE_2D_MULTISAMPLE when it has samples; colour or
          depth), moderngl.Renderbuffer (GL_RENDERBUFFER), or moderngl.Framebuffer (then `attachment`
          picks the image: colour index, default 0, or "depth" / -1).
-    kwargs: passed to gltensor.Capture (backend=, cuda_device=, resizable=). Pass resizable=True when the
+    kwargs: passed to gltensor.Capture (backend=, cuda_device=, resizable=, region=). region=(x, y, w, h)
+         reads only that rectangle (lower-left origin, e.g. one viewport). Pass resizable=True when the
          program may re-create the texture's storage under the same GL name (NVIDIA refuses to
          reallocate a texture registered with CUDA); a new moderngl object has a new name and needs a
          new capture.
@@ -126,8 +127,8 @@ def batch(objs, attachment=None, **kwargs):
 
     objs: moderngl Textures, Renderbuffers, Framebuffers (`attachment` applies to each Framebuffer) or
           existing gltensor.Capture objects, all in the current GL context.
-    kwargs: passed to gltensor.Batch (backend=, cuda_device=). batch.read() needs equal sizes and
-          formats ((N, H, W, C)); batch.read_list() takes any mix.
+    kwargs: passed to gltensor.Batch (backend=, cuda_device=, resizable=, region= or regions=). batch.read()
+          needs equal (region) sizes and formats ((N, H, W, C)); batch.read_list() takes any mix.
     When the images have different GL targets (e.g. textures and renderbuffers), their captures are
     made here (with the same backend/cuda_device) and closed when the batch is closed or collected.
     """
@@ -148,9 +149,19 @@ def batch(objs, attachment=None, **kwargs):
     if len(targets) <= 1 and len(plain) == len(sources):
         target = targets.pop() if targets else gt.GL_TEXTURE_2D
         return gt.Batch([n for n, _ in plain], target, **kwargs)
-    cap_kwargs = {k: v for k, v in kwargs.items() if k in ("backend", "cuda_device")}
-    made = [s if isinstance(s, gt.Capture) else gt.Capture(s[0], s[1], **cap_kwargs) for s in sources]
+    # The captures made here take the options gltensor.Batch would give the images it makes itself: the
+    # batch's region (or each source's entry of regions), while Capture objects keep their own.
+    cap_kwargs = {k: v for k, v in kwargs.items() if k in ("backend", "cuda_device", "resizable")}
+    region, regions = kwargs.get("region"), kwargs.get("regions")
+    per_source = [region] * len(sources)
+    if regions is not None and region is None and len(regions) == len(sources):
+        per_source = list(regions)
+        # gltensor.Batch refuses a region for a Capture given by the caller; the ones made here took theirs
+        kwargs = dict(kwargs, regions=[r if isinstance(s, gt.Capture) else None for s, r in zip(sources, per_source)])
+    made = []
     try:
+        for s, r in zip(sources, per_source):
+            made.append(s if isinstance(s, gt.Capture) else gt.Capture(s[0], s[1], region=r, **cap_kwargs))
         return gt.Batch(made, **kwargs)
     except BaseException:
         for c, s in zip(made, sources):

@@ -10,11 +10,12 @@ renderbuffer (``offColor``) and a multisampled DEPTH32F_STENCIL8 renderbuffer (`
 ``offWidth x offHeight`` (the model's ``<visual><global offwidth offheight>``), of which the renderer uses
 the bottom-left ``width x height`` corner. ``Renderer.render()`` calls ``mjr_render`` and then
 ``mjr_readPixels`` (a blit-resolve into ``offFBO_r`` and ``glReadPixels`` into host memory) and flips the
-rows. ``RendererCapture.render()`` calls only ``mjr_render``; ``read()`` hands the multisampled renderbuffer
-to a :class:`gltensor.Capture`, which resolves it with the same GL_NEAREST blit, reads it upright (on the
-GPU with the CUDA backend) and crops the renderer's corner, so the result equals ``Renderer.render()``
-pixel for pixel. Depth is read as window depth and converted exactly as ``Renderer`` does in its depth
-mode (MuJoCo renders with reversed Z: 1 at the near plane, 0 at the far plane).
+rows. ``RendererCapture.render()`` calls only ``mjr_render``; ``read()`` hands the renderer's corner of the
+multisampled renderbuffer (``region=(0, 0, width, height)``) to a :class:`gltensor.Capture`, which resolves
+just that corner with the same GL_NEAREST blit and reads it upright (on the GPU with the CUDA backend), so
+the result equals ``Renderer.render()`` pixel for pixel and no pixel outside the corner is copied. Depth
+is read as window depth and converted exactly as ``Renderer`` does in its depth mode (MuJoCo renders with
+reversed Z: 1 at the near plane, 0 at the far plane).
 
 The GL context is the renderer's own (``renderer._gl_context``); this module makes it current in the
 calling thread for every render and read, as ``Renderer.render()`` does.
@@ -64,9 +65,8 @@ class RendererCapture:
     Use: ``renderer.update_scene(data, camera)``, then ``cap.render()``, then ``cap.read()``; or
     ``cap.render_and_read(data, camera)``. ``read()`` before the first ``render()`` of this capture raises
     :class:`NotRenderedError` (the buffer may hold nothing or another camera's image). Each ``read()``
-    returns a new tensor that later reads never overwrite (a view of the captured frame when the renderer
-    is smaller than the model's offscreen buffer; set ``offwidth``/``offheight`` to the renderer's size
-    to avoid reading the unused part).
+    returns a new tensor that later reads never overwrite. When the renderer is smaller than the model's
+    offscreen buffer, only its bottom-left corner is resolved and read (a region of the capture).
     """
 
     def __init__(self, renderer, depth: bool = False, *, backend: str = "auto", cuda_device=None):
@@ -86,13 +86,14 @@ class RendererCapture:
         self._glc = glc
         self.depth = bool(depth)
         self.width, self.height = int(renderer.width), int(renderer.height)
-        self._buf_w, self._buf_h = int(con.offWidth), int(con.offHeight)
         self._rect = self._mj.MjrRect(0, 0, self.width, self.height)
         self._rendered = False
         self._linear = None  # (orthographic, coefficients) of the last depth render
         glc.make_current()
         name = con.offDepthStencil if self.depth else con.offColor
-        self._cap = gltensor.Capture(name, gltensor.GL_RENDERBUFFER, backend=backend, cuda_device=cuda_device)
+        # mjr_render draws into the bottom-left width x height corner of the offscreen buffer: read that alone.
+        self._cap = gltensor.Capture(name, gltensor.GL_RENDERBUFFER, backend=backend, cuda_device=cuda_device,
+                                     region=(0, 0, self.width, self.height))
 
     # ------------------------------------------------------------------ info
     @property
@@ -113,7 +114,8 @@ class RendererCapture:
 
     @property
     def capture(self) -> gltensor.Capture:
-        """The underlying gltensor.Capture of the whole (multisampled) offscreen renderbuffer."""
+        """The underlying gltensor.Capture: the renderer's corner (``capture.region``) of the multisampled
+        offscreen renderbuffer (``capture.image_size``)."""
         return self._cap
 
     # ------------------------------------------------------------------ work
@@ -170,11 +172,9 @@ class RendererCapture:
             )
         torch = self._torch
         self._glc.make_current()
-        h0 = self._buf_h - self.height  # the renderer's rows are the bottom ones: the last ones when upright
         if not self.depth:
-            x = torch.from_dlpack(self._cap.read(stream=stream, channels="rgb"))
-            return x if (h0 == 0 and self.width == self._buf_w) else x[h0:, : self.width]
-        d = torch.from_dlpack(self._cap.read(stream=stream))[h0:, : self.width, 0].double()
+            return torch.from_dlpack(self._cap.read(stream=stream, channels="rgb"))
+        d = torch.from_dlpack(self._cap.read(stream=stream))[..., 0].double()
         orthographic, (a, b) = self._linear
         if orthographic:
             out = a - d * b

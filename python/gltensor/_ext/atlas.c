@@ -23,12 +23,12 @@ static int parse_pair(PyObject *obj, const char *what, int *a, int *b) {
 
 static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"name", "target", "tiles", "tile_size", "count", "backend", "cuda_device", "resizable",
-                             NULL};
+                             "region", NULL};
     PyObject *name_obj, *target_obj = NULL, *tiles = Py_None, *tile_size = Py_None, *count = Py_None;
-    PyObject *backend = NULL, *device = Py_None;
+    PyObject *backend = NULL, *device = Py_None, *region = Py_None;
     int resizable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOp:Atlas", kwlist, &name_obj, &target_obj, &tiles,
-                                     &tile_size, &count, &backend, &device, &resizable))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOpO:Atlas", kwlist, &name_obj, &target_obj, &tiles,
+                                     &tile_size, &count, &backend, &device, &resizable, &region))
         return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
@@ -40,6 +40,7 @@ static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     d.source.gl_name = (unsigned)name;
     d.source.gl_target = (unsigned)target;
     d.source.resizable = resizable;
+    if (glt_py_parse_region(region, "region", &d.source.region) < 0) return NULL;
     if (backend && glt_py_parse_backend(backend, &d.source.backend) < 0) return NULL;
     if (device != Py_None) {
         d.source.cuda_device = PyLong_AsLong(device);
@@ -172,7 +173,8 @@ ATLAS_GETTER(get_tiles, Py_BuildValue("(ii)", g[0], g[1]))
 ATLAS_GETTER(get_tile_size, Py_BuildValue("(ii)", g[2], g[3]))
 ATLAS_GETTER(get_count, PyLong_FromLong(g[4]))
 ATLAS_GETTER(get_shape, Py_BuildValue("(iiii)", g[4], g[2], g[3], i.channels))
-ATLAS_GETTER(get_size, Py_BuildValue("(ii)", i.width, i.height))
+ATLAS_GETTER(get_size, Py_BuildValue("(ii)", i.image_width, i.image_height))
+ATLAS_GETTER(get_region, Py_BuildValue("(iiii)", i.region.x, i.region.y, i.region.width, i.region.height))
 ATLAS_GETTER(get_dtype, PyUnicode_FromString(glt_dtype_name(i.dtype)))
 ATLAS_GETTER(get_format, PyUnicode_FromString(i.format_name))
 ATLAS_GETTER(get_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
@@ -208,6 +210,7 @@ static PyGetSetDef atlas_getset[] = {
     {"count", (getter)get_count, NULL, "tiles read", NULL},
     {"shape", (getter)get_shape, NULL, "(count, tile height, tile width, channels)", NULL},
     {"size", (getter)get_size, NULL, "(width, height) of the whole texture", NULL},
+    {"region", (getter)get_region, NULL, "(x, y, width, height) the grid lies in; the whole texture by default", NULL},
     {"dtype", (getter)get_dtype, NULL, NULL, NULL},
     {"format", (getter)get_format, NULL, NULL, NULL},
     {"backend", (getter)get_backend, NULL, NULL, NULL},
@@ -223,8 +226,10 @@ static PyType_Slot atlas_slots[] = {
     {Py_tp_getset, atlas_getset},
     {Py_sq_length, atlas_len},
     {Py_tp_doc, "Atlas(name, target=GL_TEXTURE_2D, *, tiles=None, tile_size=None, count=None, backend='auto', "
-                "cuda_device=None)\n\nOne texture holding a grid of equal tiles, one camera each. Draw camera k "
-                "with glViewport(*atlas.viewport(k)); read() gives (count, tile_h, tile_w, C)."},
+                "cuda_device=None, resizable=False, region=None)\n\nOne texture holding a grid of equal tiles, one "
+                "camera each. Draw camera k with glViewport(*atlas.viewport(k)); read() gives (count, tile_h, tile_w, "
+                "C). region=(x, y, w, h): the grid is laid inside that rectangle (viewports stay in whole-texture "
+                "coordinates)."},
     {0, NULL},
 };
 

@@ -8,25 +8,80 @@ typedef struct {
     PyObject *captures; /* tuple of Capture objects; the C batch borrows their handles */
 } BatchObject;
 
+/* The region= for source i: regions[i] when regions= is given, else the one region= (NULL: none). A region
+ * for a Capture source is refused: a capture keeps the region it was made with. */
+static int region_for(PyObject *region, PyObject *regions, Py_ssize_t i, int is_capture, PyObject **out) {
+    *out = NULL;
+    if (regions) {
+        PyObject *r = PySequence_Fast_GET_ITEM(regions, i);
+        if (r == Py_None) return 0;
+        if (is_capture) {
+            PyErr_Format(PyExc_ValueError,
+                         "regions[%zd] is given, but batch source %zd is a gltensor.Capture, which keeps its own "
+                         "region; pass None there (and create the Capture with region=)",
+                         i, i);
+            return -1;
+        }
+        glt_rect ignored;
+        char what[48];
+        snprintf(what, sizeof what, "regions[%zd]", i);
+        if (glt_py_parse_region(r, what, &ignored) < 0) return -1;
+        *out = r;
+        return 0;
+    }
+    if (region && region != Py_None && !is_capture) *out = region;
+    return 0;
+}
+
 static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"sources", "target", "backend", "cuda_device", "resizable", NULL};
+    static char *kwlist[] = {"sources", "target", "backend", "cuda_device", "resizable", "region", "regions", NULL};
     PyObject *sources, *target = NULL, *backend = NULL, *device = NULL, *resizable = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:Batch", kwlist, &sources, &target, &backend, &device,
-                                     &resizable))
+    PyObject *region = NULL, *regions_obj = Py_None, *regions = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOO:Batch", kwlist, &sources, &target, &backend, &device,
+                                     &resizable, &region, &regions_obj))
         return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
+    if (region && region != Py_None) {
+        glt_rect ignored; /* checked once here, so that an empty batch or Capture sources still validate it */
+        if (glt_py_parse_region(region, "region", &ignored) < 0) return NULL;
+    }
     PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of GL names or gltensor.Capture objects");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (regions_obj != Py_None) {
+        if (region && region != Py_None) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "give region= (one region for every source) or regions= (one per "
+                                             "source), not both");
+            return NULL;
+        }
+        if (!PyList_Check(regions_obj) && !PyTuple_Check(regions_obj)) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_TypeError, "regions must be a list with one region (x, y, width, height) or None per "
+                                          "source, not %.80s",
+                         Py_TYPE(regions_obj)->tp_name);
+            return NULL;
+        }
+        if (PySequence_Fast_GET_SIZE(regions_obj) != n) {
+            PyErr_Format(PyExc_ValueError, "regions has %zd entries for %zd sources; give one per source (None for "
+                                           "the whole image)",
+                         PySequence_Fast_GET_SIZE(regions_obj), n);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        regions = regions_obj;
+    }
     BatchObject *self = (BatchObject *)type->tp_alloc(type, 0);
     PyObject *caps = PyTuple_New(n);
     glt_capture **handles = PyMem_Malloc(sizeof *handles * (size_t)(n ? n : 1));
     if (!self || !caps || !handles) goto fail;
     self->st = st;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject *src = PySequence_Fast_GET_ITEM(seq, i), *cap;
-        if (PyObject_TypeCheck(src, st->capture_type)) {
+        PyObject *src = PySequence_Fast_GET_ITEM(seq, i), *cap, *src_region;
+        int is_capture = PyObject_TypeCheck(src, st->capture_type);
+        if (region_for(region, regions, i, is_capture, &src_region) < 0) goto fail;
+        if (is_capture) {
             cap = Py_NewRef(src);
         } else {
             /* A bare name: the batch makes (and owns) its capture, with the batch's options. */
@@ -34,7 +89,8 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             if (!kw) goto fail;
             if ((backend && PyDict_SetItemString(kw, "backend", backend) < 0) ||
                 (device && PyDict_SetItemString(kw, "cuda_device", device) < 0) ||
-                (resizable && PyDict_SetItemString(kw, "resizable", resizable) < 0)) {
+                (resizable && PyDict_SetItemString(kw, "resizable", resizable) < 0) ||
+                (src_region && PyDict_SetItemString(kw, "region", src_region) < 0)) {
                 Py_DECREF(kw);
                 goto fail;
             }
@@ -201,6 +257,21 @@ static PyObject *get_shape(BatchObject *self, void *c) {
     return Py_BuildValue("(niii)", PyTuple_GET_SIZE(self->captures), i.height, i.width, i.channels);
 }
 
+static PyObject *get_regions(BatchObject *self, void *c) {
+    (void)c;
+    if (!sources_open(self)) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(self->captures);
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t && i < n; ++i) {
+        glt_capture_info info;
+        glt_capture_get_info(((CaptureObject *)PyTuple_GET_ITEM(self->captures, i))->cap, &info);
+        PyObject *r = Py_BuildValue("(iiii)", info.region.x, info.region.y, info.region.width, info.region.height);
+        if (!r) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, r);
+    }
+    return t;
+}
+
 static PyObject *get_backend(BatchObject *self, void *c) {
     (void)c;
     if (!sources_open(self)) return NULL;
@@ -223,7 +294,8 @@ static PyMethodDef batch_methods[] = {
 
 static PyGetSetDef batch_getset[] = {
     {"captures", (getter)get_captures, NULL, "the Capture of each source, in order", NULL},
-    {"shape", (getter)get_shape, NULL, "(N, H, W, C) of read(), from the first source", NULL},
+    {"shape", (getter)get_shape, NULL, "(N, H, W, C) of read(), from the first source (its region's size)", NULL},
+    {"regions", (getter)get_regions, NULL, "(x, y, width, height) each source reads, in order", NULL},
     {"backend", (getter)get_backend, NULL, "'cuda' or 'cpu'", NULL},
     {"closed", (getter)get_closed, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -236,8 +308,11 @@ static PyType_Slot batch_slots[] = {
     {Py_tp_methods, batch_methods},
     {Py_tp_getset, batch_getset},
     {Py_sq_length, batch_len},
-    {Py_tp_doc, "Batch(sources, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None)\n\nMany cameras read "
-                "with one GL->CUDA handoff per step. sources: GL names (of `target`) or gltensor.Capture objects."},
+    {Py_tp_doc, "Batch(sources, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None, resizable=False, "
+                "region=None, regions=None)\n\nMany cameras read with one GL->CUDA handoff per step. sources: GL "
+                "names (of `target`) or gltensor.Capture objects. region=(x, y, w, h): the same region of every "
+                "source given by name; regions=[...]: one region (or None) per source. Capture sources keep the "
+                "region they were created with."},
     {0, NULL},
 };
 

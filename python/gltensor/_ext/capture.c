@@ -36,13 +36,68 @@ int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out) {
     return 0;
 }
 
+int glt_py_parse_region(PyObject *obj, const char *what, glt_rect *out) {
+    static const char *const item_names[4] = {"x", "y", "width", "height"};
+    out->x = out->y = out->width = out->height = 0;
+    if (obj == Py_None) return 0;
+    if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a tuple (x, y, width, height) of ints, or None for the whole image, "
+                                      "not %.80s",
+                     what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    if (n != 4) {
+        PyErr_Format(PyExc_ValueError, "%s must have 4 items (x, y, width, height), got %zd", what, n);
+        return -1;
+    }
+    int v[4];
+    for (int i = 0; i < 4; ++i) {
+        PyObject *item = PySequence_Fast_GET_ITEM(obj, i);
+        /* bool is an int to Python, but True as a width is a mistake, not a size. */
+        PyObject *index = PyBool_Check(item) ? NULL : PyNumber_Index(item);
+        if (!index) {
+            PyErr_Format(PyExc_TypeError, "%s: %s must be an int, not %.80s", what, item_names[i],
+                         Py_TYPE(item)->tp_name);
+            return -1;
+        }
+        int overflow = 0;
+        long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
+        Py_DECREF(index);
+        if (value == -1 && PyErr_Occurred()) return -1;
+        if (overflow || value > 0x7FFFFFFF || value < -0x7FFFFFFF) {
+            PyErr_Format(PyExc_ValueError, "%s: %s = %S is out of range", what, item_names[i], item);
+            return -1;
+        }
+        v[i] = (int)value;
+    }
+    if (v[0] < 0 || v[1] < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s (%d, %d, %d, %d): x and y must be >= 0 (GL window coordinates of the region's lower-left "
+                     "pixel, row 0 at the bottom of the image)",
+                     what, v[0], v[1], v[2], v[3]);
+        return -1;
+    }
+    if (v[2] <= 0 || v[3] <= 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s (%d, %d, %d, %d): width and height must be > 0; pass region=None for the whole image", what,
+                     v[0], v[1], v[2], v[3]);
+        return -1;
+    }
+    out->x = v[0];
+    out->y = v[1];
+    out->width = v[2];
+    out->height = v[3];
+    return 0;
+}
+
 static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "target", "backend", "cuda_device", "resizable", NULL};
+    static char *kwlist[] = {"name", "target", "backend", "cuda_device", "resizable", "region", NULL};
     unsigned long name = 0, target = GLT_TEXTURE_2D;
-    PyObject *name_obj, *target_obj = NULL, *backend_obj = NULL, *device_obj = Py_None;
+    PyObject *name_obj, *target_obj = NULL, *backend_obj = NULL, *device_obj = Py_None, *region_obj = Py_None;
     int resizable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOp:Capture", kwlist, &name_obj, &target_obj, &backend_obj,
-                                     &device_obj, &resizable))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOpO:Capture", kwlist, &name_obj, &target_obj, &backend_obj,
+                                     &device_obj, &resizable, &region_obj))
         return NULL;
     /* Any integer-like name: PyOpenGL gives numpy.uint32, Panda3D and moderngl give int. */
     if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
@@ -54,6 +109,7 @@ static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     desc.gl_name = (unsigned)name;
     desc.gl_target = (unsigned)target;
     desc.resizable = resizable;
+    if (glt_py_parse_region(region_obj, "region", &desc.region) < 0) return NULL;
     if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
     if (device_obj != Py_None) {
         desc.cuda_device = PyLong_AsLong(device_obj);
@@ -167,7 +223,29 @@ INFO_GETTER(get_target, PyUnicode_FromString(i.target_name))
 INFO_GETTER(get_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
 INFO_GETTER(get_backend_reason, PyUnicode_FromString(i.backend_reason))
 INFO_GETTER(get_gl_format, PyLong_FromUnsignedLong(i.gl_internal_format))
+INFO_GETTER(get_region, Py_BuildValue("(iiii)", i.region.x, i.region.y, i.region.width, i.region.height))
+INFO_GETTER(get_image_size, Py_BuildValue("(ii)", i.image_width, i.image_height))
 #undef INFO_GETTER
+
+static int set_region(CaptureObject *self, PyObject *value, void *c) {
+    (void)c;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "region cannot be deleted; set it to None for the whole image");
+        return -1;
+    }
+    if (!self->cap) {
+        glt_py_capture_closed(self);
+        return -1;
+    }
+    glt_rect r;
+    if (glt_py_parse_region(value, "region", &r) < 0) return -1;
+    glt_status s = glt_capture_set_region(self->cap, &r);
+    if (s != GLT_OK) {
+        glt_py_raise(self->st, s);
+        return -1;
+    }
+    return 0;
+}
 
 static PyObject *get_cuda_device(CaptureObject *self, void *c) {
     (void)c;
@@ -190,6 +268,10 @@ static PyObject *capture_repr(CaptureObject *self) {
     if (!self->cap) return PyUnicode_FromFormat("<gltensor.Capture %s %u closed>", kind, self->name);
     glt_capture_info i;
     glt_capture_get_info(self->cap, &i);
+    if (i.width != i.image_width || i.height != i.image_height)
+        return PyUnicode_FromFormat("<gltensor.Capture %s %u %s %dx%d region=(%d, %d, %d, %d) backend=%s>", kind,
+                                    self->name, i.format_name, i.image_width, i.image_height, i.region.x, i.region.y,
+                                    i.region.width, i.region.height, glt_backend_name(i.backend));
     return PyUnicode_FromFormat("<gltensor.Capture %s %u %s %dx%d backend=%s>", kind, self->name, i.format_name,
                                 i.width, i.height, glt_backend_name(i.backend));
 }
@@ -213,10 +295,16 @@ static PyGetSetDef capture_getset[] = {
     {"target", (getter)get_target, NULL, "GL target, e.g. 'GL_TEXTURE_2D'", NULL},
     {"format", (getter)get_format, NULL, "GL internal format, e.g. 'GL_RGBA8'", NULL},
     {"gl_format", (getter)get_gl_format, NULL, "GL internal format enum as GL reports it", NULL},
-    {"width", (getter)get_width, NULL, NULL, NULL},
-    {"height", (getter)get_height, NULL, NULL, NULL},
+    {"width", (getter)get_width, NULL, "width of each frame: the region's", NULL},
+    {"height", (getter)get_height, NULL, "height of each frame: the region's", NULL},
     {"channels", (getter)get_channels, NULL, NULL, NULL},
     {"shape", (getter)get_shape, NULL, "(height, width, channels) of each frame", NULL},
+    {"region", (getter)get_region, (setter)set_region,
+     "(x, y, width, height) read, lower-left origin; (0, 0, W, H) of the whole image without region=. "
+     "Assignable (None: the whole image), with the capture's GL context current, e.g. after a resize changed "
+     "an engine's padding.",
+     NULL},
+    {"image_size", (getter)get_image_size, NULL, "(width, height) of the whole GL image", NULL},
     {"dtype", (getter)get_dtype, NULL, "'uint8', 'uint16', 'uint32', 'float16' or 'float32'", NULL},
     {"backend", (getter)get_backend, NULL, "'cuda' or 'cpu'", NULL},
     {"backend_reason", (getter)get_backend_reason, NULL, "why this backend runs", NULL},
@@ -237,10 +325,13 @@ static PyType_Slot capture_slots[] = {
     {Py_tp_getset, capture_getset},
     {Py_tp_members, capture_members},
     {Py_tp_repr, capture_repr},
-    {Py_tp_doc, "Capture(name, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None, resizable=False)\n\nA GL "
-                "texture or renderbuffer of the GL context current in this thread, registered once and read per "
-                "step. NVIDIA's GL refuses to reallocate a texture registered with CUDA; resizable=True registers it "
-                "only during each read so that the program may reallocate it between reads (slower reads)."},
+    {Py_tp_doc, "Capture(name, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None, resizable=False, "
+                "region=None)\n\nA GL texture or renderbuffer of the GL context current in this thread, registered "
+                "once and read per step. NVIDIA's GL refuses to reallocate a texture registered with CUDA; "
+                "resizable=True registers it only during each read so that the program may reallocate it between "
+                "reads (slower reads). region=(x, y, width, height), in pixels with the lower-left origin of GL "
+                "window coordinates, reads only that rectangle (e.g. the image inside Panda3D's power-of-two "
+                "padding); frames then have the region's shape."},
     {0, NULL},
 };
 

@@ -55,6 +55,9 @@ typedef struct {
 PyObject *glt_py_capture_closed(CaptureObject *self);
 /* capture.c: parses backend="auto"|"cuda"|"cpu". */
 int glt_py_parse_backend(PyObject *obj, glt_backend *out);
+/* capture.c: parses region= (None, or a tuple/list (x, y, width, height) of non-negative ints with a positive
+ * size) into out (all zeros for None); TypeError / ValueError naming `what` otherwise. */
+int glt_py_parse_region(PyObject *obj, const char *what, glt_rect *out);
 /* capture.c: parses an integer-like GL name or enum (numpy.uint32 from PyOpenGL, int from engines). */
 int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out);
 
