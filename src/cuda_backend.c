@@ -612,7 +612,12 @@ glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device
     s->map_flags = cudaGraphicsMapFlagsNone;
     /* Surface load/store is what lets a kernel write the mapped array; whether the old contents may
      * be discarded is decided per write through the map flags (whole image or a region). */
-    cudaError_t e = cudaGraphicsGLRegisterImage(&s->resource, name, target, cudaGraphicsRegisterFlagsSurfaceLoadStore);
+    /* GLTENSOR_UPLOAD_PATH=copy forces the linear path below (tests run both paths on one driver). */
+    const char *path = getenv("GLTENSOR_UPLOAD_PATH");
+    cudaError_t e = path && !strcmp(path, "copy")
+                        ? cudaErrorNotSupported
+                        : cudaGraphicsGLRegisterImage(&s->resource, name, target,
+                                                      cudaGraphicsRegisterFlagsSurfaceLoadStore);
     if (e != cudaSuccess) {
         cudaGetLastError();
         e = cudaGraphicsGLRegisterImage(&s->resource, name, target, cudaGraphicsRegisterFlagsNone);

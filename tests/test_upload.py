@@ -475,3 +475,57 @@ def test_read_only_sources_are_accepted(backend, make_texture):
         assert_array_equal(img.reference(), x[::-1])
     finally:
         GL.glDeleteBuffers(1, [name])
+
+
+# ---------------------------------------------------------------- property: any region, orientation, layout, dtype
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def model_stored(fmt, x):
+    """What the texture stores for source x (H, W, C_src) per docs/python-api.md, C_src <= fmt.channels."""
+    h, w, c = x.shape
+    if fmt.np_dtype == np.uint8:
+        vals = x if x.dtype == np.uint8 else expected_unorm8(x.astype(np.float32))
+        one = 255
+    elif x.dtype == np.uint8:  # unorm bytes into a float texture
+        vals = (x.astype(np.float32) / np.float32(255)).astype(fmt.np_dtype)
+        one = 1.0
+    else:
+        vals = x.astype(np.float32).astype(fmt.np_dtype)
+        one = 1.0
+    out = np.zeros((h, w, fmt.channels), fmt.np_dtype)
+    out[..., :c] = vals
+    if fmt.channels == 4 and c < 4:
+        out[..., 3] = one
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_region_orientation_layout_and_dtype(backend, make_texture, data):
+    fmt = BY_KEY[data.draw(st.sampled_from(["RGBA8", "R8", "RGBA32F", "RG16F", "RGB8"]), label="format")]
+    tw, th = data.draw(st.integers(1, 24), label="tex_w"), data.draw(st.integers(1, 24), label="tex_h")
+    w, h = data.draw(st.integers(1, tw), label="w"), data.draw(st.integers(1, th), label="h")
+    x0, y0 = data.draw(st.integers(0, tw - w), label="x"), data.draw(st.integers(0, th - h), label="y")
+    c = data.draw(st.integers(1, fmt.channels), label="channels")
+    src_dtype = data.draw(st.sampled_from(["uint8", "float32", "float16"]), label="dtype")
+    flip = data.draw(st.booleans(), label="flip")
+    chw = data.draw(st.booleans(), label="chw")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    if src_dtype == "uint8":
+        x = rng.integers(0, 256, (h, w, c), dtype=np.uint8)
+    else:
+        x = (rng.integers(-64, 320, (h, w, c)) / 256.0).astype(src_dtype)  # past both ends of [0, 1]
+    base = random_data(fmt, tw, th, seed=1)
+    img = make_texture(fmt, tw, th, data=base)
+    src = np.ascontiguousarray(x.transpose(2, 0, 1)) if chw else x
+    with gltensor.Upload(img.name, backend=backend) as up:
+        up.write(source(backend, src), flip=flip, layout="chw" if chw else "hwc", region=(x0, y0, w, h))
+    want = base.copy()
+    stored = model_stored(fmt, x)
+    want[y0:y0 + h, x0:x0 + w] = stored[::-1] if flip else stored
+    assert_array_equal(img.reference(), want)
+    img.delete()

@@ -67,6 +67,10 @@ for step in "$@"; do
             tests/test_device_guard.py > "$OUT/upload_tests.log" 2>&1
         grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/upload_tests.log" | tail -30
         grep -E "^E  " "$OUT/upload_tests.log" | head -30
+        # the fallback for formats a surface cannot bind (kernel into a staging buffer + one 2D copy), forced
+        GLTENSOR_UPLOAD_PATH=copy timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_upload.py \
+            > "$OUT/upload_copy_path.log" 2>&1
+        echo "copy path: $(grep -E "passed|failed" "$OUT/upload_copy_path.log" | tail -1)"
         timeout 120 python3 examples/torch_particles.py --million --frames 30 --size 512 512 \
             --out "$OUT/particles.gif" 2>&1 | tail -3
         timeout 60 python3 examples/torch_texture_viewer.py --size 1024 1024 --frames 60 --out "$OUT/viewer.png" 2>&1 | tail -2
