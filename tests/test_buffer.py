@@ -424,3 +424,33 @@ def test_cuda_consumer_stream_is_ordered(backend, make_buffer):
     with gltensor.map_buffer(buf, "float32", mode="readwrite", stream=s) as v:
         torch.from_dlpack(v).add_(1)  # torch's current (default) stream: __dlpack__ made it wait for the map
     assert_array_equal(gl_contents(name, n * 4, np.float32), np.arange(n, dtype=np.float32) + 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("library", ["cupy", "numba", "jax"])
+def test_other_frameworks_write_in_place(backend, library, make_buffer):
+    """CuPy (CAI), Numba (CAI) and JAX (DLPack, read) see the mapped buffer's memory."""
+    if backend != "cuda":
+        pytest.skip("these consumers take CUDA memory")
+    name = make_buffer(np.zeros(64, np.float32))
+    want = np.arange(64, dtype=np.float32)
+    if library == "jax":
+        jax = pytest.importorskip("jax")
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, name)
+        GL.glBufferSubData(GL.GL_ARRAY_BUFFER, 0, want.nbytes, want)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+        with gltensor.map_buffer(name, "float32", mode="readwrite", backend="cuda") as v:
+            got = np.asarray(jax.dlpack.from_dlpack(v))  # JAX arrays are immutable: read (and copy) only
+        assert_array_equal(got, want)
+        return
+    with gltensor.map_buffer(name, "float32", (8, 8), backend="cuda") as v:
+        if library == "cupy":
+            cupy = pytest.importorskip("cupy")
+            cupy.asarray(v)[:] = cupy.asarray(want.reshape(8, 8))
+            cupy.cuda.Device().synchronize()
+        else:
+            numba_cuda = pytest.importorskip("numba.cuda")
+            arr = numba_cuda.as_cuda_array(v)
+            arr.copy_to_device(want.reshape(8, 8))
+            numba_cuda.synchronize()
+    assert_array_equal(gl_contents(name, 256, np.float32), want)
