@@ -357,15 +357,15 @@ typedef struct glt_upload_info {
  *             v / 255; float sources into unorm textures as round(clamp(x, 0, 1) * max) (half to even);
  *             float32 into float16 textures rounded to nearest even. Integer textures (R8UI ...) take
  *             unsigned integer sources only (saturated to the stored width).
- *   region:   x, y, width, height of the written rectangle, (x, y) its lower-left corner in GL's
- *             convention; width = height = 0 writes the whole image. */
+ *   region:   the written rectangle, (x, y) its lower-left corner in GL's convention (as a capture's
+ *             region); width = height = 0 writes the whole image. */
 typedef struct glt_write_options {
     int flip;
     void *cuda_stream; /* stream the write is issued on; NULL: CUDA's legacy default stream */
     glt_order order;
     int n_channels;
     int channels[4];
-    int x, y, width, height;
+    glt_rect region;
 } glt_write_options;
 
 /* flip = 1, default stream, HWC, channels as stored, the whole image. */

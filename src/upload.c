@@ -216,7 +216,7 @@ static glt_status make_spec(const glt_upload *up, const glt_write_options *o, co
     char what[96];
     describe(up, what, sizeof what);
     memset(s, 0, sizeof *s);
-    int x = o->x, y = o->y, w = o->width, h = o->height;
+    int x = o->region.x, y = o->region.y, w = o->region.width, h = o->region.height;
     if (w == 0 && h == 0) {
         if (x != 0 || y != 0)
             return glt_fail(GLT_INVALID_ARGUMENT,

@@ -91,18 +91,6 @@ bad:
     return -1;
 }
 
-static int parse_region(PyObject *obj, glt_write_options *o) {
-    if (!PyArg_ParseTuple(obj, "iiii;region must be (x, y, width, height), (x, y) the lower-left corner in GL's "
-                               "convention",
-                          &o->x, &o->y, &o->width, &o->height))
-        return -1;
-    if (o->width <= 0 || o->height <= 0) {
-        PyErr_SetString(PyExc_ValueError, "region width and height must be positive");
-        return -1;
-    }
-    return 0;
-}
-
 /* The interop layer names the tensor "out="; here it is the source. */
 static void rename_source_error(void) {
     if (!PyErr_Occurred()) return;
@@ -148,7 +136,7 @@ static PyObject *upload_write(UploadObject *self, PyObject *args, PyObject *kwar
         return NULL;
     }
     if (channels != Py_None && parse_channels(channels, &opts) < 0) return NULL;
-    if (region != Py_None && parse_region(region, &opts) < 0) return NULL;
+    if (glt_py_parse_region(region, "region", &opts.region) < 0) return NULL;
     glt_upload_info info;
     glt_upload_get_info(self->up, &info);
     int want_cuda = info.backend == GLT_BACKEND_CUDA;
