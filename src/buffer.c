@@ -84,8 +84,14 @@ glt_status glt_buffer_create(const glt_buffer_desc *desc, glt_buffer **out) {
 
 void glt_buffer_destroy(glt_buffer *b) {
     if (!b) return;
-    if (b->mapped) glt_buffer_unmap(b);
-    glt_cuda_mapbuf_unregister(b->cuda);
+    /* Unmapping and unregistering happen in the buffer's own context; where that cannot be entered the
+     * registration is left to the driver (dropped with the context) instead of calls that fail. */
+    glt_gl_context_saved saved;
+    int in_context = glt_gl_context_enter(b->gl_context, &saved);
+    if (in_context && b->mapped) glt_buffer_unmap(b);
+    if (in_context) glt_cuda_mapbuf_unregister(b->cuda);
+    else glt_cuda_mapbuf_forget(b->cuda);
+    glt_gl_context_leave(&saved);
     glt_pool_release(b->pool);
     free(b);
 }

@@ -634,7 +634,7 @@ glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device
     return GLT_OK;
 }
 
-static void surface_release(glt_cuda_surface *s) {
+static void surface_release(glt_cuda_surface *s, int unregister) {
     ON_DEVICE_OR(s->device, );
     /* A write still in flight goes through the registration: let it land first (the caller's stream
      * may be gone by now, so a stream other than CUDA's defaults is waited for through the device). */
@@ -645,13 +645,19 @@ static void surface_release(glt_cuda_surface *s) {
     if (s->surface) cudaDestroySurfaceObject(s->surface);
     cudaFree(s->scratch);
     if (s->scratch_done) cudaEventDestroy(s->scratch_done);
-    cudaGraphicsUnregisterResource(s->resource);
+    if (unregister) cudaGraphicsUnregisterResource(s->resource); /* needs the texture's GL context current */
     cudaGetLastError();
 }
 
 void glt_cuda_surface_unregister(glt_cuda_surface *s) {
     if (!s) return;
-    surface_release(s);
+    surface_release(s, 1);
+    free(s);
+}
+
+void glt_cuda_surface_forget(glt_cuda_surface *s) {
+    if (!s) return;
+    surface_release(s, 0);
     free(s);
 }
 
@@ -939,9 +945,9 @@ glt_status glt_cuda_mapbuf_copy(glt_cuda_mapbuf *b, size_t offset, size_t bytes,
     return st != GLT_OK ? st : u;
 }
 
-static void mapbuf_release(glt_cuda_mapbuf *b) {
+static void mapbuf_release(glt_cuda_mapbuf *b, int unregister) {
     ON_DEVICE_OR(b->device, );
-    if (b->mapped) mapbuf_unmap(b);
+    if (b->mapped && unregister) mapbuf_unmap(b); /* unmapping, too, needs the GL context current */
     /* The last unmap must be done before the registration goes; the caller's stream may be gone by
      * now, so a stream other than CUDA's defaults is waited for through the device. */
     if ((uintptr_t)b->stream <= 2) cudaStreamSynchronize(b->stream);
@@ -949,13 +955,19 @@ static void mapbuf_release(glt_cuda_mapbuf *b) {
     for (int i = 0; i < GLT_MAPBUF_CONSUMERS; ++i)
         if (b->consumer_done[i]) cudaEventDestroy(b->consumer_done[i]);
     cudaEventDestroy(b->map_done);
-    cudaGraphicsUnregisterResource(b->resource);
+    if (unregister) cudaGraphicsUnregisterResource(b->resource);
     cudaGetLastError();
 }
 
 void glt_cuda_mapbuf_unregister(glt_cuda_mapbuf *b) {
     if (!b) return;
-    mapbuf_release(b);
+    mapbuf_release(b, 1);
+    free(b);
+}
+
+void glt_cuda_mapbuf_forget(glt_cuda_mapbuf *b) {
+    if (!b) return;
+    mapbuf_release(b, 0);
     free(b);
 }
 
@@ -1062,6 +1074,7 @@ glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device
     return no_cuda();
 }
 void glt_cuda_surface_unregister(glt_cuda_surface *s) { (void)s; }
+void glt_cuda_surface_forget(glt_cuda_surface *s) { (void)s; }
 glt_status glt_cuda_surface_write(glt_cuda_surface *s, glt_scatter_spec *spec, int whole, void *stream) {
     (void)s, (void)spec, (void)whole, (void)stream;
     return no_cuda();
@@ -1075,6 +1088,7 @@ glt_status glt_cuda_mapbuf_register(GLuint name, int cuda_device, glt_cuda_mapbu
     return no_cuda();
 }
 void glt_cuda_mapbuf_unregister(glt_cuda_mapbuf *b) { (void)b; }
+void glt_cuda_mapbuf_forget(glt_cuda_mapbuf *b) { (void)b; }
 glt_status glt_cuda_mapbuf_map(glt_cuda_mapbuf *b, int mode, void *stream, void **data, size_t *size) {
     (void)b, (void)mode, (void)stream, (void)data, (void)size;
     return no_cuda();

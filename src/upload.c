@@ -153,7 +153,14 @@ glt_status glt_upload_create(const glt_upload_desc *desc, glt_upload **out) {
 
 void glt_upload_destroy(glt_upload *up) {
     if (!up) return;
-    glt_cuda_surface_unregister(up->cuda);
+    if (up->cuda) {
+        /* The registration goes in the texture's own context; where that cannot be entered it is left to
+         * the driver (dropped with the context) instead of a call that fails. */
+        glt_gl_context_saved saved;
+        if (glt_gl_context_enter(up->gl_context, &saved)) glt_cuda_surface_unregister(up->cuda);
+        else glt_cuda_surface_forget(up->cuda);
+        glt_gl_context_leave(&saved);
+    }
     free(up->staging);
     free(up);
 }

@@ -454,3 +454,38 @@ def test_other_frameworks_write_in_place(backend, library, make_buffer):
             arr.copy_to_device(want.reshape(8, 8))
             numba_cuda.synchronize()
     assert_array_equal(gl_contents(name, 256, np.float32), want)
+
+
+@pytest.mark.parametrize("current", ["none", "other"])
+def test_released_without_its_context_current(backend, current, ctx, make_buffer):
+    """A Buffer dropped mapped, with no context or another one current, is unmapped and released in its own
+    context (GL may use the buffer again), and the caller's current context is left as it was."""
+    import ctypes
+    import gc
+
+    from OpenGL import EGL
+
+    name = make_buffer(np.zeros(16, np.float32))
+    buf = gltensor.Buffer(name, backend=backend)
+    v = buf.map("float32", mode="write")
+    if backend == "cpu":
+        np.asarray(v)[:] = 7
+    else:
+        torch_or_skip(backend).from_dlpack(v).fill_(7)
+    del v
+    other = gltensor.Context.headless() if current == "other" else None
+    try:
+        if other is None:
+            ctx.release()
+        before = ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value
+        del buf
+        gc.collect()
+        assert ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value == before, "the caller's current context must be put back"
+    finally:
+        if other is not None:
+            other.close()
+        ctx.make_current()
+    GL.glBindBuffer(GL.GL_ARRAY_BUFFER, name)
+    assert not GL.glGetBufferParameteriv(GL.GL_ARRAY_BUFFER, GL.GL_BUFFER_MAPPED), "the buffer must be unmapped"
+    GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+    assert_array_equal(gl_contents(name, 64, np.float32), np.full(16, 7, np.float32))

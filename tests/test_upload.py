@@ -529,3 +529,36 @@ def test_any_region_orientation_layout_and_dtype(backend, make_texture, data):
     want[y0:y0 + h, x0:x0 + w] = stored[::-1] if flip else stored
     assert_array_equal(img.reference(), want)
     img.delete()
+
+
+@pytest.mark.parametrize("current", ["none", "other"])
+def test_released_without_its_context_current(backend, current, ctx, make_texture):
+    """An Upload dropped while no context (or another one) is current is released in its own context, and
+    the caller's current context is left as it was. On NVIDIA a texture still registered with CUDA cannot be
+    reallocated (GL_INVALID_OPERATION): reallocating it afterwards proves the registration went."""
+    import ctypes
+    import gc
+
+    from OpenGL import EGL
+
+    fmt = BY_KEY["RGBA8"]
+    img = empty_like_fmt(make_texture, fmt, 4, 4)
+    up = gltensor.Upload(img.name, backend=backend)
+    up.write(source(backend, random_data(fmt, 4, 4, seed=1)))
+    other = gltensor.Context.headless() if current == "other" else None
+    try:
+        if other is None:
+            ctx.release()
+        before = ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value
+        del up
+        gc.collect()
+        assert ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value == before, "the caller's current context must be put back"
+    finally:
+        if other is not None:
+            other.close()
+        ctx.make_current()
+    img.reallocate(fmt, 8, 8, data=np.zeros((8, 8, 4), np.uint8))
+    check_gl("reallocating the texture after its Upload was released")
+    x = random_data(fmt, 8, 8, seed=2)
+    gltensor.upload(img.name, source(backend, x), backend=backend)
+    assert_array_equal(img.reference(), x[::-1])
