@@ -210,36 +210,6 @@ def test_another_context_current_between_frames(base, make_camera, ctx):
     assert torch.equal(first, again.cpu())
 
 
-def test_padding_is_cropped():
-    """Panda pads render textures to powers of two only on a GSG without NPOT support (none here), so the crop
-    is checked on a stand-in texture: the image sits at GL's lower-left corner of the padded texture."""
-
-    class FakeTex:
-        def getXSize(self):
-            return 5
-
-        def getYSize(self):
-            return 3
-
-        def getPadXSize(self):
-            return 3
-
-        def getPadYSize(self):
-            return 1
-
-    full = np.arange(4 * 8 * 2, dtype=np.uint8).reshape(4, 8, 2)  # flipped: top row first, padding on top
-
-    class FakeCap:
-        def read(self, **kw):
-            return full if kw.get("flip", True) else np.ascontiguousarray(full[::-1])
-
-    tc = gp.TextureCapture.__new__(gp.TextureCapture)
-    tc.texture = FakeTex()
-    tc.read = FakeCap().read
-    assert np.array_equal(tc.tensor().numpy(), full[1:, :5])
-    assert np.array_equal(tc.tensor(flip=False).numpy(), full[::-1][:3, :5])
-
-
 def test_import_error_names_pip(monkeypatch):
     import builtins
     real = builtins.__import__

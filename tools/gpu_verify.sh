@@ -55,10 +55,11 @@ for step in "$@"; do
         timeout 90 python3 tools/gpu_depth_path.py | tee "$OUT/depth.log"
         GLTENSOR_DEPTH_PATH=readpixels timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_depth.py tests/test_msaa.py > "$OUT/depth_tests.log" 2>&1
         tail -3 "$OUT/depth_tests.log" ;;
-    panda3d)
-        timeout 200 python3 benchmarks/bench_panda3d.py --json "$OUT/panda3d.json" > "$OUT/panda3d.log" 2>&1; tail -30 "$OUT/panda3d.log" ;;
+    panda3d) # Panda's default PRC and configure(), a subprocess each: getRamImage, MetaDrive's recipe, gltensor
+        timeout 240 python3 benchmarks/bench_panda3d.py --json "$OUT/panda3d.json" > "$OUT/panda3d.log" 2>&1; tail -60 "$OUT/panda3d.log" ;;
     engines)
-        timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_mujoco.py tests/test_moderngl.py tests/test_c_example.py > "$OUT/engines.log" 2>&1
+        timeout 420 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_panda3d_prc.py \
+            tests/test_mujoco.py tests/test_moderngl.py tests/test_c_example.py > "$OUT/engines.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/engines.log" | tail -30 ;;
     upload) # tensor -> GL (issue 15): its tests on the CUDA backend (uploads, buffer maps, the C example, the
             # examples, the device rule), the particle example at 1M particles, then the benchmark (~1 minute)

@@ -1,7 +1,7 @@
 """Panda3D (and MetaDrive-style) cameras into tensors with gltensor.
 
     from gltensor import panda3d as gp
-    gp.configure()                                   # before ShowBase(): p3headlessgl, no padding, ...
+    gp.configure()                                   # optional, before ShowBase(): p3headlessgl, no padding, ...
     base = ShowBase()
     cam = gp.RGBCamera(base, 97, 61)                 # offscreen buffer + camera + render texture
     base.graphicsEngine.renderFrame()
@@ -22,10 +22,11 @@ What Panda3D needs (found by trying Panda3D 1.10.16 with p3headlessgl on Mesa ll
   frame that renders into it: before that ``NotRenderedError`` is raised (never a stale or empty image).
   The name is ``tex.prepareNow(0, gsg.getPreparedObjects(), gsg).getNativeId()``; the GL target follows
   ``tex.getTextureType()`` (only 2-D textures, GL_TEXTURE_2D).
-* Padding. Unless ``textures-power-2 none`` is set (``configure()`` does), Panda may allocate render textures
-  padded to powers of two (``tex.getPadXSize()``/``getPadYSize()``); the image then sits in the lower-left
-  corner of the GL texture. Captures here crop to ``getXSize() x getYSize()`` (a torch view), so the result
-  is right either way; ``none`` avoids reading the padding at all.
+* Padding. Unless ``textures-power-2 none`` is set (``configure()`` and MetaDrive set it; Panda's default does
+  not), Panda allocates render textures padded to powers of two (97x61 -> 128x64; ``tex.getXSize()`` is the
+  padded size, ``getPadXSize()`` the padding); the image sits in the lower-left corner of the GL texture.
+  Captures here then read only the image through the core's ``region`` (``image_size(tex)``), so every path
+  returns exactly the rendered size under any configuration and no padding byte is copied.
 * Channel order. Panda's RAM images (``getRamImage()``, screenshots) are BGR(A); the GL texture is RGBA, so
   a capture equals ``getRamImageAs("RGBA")`` with its rows flipped (RAM images are bottom-up).
 * Resizing. Panda reallocates the render texture (same GL name, glTexImage2D) when the buffer is resized.
@@ -44,7 +45,7 @@ except ImportError:  # pragma: no cover - imported as part of the package
 __all__ = [
     "PRC", "configure", "require_panda3d", "NotRenderedError", "native_id", "gl_target",
     "TextureCapture", "capture_texture", "capture_output", "capture_display_region", "capture_camera",
-    "RGBCamera", "DepthCamera", "CameraBatch",
+    "RGBCamera", "DepthCamera", "CameraBatch", "CameraAtlas", "image_size", "display_region_rect",
 ]
 
 # Offscreen, headless, unpadded, no sRGB conversion of the framebuffer, no vsync, no audio.
@@ -178,7 +179,9 @@ def _check_threading(engine):
     if tm.getDrawName():
         raise _gt.GLTensorError(
             "gltensor.panda3d: Panda3D's threading model %r draws in another thread, whose GL context cannot be "
-            "current here; use the single-threaded pipeline (threading-model empty, the default)" % str(tm))
+            "current here; use the single-threaded pipeline (threading-model empty, Panda's default; in MetaDrive "
+            "pass multi_thread_render=False in the env config: its default, threading-model Cull, culls and draws "
+            "in a 'Cull' thread)" % str(tm))
 
 
 # ---------------------------------------------------------------- textures
@@ -229,19 +232,45 @@ def native_id(tex, gsg):
     return int(name)
 
 
+def image_size(tex):
+    """(width, height) of the image Panda renders into `tex`: the texture's size without its power-of-two
+    padding (Panda pads render textures unless ``textures-power-2 none``; the image then sits at GL's
+    lower-left corner, and getXSize()/getYSize() are the padded sizes)."""
+    return tex.getXSize() - tex.getPadXSize(), tex.getYSize() - tex.getPadYSize()
+
+
+def _region_of(tex, rect=None):
+    """Capture region (x, y, w, h), GL lower-left origin, of `rect` (default: the whole image) in `tex`;
+    None when that is the whole GL texture (no padding), so that unpadded textures take the plain path."""
+    w, h = image_size(tex)
+    x, y, rw, rh = rect if rect is not None else (0, 0, w, h)
+    if (x, y, rw, rh) == (0, 0, tex.getXSize(), tex.getYSize()):
+        return None
+    if x < 0 or y < 0 or rw <= 0 or rh <= 0 or x + rw > w or y + rh > h:
+        raise _gt.InvalidArgumentError(
+            "gltensor.panda3d: region (x=%d, y=%d, w=%d, h=%d) does not lie inside the %dx%d image of texture %r"
+            % (x, y, rw, rh, w, h, tex.getName()))
+    return (x, y, rw, rh)
+
+
 class TextureCapture:
-    """A gltensor.Capture of a Panda3D Texture, cropped to the texture's real size when Panda padded it.
+    """A gltensor.Capture of a Panda3D Texture that reads exactly the image Panda rendered.
+
+    When Panda padded the texture to powers of two, the capture reads only the image rectangle (a core
+    region: no padding byte is copied). `rect=(x, y, w, h)` (GL lower-left origin, inside the image) reads
+    a part of it instead, e.g. one display region of a buffer.
 
     Make it right after a frame rendered into the texture (Panda's context is then current); reads restore
     that context when another one was made current meanwhile.
     """
 
-    def __init__(self, tex, gsg, *, backend="auto", cuda_device=None, resizable=False, gl_state=None):
+    def __init__(self, tex, gsg, *, backend="auto", cuda_device=None, resizable=False, gl_state=None, rect=None):
         gsg = _gsg_of(gsg)
         _check_threading(gsg.getEngine())
         self.texture, self.gsg = tex, gsg
         self._target = gl_target(tex)
         self._name = native_id(tex, gsg)
+        self._rect = None if rect is None else tuple(int(v) for v in rect)
         self._state = gl_state
         if self._state is None:
             self._state = _GLState.current()
@@ -250,7 +279,16 @@ class TextureCapture:
                                      "base.graphicsEngine.renderFrame(), which leaves Panda3D's context current")
         self._state.make_current()
         self._kw = dict(backend=backend, cuda_device=cuda_device, resizable=resizable)
-        self.capture = _gt.Capture(self._name, self._target, **self._kw)
+        self._prepared = gsg.getPreparedObjects()
+        self.region = _region_of(tex, self._rect)
+        self.capture = self._make_capture()
+        self._key = (self._name, tex.getXSize(), tex.getYSize(), tex.getPadXSize(), tex.getPadYSize())
+
+    def _make_capture(self):
+        kw = dict(self._kw)
+        if self.region is not None:
+            kw["region"] = self.region
+        return _gt.Capture(self._name, self._target, **kw)
 
     @property
     def backend(self):
@@ -258,39 +296,46 @@ class TextureCapture:
 
     @property
     def size(self):
-        """(width, height) of the image Panda rendered (without power-of-two padding)."""
-        return self.texture.getXSize(), self.texture.getYSize()
+        """(width, height) of what read() returns: the image Panda rendered (without power-of-two padding),
+        or the rect asked for."""
+        if self._rect is not None:
+            return self._rect[2], self._rect[3]
+        return image_size(self.texture)
 
     @property
     def padded(self):
         return bool(self.texture.getPadXSize() or self.texture.getPadYSize())
 
-    def _refresh(self):
-        self._state.make_current()
-        name = native_id(self.texture, self.gsg)
-        if name != self._name:  # Panda re-created the GL texture: follow it
+    def _refresh(self, current=False):
+        """Follow the texture if Panda re-created or resized it; current=True: Panda's context is current.
+
+        Runs every read (for CameraBatch, per camera), so the common case is a few Panda calls: the GL name and
+        the (padded) size, compared with what the capture was made for."""
+        if not current:
+            self._state.make_current()
+        tex, po = self.texture, self._prepared
+        tc = tex.prepareNow(0, po, self.gsg) if po.isTexturePrepared(tex) else None
+        key = (tc.getNativeId() if tc is not None else 0, tex.getXSize(), tex.getYSize(), tex.getPadXSize(),
+               tex.getPadYSize())
+        if key == self._key:
+            return
+        name = native_id(tex, self.gsg)  # NotRenderedError with what to do when there is no GL texture
+        region = _region_of(tex, self._rect)
+        if name != self._name or region != self.region:
             self.capture.close()
-            self._name = name
-            self.capture = _gt.Capture(name, self._target, **self._kw)
+            self._name, self.region = name, region
+            self.capture = self._make_capture()
+        self._key = key
 
     def read(self, **kwargs):
-        """gltensor Frame of the whole GL texture (including padding, if any); kwargs as Capture.read."""
+        """gltensor Frame of the image (padding never read); kwargs as Capture.read."""
         self._refresh()
         return self.capture.read(**kwargs)
 
     def tensor(self, **kwargs):
-        """torch tensor of the image, cropped to the real size; kwargs as Capture.read (flip, channels, dtype,
-        layout, depth, near, far, stream, ...). A padded texture gives a view (not contiguous)."""
-        torch = _torch()
-        x = torch.from_dlpack(self.read(**kwargs))
-        if not self.padded:
-            return x
-        w, h = self.size
-        H = x.shape[-2] if kwargs.get("layout") == "chw" else x.shape[-3]
-        rows = slice(H - h, H) if kwargs.get("flip", True) else slice(0, h)  # image at GL's lower-left corner
-        if kwargs.get("layout") == "chw":
-            return x[..., rows, :w]
-        return x[..., rows, :w, :]
+        """torch tensor of the image; kwargs as Capture.read (flip, channels, dtype, layout, depth, near, far,
+        stream, out, ...)."""
+        return _torch().from_dlpack(self.read(**kwargs))
 
     def close(self):
         self.capture.close()
@@ -333,12 +378,28 @@ def capture_output(output, plane="color", **kwargs):
     return TextureCapture(_find_render_texture(output, plane), output.getGsg() or output, **kwargs)
 
 
+def display_region_rect(region):
+    """(x, y, w, h) in pixels, GL lower-left origin, of a DisplayRegion in its output.
+
+    Panda rounds the region's fractional dimensions to pixels as int(fraction * size + 0.5)
+    (DisplayRegion::compute_pixels); the width and height are Panda's own."""
+    output = region.getWindow()
+    l, _, b, _ = region.getDimensions()
+    return (int(l * output.getFbXSize() + 0.5), int(b * output.getFbYSize() + 0.5),
+            region.getPixelWidth(), region.getPixelHeight())
+
+
 def capture_display_region(region, plane="color", **kwargs):
-    return capture_output(region.getWindow(), plane, **kwargs)
+    """TextureCapture of the part of its output's render texture that a DisplayRegion covers (the whole
+    image for the output's default full-size region)."""
+    output = region.getWindow()
+    kwargs.setdefault("rect", display_region_rect(region))
+    return TextureCapture(_find_render_texture(output, plane), output.getGsg() or output, **kwargs)
 
 
 def capture_camera(camera, plane="color", **kwargs):
-    """TextureCapture for the output a camera (NodePath or Camera node) renders into."""
+    """TextureCapture of what a camera (NodePath or Camera node) renders: its first display region's part of
+    its output's render texture."""
     node = camera.node() if hasattr(camera, "node") else camera
     if node.getNumDisplayRegions() == 0:
         raise _gt.InvalidArgumentError("gltensor.panda3d: camera %r has no display region" % node.getName())
@@ -346,6 +407,61 @@ def capture_camera(camera, plane="color", **kwargs):
 
 
 # ---------------------------------------------------------------- sensors
+
+
+def _make_buffer(base, name, width, height, fbp, depth, sort, resizable):
+    """An offscreen buffer (FBO) sharing base.win's GSG: RGBA8 colour, 24-bit depth (32-bit float with depth)."""
+    core = require_panda3d()
+    if fbp is None:
+        fbp = core.FrameBufferProperties()
+        fbp.setRgbColor(True)
+        fbp.setRgbaBits(8, 8, 8, 8)
+        if depth:
+            fbp.setDepthBits(32)
+            fbp.setFloatDepth(True)
+        else:
+            fbp.setDepthBits(24)
+    flags = core.GraphicsPipe.BFRefuseWindow | (core.GraphicsPipe.BFResizeable if resizable else 0)
+    buffer = base.graphicsEngine.makeOutput(base.pipe, name, sort, fbp, core.WindowProperties.size(width, height),
+                                            flags, base.win.getGsg(), base.win)
+    if buffer is None:
+        raise _gt.GLTensorError("gltensor.panda3d: Panda3D could not make a %dx%d offscreen buffer" % (width, height))
+    return buffer
+
+
+def _default_lens(width, height, lens, fov, near, far):
+    core = require_panda3d()
+    if lens is None:
+        lens = core.PerspectiveLens()
+        lens.setFov(fov if fov is not None else 60.0)  # horizontal field of view, degrees
+        lens.setAspectRatio(width / height)
+    if near is not None or far is not None:
+        lens.setNearFar(near if near is not None else lens.getNear(), far if far is not None else lens.getFar())
+    return lens
+
+
+class _DrawWatch:
+    """Counts the frames Panda drew into a display region and remembers the GL context that was current while
+    it drew (a draw callback), so that reads can make it current again."""
+
+    def __init__(self, region):
+        core = require_panda3d()
+        self.region, self.frames, self.state = region, 0, None
+        region.setDrawCallback(core.PythonCallbackObject(self._on_draw))
+
+    def _on_draw(self, cbdata):
+        cbdata.upcall()
+        if self.state is None or not self.state.is_current():
+            self.state = _GLState.current()
+        self.frames += 1
+
+    def require(self, what):
+        if self.frames == 0:
+            raise NotRenderedError("gltensor.panda3d: camera %r has not been rendered yet; call "
+                                   "base.graphicsEngine.renderFrame() (or taskMgr.step()) before perceive()" % what)
+
+    def close(self):
+        self.region.clearDrawCallback()
 
 
 class _Camera:
@@ -360,23 +476,7 @@ class _Camera:
         _check_threading(base.graphicsEngine)
         _Camera._count += 1
         self.base, self.name = base, name or "gltensor_cam%d" % _Camera._count
-        fbp = frame_buffer_properties
-        if fbp is None:
-            fbp = core.FrameBufferProperties()
-            fbp.setRgbColor(True)
-            fbp.setRgbaBits(8, 8, 8, 8)
-            if depth:
-                fbp.setDepthBits(32)
-                fbp.setFloatDepth(True)
-            else:
-                fbp.setDepthBits(24)
-        flags = core.GraphicsPipe.BFRefuseWindow | (core.GraphicsPipe.BFResizeable if resizable else 0)
-        self.buffer = base.graphicsEngine.makeOutput(base.pipe, self.name, sort, fbp,
-                                                     core.WindowProperties.size(width, height), flags,
-                                                     base.win.getGsg(), base.win)
-        if self.buffer is None:
-            raise _gt.GLTensorError("gltensor.panda3d: Panda3D could not make a %dx%d offscreen buffer"
-                                    % (width, height))
+        self.buffer = _make_buffer(base, self.name, width, height, frame_buffer_properties, depth, sort, resizable)
         self.buffer.setClearColor(core.LColor(0, 0, 0, 1))
         self.color_texture = self.depth_texture = None
         if color:
@@ -389,33 +489,26 @@ class _Camera:
             t.setComponentType(core.Texture.TFloat)
             self.buffer.addRenderTexture(t, core.GraphicsOutput.RTMBindOrCopy, core.GraphicsOutput.RTPDepth)
             self.depth_texture = t
-        if lens is None:
-            lens = core.PerspectiveLens()
-            lens.setFov(fov if fov is not None else 60.0)  # horizontal field of view, degrees
-            lens.setAspectRatio(width / height)
-        if near is not None or far is not None:
-            lens.setNearFar(near if near is not None else lens.getNear(), far if far is not None else lens.getFar())
+        lens = _default_lens(width, height, lens, fov, near, far)
         self.lens = lens
         self.camera = base.makeCamera(self.buffer, lens=lens, camName=self.name)
         self.camera.reparentTo(parent if parent is not None else base.render)
         self.display_region = self.camera.node().getDisplayRegion(0)
-        self.frames = 0           # frames drawn into this camera's buffer (draw callback)
-        self._state = None        # the GL context current while Panda drew
+        self._watch = _DrawWatch(self.display_region)
         self._kw = dict(backend=backend, cuda_device=cuda_device, resizable=resizable)
         self._captures = {}
-        self.display_region.setDrawCallback(core.PythonCallbackObject(self._on_draw))
 
-    def _on_draw(self, cbdata):
-        cbdata.upcall()
-        if self._state is None or not self._state.is_current():
-            self._state = _GLState.current()
-        self.frames += 1
+    @property
+    def frames(self):
+        """Frames Panda drew into this camera's buffer."""
+        return self._watch.frames
+
+    @property
+    def _state(self):
+        return self._watch.state
 
     def _capture(self, plane):
-        if self.frames == 0:
-            raise NotRenderedError("gltensor.panda3d: camera %r has not been rendered yet; call "
-                                   "base.graphicsEngine.renderFrame() (or taskMgr.step()) before perceive()"
-                                   % self.name)
+        self._watch.require(self.name)
         cap = self._captures.get(plane)
         if cap is None:
             tex = self.color_texture if plane == "color" else self.depth_texture
@@ -457,7 +550,7 @@ class _Camera:
             cap.close()
         self._captures.clear()
         if self.buffer is not None:
-            self.display_region.clearDrawCallback()
+            self._watch.close()
             self.camera.removeNode()
             self.base.graphicsEngine.removeWindow(self.buffer)
             self.buffer = None
@@ -516,27 +609,29 @@ class DepthCamera(_Camera):
 class CameraBatch:
     """Several colour cameras of one step read as one gltensor.Batch: perceive() -> torch (N, H, W, 3).
 
-    All cameras must have the same size; one GL->CUDA hand-off per step on the GPU."""
+    cameras: RGBCamera objects, or any sensors with a `texture_capture` (a TextureCapture), e.g.
+    gltensor.metadrive's.
+
+    All cameras must have the same size; one GL->CUDA hand-off per step on the GPU. Each camera renders into its
+    own buffer (one FBO pass each); CameraAtlas renders them all into one buffer instead."""
 
     def __init__(self, cameras):
         self.cameras = list(cameras)
         if not self.cameras:
             raise _gt.InvalidArgumentError("gltensor.panda3d.CameraBatch: no cameras")
-        self._batch = None
+        self._batch, self._names = None, None
 
     def _ensure(self):
-        caps = [c._capture("color") for c in self.cameras]
+        caps = [c.texture_capture for c in self.cameras]
+        caps[0]._state.make_current()  # one GL context for all (the one Panda drew the cameras with)
         for c in caps:
-            c._refresh()
-            if c.padded:
-                raise _gt.InvalidArgumentError("gltensor.panda3d.CameraBatch: padded textures; set textures-power-2 "
-                                               "none (gltensor.panda3d.configure())")
+            c._refresh(current=True)  # each capture reads its camera's image only (a region when padded)
         names = tuple(c.capture for c in caps)
-        if self._batch is None or self._batch.captures != names:
+        if names != self._names:
             if self._batch is not None:
                 self._batch.close()
             self._batch = _gt.Batch(list(names))
-        self.cameras[0]._state.make_current()
+            self._names = names
         return self._batch
 
     def perceive(self, to_float=True, **read_kwargs):
@@ -548,4 +643,113 @@ class CameraBatch:
     def close(self):
         if self._batch is not None:
             self._batch.close()
-            self._batch = None
+            self._batch, self._names = None, None
+
+
+class CameraAtlas:
+    """`count` colour cameras rendering into ONE offscreen buffer, one display region (tile) each, read as one
+    gltensor.Atlas: perceive() -> torch (count, H, W, 3), camera k in tile k (left to right, top to bottom).
+
+    One buffer means one FBO bind and one render texture for all cameras (CameraBatch has one buffer per
+    camera); the read is one GL->CUDA hand-off. Cameras share nothing but the buffer: each has its own lens
+    (a copy of `lens`) and can be moved independently (`atlas.cameras[k]`). When Panda pads the texture to
+    powers of two the atlas reads only the tiles' rectangle.
+    """
+
+    _count = 0
+
+    def __init__(self, base, count, width, height, *, cols=None, parent=None, lens=None, fov=None, near=None,
+                 far=None, sort=-10, backend="auto", cuda_device=None, frame_buffer_properties=None, name=None,
+                 camera_mask=None, clear_color=(0, 0, 0, 1)):
+        import math
+        core = require_panda3d()
+        _check_threading(base.graphicsEngine)
+        if count < 1:
+            raise _gt.InvalidArgumentError("gltensor.panda3d.CameraAtlas: count must be >= 1, got %r" % (count,))
+        CameraAtlas._count += 1
+        self.base, self.name = base, name or "gltensor_atlas%d" % CameraAtlas._count
+        self.count, self.tile_size = count, (height, width)
+        cols = cols or int(math.ceil(math.sqrt(count)))
+        rows = (count + cols - 1) // cols
+        self.tiles = (rows, cols)
+        W, H = cols * width, rows * height
+        self.buffer = _make_buffer(base, self.name, W, H, frame_buffer_properties, False, sort, False)
+        self.buffer.setClearColor(core.LColor(*clear_color))
+        self.buffer.setClearColorActive(True)
+        self.color_texture = core.Texture(self.name + "_color")
+        self.buffer.addRenderTexture(self.color_texture, core.GraphicsOutput.RTMBindOrCopy,
+                                     core.GraphicsOutput.RTPColor)
+        # Panda places display regions by fractions of the buffer and rounds to pixels (x * size + 0.5): k / W
+        # lands exactly on pixel k, so tile k covers exactly the pixels gltensor.Atlas reads as tile k.
+        self.buffer.getDisplayRegion(0).setActive(False)  # the buffer's own full-size region draws nothing
+        lens = _default_lens(width, height, lens, fov, near, far)
+        self.cameras, self.display_regions = [], []
+        for k in range(count):
+            row, col = divmod(k, cols)  # row 0 is the top row on screen, i.e. the highest GL y
+            frame = (col * width / W, (col + 1) * width / W, 1 - (row + 1) * height / H, 1 - row * height / H)
+            cam = base.makeCamera(self.buffer, displayRegion=frame, lens=lens.makeCopy(),
+                                  camName="%s_cam%d" % (self.name, k))
+            if camera_mask is not None:
+                cam.node().setCameraMask(camera_mask)
+            cam.reparentTo(parent if parent is not None else base.render)
+            self.cameras.append(cam)
+            self.display_regions.append(cam.node().getDisplayRegion(0))
+        self._watch = _DrawWatch(self.display_regions[0])
+        self._kw = dict(backend=backend, cuda_device=cuda_device)
+        self._atlas = None
+        self._key = None
+
+    @property
+    def frames(self):
+        return self._watch.frames
+
+    def _ensure(self):
+        self._watch.require(self.name)
+        state = self._watch.state
+        state.make_current()
+        tex, gsg = self.color_texture, self.buffer.getGsg()
+        name = native_id(tex, gsg)
+        rows, cols = self.tiles
+        h, w = self.tile_size
+        region = _region_of(tex, (0, 0, cols * w, rows * h))
+        if self._atlas is None or self._key != (name, region):
+            if self._atlas is not None:
+                self._atlas.close()
+            kw = dict(self._kw, tile_size=(h, w), count=self.count)
+            if region is not None:
+                kw["region"] = region
+            self._atlas = _gt.Atlas(name, gl_target(tex), **kw)
+            self._key = (name, region)
+        return self._atlas
+
+    @property
+    def atlas(self):
+        """The gltensor.Atlas (after the first frame)."""
+        return self._ensure()
+
+    def perceive(self, to_float=True, **read_kwargs):
+        """(count, H, W, 3) RGB of the last frame, each tile upright; read_kwargs as Atlas.read."""
+        read_kwargs.setdefault("channels", "rgb")
+        read_kwargs.setdefault("dtype", "float32" if to_float else "uint8")
+        return _torch().from_dlpack(self._ensure().read(**read_kwargs))
+
+    def close(self):
+        if self._atlas is not None:
+            try:
+                self._watch.state.make_current()
+            except _gt.GLTensorError:
+                pass
+            self._atlas.close()
+            self._atlas = None
+        if self.buffer is not None:
+            self._watch.close()
+            for cam in self.cameras:
+                cam.removeNode()
+            self.base.graphicsEngine.removeWindow(self.buffer)
+            self.buffer = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
