@@ -38,7 +38,7 @@ $(BUILD)/%.o: src/%.c $(wildcard src/*.h) include/gltensor.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(BUILD)/cuda_kernels.o: src/cuda_kernels.cu src/kernels.h
+$(BUILD)/cuda_kernels.o: src/cuda_kernels.cu src/kernels.h src/write_convert.h
 	@mkdir -p $(BUILD)
 	$(NVCC) -c -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
 	    -gencode=arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) $< -o $@

@@ -325,6 +325,117 @@ GLT_API glt_status glt_atlas_viewport(const glt_atlas *atlas, int k, int viewpor
 GLT_API glt_status glt_atlas_read(glt_atlas *atlas, const glt_read_options *opts, glt_frame **out);
 GLT_API glt_status glt_atlas_read_into(glt_atlas *atlas, const glt_read_options *opts, const glt_buffer_view *dst);
 
+/* ---- upload: tensors written into GL textures (the reverse of capture) ---- */
+typedef struct glt_upload glt_upload;
+
+typedef struct glt_upload_desc {
+    unsigned gl_name;   /* texture name in the current context */
+    unsigned gl_target; /* GLT_TEXTURE_2D or GLT_TEXTURE_RECTANGLE */
+    glt_backend backend;
+    int cuda_device; /* -1: the device the current GL context runs on */
+} glt_upload_desc;
+
+typedef struct glt_upload_info {
+    int width, height, channels; /* the texture's size and stored channels */
+    glt_dtype dtype;             /* stored element type (uint8 for RGBA8, float16 for RGBA16F, ...) */
+    unsigned gl_internal_format;
+    const char *format_name;
+    glt_backend backend;
+    const char *backend_reason;
+    int cuda_device; /* -1 on the CPU backend */
+} glt_upload_info;
+
+/* How a source tensor is written. The conversions happen inside the one write pass:
+ *   flip:     1: source row 0 is the top row of the region as displayed (images as tensors hold them);
+ *             0: source row 0 is GL's bottom row.
+ *   order:    source axes, GLT_ORDER_HWC (height, width, channels) or GLT_ORDER_CHW.
+ *   channels: source channel i is written to texture channel channels[i] (0 = R .. 3 = A) for
+ *             i < n_channels; n_channels = 0: source channel i goes to texture channel i. Texture
+ *             channels no source channel names are filled: alpha with 1 (255 for RGBA8), others with 0.
+ *   dtype:    the source dtype (uint8, uint16, uint32, float16, float32) converts to the stored type as
+ *             the mirror of capture's conversions: uint8 sources into float or 16-bit unorm textures as
+ *             v / 255; float sources into unorm textures as round(clamp(x, 0, 1) * max) (half to even);
+ *             float32 into float16 textures rounded to nearest even. Integer textures (R8UI ...) take
+ *             unsigned integer sources only (saturated to the stored width).
+ *   region:   the written rectangle, (x, y) its lower-left corner in GL's convention (as a capture's
+ *             region); width = height = 0 writes the whole image. */
+typedef struct glt_write_options {
+    int flip;
+    void *cuda_stream; /* stream the write is issued on; NULL: CUDA's legacy default stream */
+    glt_order order;
+    int n_channels;
+    int channels[4];
+    glt_rect region;
+} glt_write_options;
+
+/* flip = 1, default stream, HWC, channels as stored, the whole image. */
+GLT_API void glt_write_options_init(glt_write_options *opts);
+GLT_API void glt_upload_desc_init(glt_upload_desc *desc);
+/* Registers the texture for writing (CUDA: once, with surface load/store). Needs its context current. */
+GLT_API glt_status glt_upload_create(const glt_upload_desc *desc, glt_upload **out);
+GLT_API void glt_upload_destroy(glt_upload *up);
+GLT_API glt_status glt_upload_get_info(const glt_upload *up, glt_upload_info *info);
+/* Writes src (a 3-D view, (h, w, c) or (c, h, w) per opts->order; any strides) into the texture. The
+ * CUDA backend maps the texture (write-discard when the whole image is written), runs one kernel on
+ * the stream, and unmaps: GL work issued afterwards sees the new content. src must be CUDA memory of
+ * the texture's device on the CUDA backend, host memory on the CPU backend (glTexSubImage2D). */
+GLT_API glt_status glt_upload_write(glt_upload *up, const glt_write_options *opts, const glt_buffer_view *src);
+
+/* ---- GL buffer objects as linear memory (vertex, index, storage, pixel buffers) ---- */
+typedef struct glt_buffer glt_buffer;
+
+typedef struct glt_buffer_desc {
+    unsigned gl_name; /* buffer object name in the current context */
+    glt_backend backend;
+    int cuda_device; /* -1: the device the current GL context runs on */
+} glt_buffer_desc;
+
+typedef struct glt_buffer_info {
+    size_t size; /* bytes, as of creation or the last map/read */
+    glt_backend backend;
+    const char *backend_reason;
+    int cuda_device;
+    int mapped;
+} glt_buffer_info;
+
+typedef enum glt_map_mode {
+    GLT_MAP_READ = 1,      /* read only: writes through the pointer are undefined */
+    GLT_MAP_WRITE = 2,     /* write only: the mapped range's previous contents are discarded */
+    GLT_MAP_READ_WRITE = 3 /* read and modify in place */
+} glt_map_mode;
+
+/* A live mapping: valid until glt_buffer_unmap (or destroy). */
+typedef struct glt_buffer_mapping {
+    void *data;
+    size_t bytes;
+    glt_memory memory; /* CUDA device memory on the CUDA backend, host memory on the CPU backend */
+    int cuda_device;
+    void *stream; /* the map was issued on it (NULL on the CPU backend) */
+    int read_only;
+} glt_buffer_mapping;
+
+GLT_API void glt_buffer_desc_init(glt_buffer_desc *desc);
+/* Registers the buffer with CUDA once (CUDA backend). Needs its context current. */
+GLT_API glt_status glt_buffer_create(const glt_buffer_desc *desc, glt_buffer **out);
+/* Unmaps first when still mapped. */
+GLT_API void glt_buffer_destroy(glt_buffer *buf);
+GLT_API glt_status glt_buffer_get_info(const glt_buffer *buf, glt_buffer_info *info);
+/* Re-reads the buffer's size from GL (registering it again if it was reallocated); needs its context. */
+GLT_API glt_status glt_buffer_query_size(glt_buffer *buf, size_t *size);
+/* Maps bytes [offset, offset + bytes) (bytes 0: to the end) for mode, on stream (CUDA; NULL: the legacy
+ * default stream). GLT_INVALID_ARGUMENT when already mapped or the range exceeds the buffer;
+ * GLT_INVALID_OBJECT when the buffer was deleted. GL must not use the buffer until it is unmapped. */
+GLT_API glt_status glt_buffer_map(glt_buffer *buf, glt_map_mode mode, size_t offset, size_t bytes, void *stream,
+                                  glt_buffer_mapping *out);
+/* CUDA: makes consumer wait for the map, and the unmap wait for work queued on consumer until then. */
+GLT_API glt_status glt_buffer_sync_stream(glt_buffer *buf, void *consumer);
+/* Hands the buffer back to GL: GL work issued afterwards sees what was written through the mapping.
+ * GLT_INVALID_OBJECT (after unmapping what is left) when the buffer was deleted while mapped. */
+GLT_API glt_status glt_buffer_unmap(glt_buffer *buf);
+/* A copy of bytes [offset, offset + bytes) (0: to the end) as a frame of (1, bytes, 1) uint8, from the
+ * buffer's pool, on stream: like a capture's frame, never overwritten later. */
+GLT_API glt_status glt_buffer_read(glt_buffer *buf, size_t offset, size_t bytes, void *stream, glt_frame **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -230,3 +230,10 @@ float glt_depth_value(float d, int mode, double n, double f) {
     if (mode == GLT_DEPTH_LINEAR_ORTHOGRAPHIC) return (float)(n + (double)d * (f - n));
     return d;
 }
+
+/* ---- float16 for texture writes (write_convert.h): the same conversions as reads use ---- */
+uint16_t glt_half_from_float(float f) { return float_to_half(f); }
+
+float glt_float_from_half(uint16_t h) {
+    return source_value(glt_format_find(0x822D /* GL_R16F */), GLT_KIND_FLOAT, (const unsigned char *)&h, 0);
+}

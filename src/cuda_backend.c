@@ -600,6 +600,402 @@ glt_status glt_cuda_describe_device(int cuda_device, char *name, size_t name_siz
     return GLT_OK;
 }
 
+/* ---- upload.c: textures registered for writing, written through a surface object ---- */
+
+struct glt_cuda_surface {
+    cudaGraphicsResource_t resource;
+    int device;
+    GLuint name;
+    GLenum target;
+    int width, height;
+    const glt_format *fmt;
+    unsigned int map_flags; /* as last set on the resource */
+    cudaArray_t array;      /* the mapped array, learned at the first map and kept while it stays the same */
+    cudaSurfaceObject_t surface;
+    int array_channels, elem_bytes;
+    void *last_stream; /* of the last write, synchronised before the registration goes */
+    int wrote;
+    /* Formats the driver will not bind to a surface are registered without surface load/store: the
+     * kernel then writes the region's texels into `scratch` and one 2D copy puts them into the array. */
+    int linear;
+    void *scratch;
+    size_t scratch_size;
+    cudaEvent_t scratch_done; /* recorded after each 2D copy: a write on another stream waits for it */
+};
+
+glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt, int width,
+                                     int height, glt_cuda_surface **out) {
+    ON_DEVICE(cuda_device);
+    glt_cuda_surface *s = calloc(1, sizeof *s);
+    if (!s) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    s->device = cuda_device;
+    s->name = name;
+    s->target = target;
+    s->fmt = fmt;
+    s->width = width;
+    s->height = height;
+    s->map_flags = cudaGraphicsMapFlagsNone;
+    /* Surface load/store is what lets a kernel write the mapped array; whether the old contents may
+     * be discarded is decided per write through the map flags (whole image or a region). */
+    /* GLTENSOR_UPLOAD_PATH=copy forces the linear path below (tests run both paths on one driver). */
+    const char *path = getenv("GLTENSOR_UPLOAD_PATH");
+    cudaError_t e = path && !strcmp(path, "copy")
+                        ? cudaErrorNotSupported
+                        : cudaGraphicsGLRegisterImage(&s->resource, name, target,
+                                                      cudaGraphicsRegisterFlagsSurfaceLoadStore);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        e = cudaGraphicsGLRegisterImage(&s->resource, name, target, cudaGraphicsRegisterFlagsNone);
+        s->linear = e == cudaSuccess;
+    }
+    if (e != cudaSuccess) {
+        free(s);
+        return cuda_fail(e, "cudaGraphicsGLRegisterImage",
+                         "texture %u (%s, %dx%d, %s) could not be registered for writing with CUDA device %d; check "
+                         "that its GL context is current and runs on that GPU",
+                         name, fmt->name, width, height, glt_target_name(target), cuda_device);
+    }
+    *out = s;
+    return GLT_OK;
+}
+
+static void surface_release(glt_cuda_surface *s, int unregister) {
+    ON_DEVICE_OR(s->device, );
+    /* A write still in flight goes through the registration: let it land first (the caller's stream
+     * may be gone by now, so a stream other than CUDA's defaults is waited for through the device). */
+    if (s->wrote) {
+        if ((uintptr_t)s->last_stream <= 2) cudaStreamSynchronize((cudaStream_t)s->last_stream);
+        else cudaDeviceSynchronize();
+    }
+    if (s->surface) cudaDestroySurfaceObject(s->surface);
+    cudaFree(s->scratch);
+    if (s->scratch_done) cudaEventDestroy(s->scratch_done);
+    if (unregister) cudaGraphicsUnregisterResource(s->resource); /* needs the texture's GL context current */
+    cudaGetLastError();
+}
+
+void glt_cuda_surface_unregister(glt_cuda_surface *s) {
+    if (!s) return;
+    surface_release(s, 1);
+    free(s);
+}
+
+void glt_cuda_surface_forget(glt_cuda_surface *s) {
+    if (!s) return;
+    surface_release(s, 0);
+    free(s);
+}
+
+/* Learns the mapped array's layout, checks it holds what the format promises, makes its surface. */
+static glt_status learn_surface(glt_cuda_surface *s, cudaArray_t array) {
+    struct cudaChannelFormatDesc d;
+    struct cudaExtent ext;
+    unsigned int flags;
+    cudaError_t e = cudaArrayGetInfo(&d, &ext, &flags, array);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaArrayGetInfo", "inspecting the mapped array of texture %u", s->name);
+    int bits[4] = {d.x, d.y, d.z, d.w};
+    int channels = 0;
+    for (int i = 0; i < 4; ++i) channels += bits[i] > 0;
+    int elem = d.x / 8;
+    if ((size_t)elem != glt_dtype_size(s->fmt->dtype) || channels < s->fmt->channels || channels == 3 ||
+        (int)ext.width != s->width || (int)ext.height != s->height)
+        return glt_fail(GLT_UNSUPPORTED_FORMAT,
+                        "texture %u is %s %dx%d in GL, but CUDA mapped it as a %zux%zu array of %d channel(s) of %d "
+                        "bits; please report this with your GPU and driver, and use backend='cpu' meanwhile",
+                        s->name, s->fmt->name, s->width, s->height, ext.width, ext.height, channels, d.x);
+    if (s->surface) {
+        cudaDestroySurfaceObject(s->surface);
+        s->surface = 0;
+    }
+    s->array = array;
+    s->array_channels = channels;
+    s->elem_bytes = elem;
+    if (s->linear) return GLT_OK; /* written through scratch and a 2D copy: no surface */
+    struct cudaResourceDesc res;
+    memset(&res, 0, sizeof res);
+    res.resType = cudaResourceTypeArray;
+    res.res.array.array = array;
+    e = cudaCreateSurfaceObject(&s->surface, &res);
+    if (e != cudaSuccess) {
+        s->surface = 0;
+        s->array = NULL;
+        return cuda_fail(e, "cudaCreateSurfaceObject", "writing texture %u (%s) through a surface", s->name,
+                         s->fmt->name);
+    }
+    return GLT_OK;
+}
+
+/* The linear path: the kernel writes the region's texels into scratch, one 2D copy moves them. */
+static glt_status write_linear(glt_cuda_surface *s, glt_scatter_spec *spec, cudaStream_t stream) {
+    size_t texel = (size_t)s->array_channels * s->elem_bytes, pitch = texel * spec->width;
+    size_t need = pitch * spec->height;
+    cudaError_t e;
+    if (!s->scratch_done && (e = cudaEventCreateWithFlags(&s->scratch_done, cudaEventDisableTiming)) != cudaSuccess)
+        return cuda_fail(e, "cudaEventCreateWithFlags", "ordering writes into texture %u", s->name);
+    /* The previous write may have been issued on another stream and still read the scratch. */
+    if ((e = cudaStreamWaitEvent(stream, s->scratch_done, 0)) != cudaSuccess)
+        return cuda_fail(e, "cudaStreamWaitEvent", "ordering writes into texture %u", s->name);
+    if (s->scratch_size < need) {
+        if (s->scratch) {
+            cudaStreamSynchronize(stream); /* ordered after the last write above: it is done with the scratch */
+            cudaFree(s->scratch);
+        }
+        s->scratch = NULL;
+        s->scratch_size = 0;
+        e = cudaMalloc(&s->scratch, need);
+        if (e != cudaSuccess)
+            return cuda_fail(e, "cudaMalloc", "a %zu-byte staging buffer for writing texture %u", need, s->name);
+        s->scratch_size = need;
+    }
+    spec->dst = s->scratch;
+    spec->dst_pitch = (long long)pitch;
+    int rc = glt_launch_scatter(0, spec, stream);
+    if (rc != 0)
+        return cuda_fail((cudaError_t)rc, "write kernel launch", "texture %u (%s), %dx%d region", s->name,
+                         s->fmt->name, spec->width, spec->height);
+    e = cudaMemcpy2DToArrayAsync(s->array, (size_t)spec->x0 * texel, (size_t)spec->y0, s->scratch, pitch, pitch,
+                                 (size_t)spec->height, cudaMemcpyDeviceToDevice, stream);
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cudaMemcpy2DToArrayAsync", "texture %u (%s), %dx%d region", s->name, s->fmt->name,
+                         spec->width, spec->height);
+    if ((e = cudaEventRecord(s->scratch_done, stream)) != cudaSuccess)
+        return cuda_fail(e, "cudaEventRecord", "ordering writes into texture %u", s->name);
+    return GLT_OK;
+}
+
+glt_status glt_cuda_surface_write(glt_cuda_surface *s, glt_scatter_spec *spec, int whole, void *stream) {
+    ON_DEVICE(s->device);
+    cudaStream_t st = (cudaStream_t)stream;
+    unsigned int flags = whole ? cudaGraphicsMapFlagsWriteDiscard : cudaGraphicsMapFlagsNone;
+    cudaError_t e;
+    if (flags != s->map_flags) {
+        e = cudaGraphicsResourceSetMapFlags(s->resource, flags);
+        if (e != cudaSuccess) return cuda_fail(e, "cudaGraphicsResourceSetMapFlags", "texture %u", s->name);
+        s->map_flags = flags;
+    }
+    e = cudaGraphicsMapResources(1, &s->resource, st);
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cudaGraphicsMapResources",
+                         "texture %u for writing; make sure its GL context is current and the stream belongs to CUDA "
+                         "device %d",
+                         s->name, s->device);
+    glt_status result = GLT_OK;
+    cudaArray_t array = NULL;
+    e = cudaGraphicsSubResourceGetMappedArray(&array, s->resource, 0, 0);
+    if (e != cudaSuccess) result = cuda_fail(e, "cudaGraphicsSubResourceGetMappedArray", "texture %u", s->name);
+    else if (array != s->array) result = learn_surface(s, array);
+    if (result == GLT_OK) {
+        spec->array_channels = s->array_channels; /* RGB8 is stored as RGBX: the fourth gets spec's alpha fill */
+        spec->elem_bytes = s->elem_bytes;
+        if (s->linear) {
+            result = write_linear(s, spec, st);
+        } else {
+            int rc = glt_launch_scatter((unsigned long long)s->surface, spec, stream);
+            if (rc != 0)
+                result = cuda_fail((cudaError_t)rc, "write kernel launch", "texture %u (%s), %dx%d region", s->name,
+                                   s->fmt->name, spec->width, spec->height);
+        }
+    }
+    e = cudaGraphicsUnmapResources(1, &s->resource, st);
+    if (e != cudaSuccess && result == GLT_OK)
+        result = cuda_fail(e, "cudaGraphicsUnmapResources", "texture %u after writing", s->name);
+    s->last_stream = stream;
+    s->wrote = 1;
+    return result;
+}
+
+glt_status glt_cuda_check_source(const void *ptr, int cuda_device, const char *what) {
+    ON_DEVICE(cuda_device);
+    struct cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, ptr);
+    if (e != cudaSuccess || (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)) {
+        cudaGetLastError();
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "the source for %s points at %p, which is not CUDA device memory; pass a CUDA tensor of "
+                        "device %d",
+                        what, ptr, cuda_device);
+    }
+    if (a.type == cudaMemoryTypeDevice && a.device != cuda_device)
+        return glt_fail(GLT_WRONG_DEVICE,
+                        "the source for %s lives on CUDA device %d, but the texture's GL context runs on device %d; "
+                        "move the tensor there first",
+                        what, a.device, cuda_device);
+    return GLT_OK;
+}
+
+/* ---- buffer.c: buffer objects mapped as linear device memory ---- */
+
+#define GLT_MAPBUF_CONSUMERS 4
+
+struct glt_cuda_mapbuf {
+    cudaGraphicsResource_t resource;
+    int device;
+    GLuint name;
+    unsigned int map_flags;
+    int mapped;
+    cudaStream_t stream;     /* of the current map */
+    cudaEvent_t map_done;    /* recorded right after the map, for consumers on other streams */
+    void *consumers[GLT_MAPBUF_CONSUMERS];
+    cudaEvent_t consumer_done[GLT_MAPBUF_CONSUMERS];
+    int n_consumers, overflow; /* overflow: more consumer streams than slots; the unmap waits for the device */
+};
+
+glt_status glt_cuda_mapbuf_register(GLuint name, int cuda_device, glt_cuda_mapbuf **out) {
+    ON_DEVICE(cuda_device);
+    glt_cuda_mapbuf *b = calloc(1, sizeof *b);
+    if (!b) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    b->device = cuda_device;
+    b->name = name;
+    b->map_flags = cudaGraphicsMapFlagsNone;
+    cudaError_t e = cudaGraphicsGLRegisterBuffer(&b->resource, name, cudaGraphicsRegisterFlagsNone);
+    if (e != cudaSuccess) {
+        free(b);
+        return cuda_fail(e, "cudaGraphicsGLRegisterBuffer",
+                         "buffer %u could not be registered with CUDA device %d; check that its GL context is current "
+                         "and runs on that GPU, and that the buffer has storage",
+                         name, cuda_device);
+    }
+    e = cudaEventCreateWithFlags(&b->map_done, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        cudaGraphicsUnregisterResource(b->resource);
+        free(b);
+        return cuda_fail(e, "cudaEventCreateWithFlags", "an event to order buffer %u's map", name);
+    }
+    *out = b;
+    return GLT_OK;
+}
+
+static glt_status mapbuf_set_flags(glt_cuda_mapbuf *b, int mode) {
+    unsigned int flags = mode == GLT_MAP_READ    ? cudaGraphicsMapFlagsReadOnly
+                         : mode == GLT_MAP_WRITE ? cudaGraphicsMapFlagsWriteDiscard
+                                                 : cudaGraphicsMapFlagsNone;
+    if (flags == b->map_flags) return GLT_OK;
+    cudaError_t e = cudaGraphicsResourceSetMapFlags(b->resource, flags);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaGraphicsResourceSetMapFlags", "buffer %u", b->name);
+    b->map_flags = flags;
+    return GLT_OK;
+}
+
+/* Maps on the current device (the caller entered it). */
+static glt_status mapbuf_map(glt_cuda_mapbuf *b, int mode, cudaStream_t stream, void **data, size_t *size) {
+    glt_status st = mapbuf_set_flags(b, mode);
+    if (st != GLT_OK) return st;
+    cudaError_t e = cudaGraphicsMapResources(1, &b->resource, stream);
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cudaGraphicsMapResources",
+                         "buffer %u; make sure its GL context is current and the stream belongs to CUDA device %d",
+                         b->name, b->device);
+    e = cudaGraphicsResourceGetMappedPointer(data, size, b->resource);
+    if (e != cudaSuccess) {
+        st = cuda_fail(e, "cudaGraphicsResourceGetMappedPointer", "buffer %u", b->name);
+        cudaGraphicsUnmapResources(1, &b->resource, stream);
+        cudaGetLastError();
+        return st;
+    }
+    b->mapped = 1;
+    b->stream = stream;
+    b->n_consumers = 0;
+    b->overflow = 0;
+    return GLT_OK;
+}
+
+static glt_status mapbuf_unmap(glt_cuda_mapbuf *b) {
+    /* Work the consumers queued on their streams until now must be done before GL gets the memory back. */
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < b->n_consumers && e == cudaSuccess; ++i) {
+        if (!b->consumer_done[i]) e = cudaEventCreateWithFlags(&b->consumer_done[i], cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventRecord(b->consumer_done[i], (cudaStream_t)b->consumers[i]);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(b->stream, b->consumer_done[i], 0);
+    }
+    if (e != cudaSuccess || b->overflow) {
+        cudaGetLastError(); /* a consumer stream destroyed meanwhile: wait for everything instead */
+        cudaDeviceSynchronize();
+    }
+    b->mapped = 0;
+    b->n_consumers = 0;
+    e = cudaGraphicsUnmapResources(1, &b->resource, b->stream);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaGraphicsUnmapResources", "buffer %u", b->name);
+    return GLT_OK;
+}
+
+glt_status glt_cuda_mapbuf_map(glt_cuda_mapbuf *b, int mode, void *stream, void **data, size_t *size) {
+    ON_DEVICE(b->device);
+    glt_status st = mapbuf_map(b, mode, (cudaStream_t)stream, data, size);
+    if (st != GLT_OK) return st;
+    cudaError_t e = cudaEventRecord(b->map_done, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        st = cuda_fail(e, "cudaEventRecord", "marking buffer %u's map", b->name);
+        mapbuf_unmap(b);
+    }
+    return st;
+}
+
+glt_status glt_cuda_mapbuf_consumer(glt_cuda_mapbuf *b, void *consumer) {
+    ON_DEVICE(b->device);
+    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)consumer, b->map_done, 0);
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cudaStreamWaitEvent",
+                         "making stream %p wait for buffer %u's map; pass a live CUDA stream of device %d", consumer,
+                         b->name, b->device);
+    for (int i = 0; i < b->n_consumers; ++i)
+        if (b->consumers[i] == consumer) return GLT_OK;
+    if (b->n_consumers < GLT_MAPBUF_CONSUMERS) b->consumers[b->n_consumers++] = consumer;
+    else b->overflow = 1;
+    return GLT_OK;
+}
+
+glt_status glt_cuda_mapbuf_unmap(glt_cuda_mapbuf *b) {
+    if (!b || !b->mapped) return GLT_OK;
+    ON_DEVICE(b->device);
+    return mapbuf_unmap(b);
+}
+
+glt_status glt_cuda_mapbuf_copy(glt_cuda_mapbuf *b, size_t offset, size_t bytes, void *dst, void *stream,
+                                void *ready_event) {
+    ON_DEVICE(b->device);
+    void *base = NULL;
+    size_t size = 0;
+    glt_status st = mapbuf_map(b, GLT_MAP_READ, (cudaStream_t)stream, &base, &size);
+    if (st != GLT_OK) return st;
+    cudaError_t e = cudaSuccess;
+    if (size < offset + bytes)
+        st = glt_fail(GLT_CUDA_ERROR, "CUDA mapped %zu bytes of buffer %u, fewer than the %zu asked at offset %zu",
+                      size, b->name, bytes, offset);
+    else if ((e = cudaMemcpyAsync(dst, (char *)base + offset, bytes, cudaMemcpyDeviceToDevice,
+                                  (cudaStream_t)stream)) != cudaSuccess)
+        st = cuda_fail(e, "cudaMemcpyAsync", "copying %zu bytes of buffer %u", bytes, b->name);
+    else if (ready_event && (e = cudaEventRecord((cudaEvent_t)ready_event, (cudaStream_t)stream)) != cudaSuccess)
+        st = cuda_fail(e, "cudaEventRecord", "marking buffer %u's copy as done", b->name);
+    glt_status u = mapbuf_unmap(b);
+    return st != GLT_OK ? st : u;
+}
+
+static void mapbuf_release(glt_cuda_mapbuf *b, int unregister) {
+    ON_DEVICE_OR(b->device, );
+    if (b->mapped && unregister) mapbuf_unmap(b); /* unmapping, too, needs the GL context current */
+    /* The last unmap must be done before the registration goes; the caller's stream may be gone by
+     * now, so a stream other than CUDA's defaults is waited for through the device. */
+    if ((uintptr_t)b->stream <= 2) cudaStreamSynchronize(b->stream);
+    else cudaDeviceSynchronize();
+    for (int i = 0; i < GLT_MAPBUF_CONSUMERS; ++i)
+        if (b->consumer_done[i]) cudaEventDestroy(b->consumer_done[i]);
+    cudaEventDestroy(b->map_done);
+    if (unregister) cudaGraphicsUnregisterResource(b->resource);
+    cudaGetLastError();
+}
+
+void glt_cuda_mapbuf_unregister(glt_cuda_mapbuf *b) {
+    if (!b) return;
+    mapbuf_release(b, 1);
+    free(b);
+}
+
+void glt_cuda_mapbuf_forget(glt_cuda_mapbuf *b) {
+    if (!b) return;
+    mapbuf_release(b, 0);
+    free(b);
+}
+
 #else /* no CUDA toolkit at build time: every entry says so, and captures use the CPU backend */
 
 static glt_status no_cuda(void) {
@@ -703,5 +1099,45 @@ glt_status glt_device_guard_enter(glt_device_guard *g, int device) {
     return no_cuda();
 }
 void glt_device_guard_exit(glt_device_guard *g) { (void)g; }
+
+/* upload.c and buffer.c */
+glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt, int width,
+                                     int height, glt_cuda_surface **out) {
+    (void)name, (void)target, (void)cuda_device, (void)fmt, (void)width, (void)height, (void)out;
+    return no_cuda();
+}
+void glt_cuda_surface_unregister(glt_cuda_surface *s) { (void)s; }
+void glt_cuda_surface_forget(glt_cuda_surface *s) { (void)s; }
+glt_status glt_cuda_surface_write(glt_cuda_surface *s, glt_scatter_spec *spec, int whole, void *stream) {
+    (void)s, (void)spec, (void)whole, (void)stream;
+    return no_cuda();
+}
+glt_status glt_cuda_check_source(const void *ptr, int cuda_device, const char *what) {
+    (void)ptr, (void)cuda_device, (void)what;
+    return no_cuda();
+}
+glt_status glt_cuda_mapbuf_register(GLuint name, int cuda_device, glt_cuda_mapbuf **out) {
+    (void)name, (void)cuda_device, (void)out;
+    return no_cuda();
+}
+void glt_cuda_mapbuf_unregister(glt_cuda_mapbuf *b) { (void)b; }
+void glt_cuda_mapbuf_forget(glt_cuda_mapbuf *b) { (void)b; }
+glt_status glt_cuda_mapbuf_map(glt_cuda_mapbuf *b, int mode, void *stream, void **data, size_t *size) {
+    (void)b, (void)mode, (void)stream, (void)data, (void)size;
+    return no_cuda();
+}
+glt_status glt_cuda_mapbuf_consumer(glt_cuda_mapbuf *b, void *consumer) {
+    (void)b, (void)consumer;
+    return no_cuda();
+}
+glt_status glt_cuda_mapbuf_unmap(glt_cuda_mapbuf *b) {
+    (void)b;
+    return GLT_OK;
+}
+glt_status glt_cuda_mapbuf_copy(glt_cuda_mapbuf *b, size_t offset, size_t bytes, void *dst, void *stream,
+                                void *ready_event) {
+    (void)b, (void)offset, (void)bytes, (void)dst, (void)stream, (void)ready_event;
+    return no_cuda();
+}
 
 #endif

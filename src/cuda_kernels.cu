@@ -185,3 +185,75 @@ extern "C" int glt_launch_gather(const glt_gather_item *items, int count, const 
     }
     return (int)cudaErrorInvalidValue;
 }
+
+// ---- texture writes (upload.c): the mirror of the gather kernel ----
+// One thread per pixel of the region reads its source channels (any strides, HWC or CHW), converts each
+// stored channel per write_convert.h, and stores the pixel with one surface write. Surface stores move
+// bytes, so the vector type only has to match the texel's size (a float16 texel is written as ushort).
+#include "write_convert.h"
+
+namespace {
+
+template <typename E, int N> struct texel;
+template <typename E> struct texel<E, 1> {
+    static __device__ __forceinline__ E make(const unsigned int *v) { return (E)v[0]; }
+};
+#define GLT_TEXEL(E, V)                                                                             \
+    template <> struct texel<E, 2> {                                                                \
+        static __device__ __forceinline__ V##2 make(const unsigned int *v) {                        \
+            return make_##V##2((E)v[0], (E)v[1]);                                                   \
+        }                                                                                           \
+    };                                                                                              \
+    template <> struct texel<E, 4> {                                                                \
+        static __device__ __forceinline__ V##4 make(const unsigned int *v) {                        \
+            return make_##V##4((E)v[0], (E)v[1], (E)v[2], (E)v[3]);                                 \
+        }                                                                                           \
+    };
+GLT_TEXEL(unsigned char, uchar)
+GLT_TEXEL(unsigned short, ushort)
+GLT_TEXEL(unsigned int, uint)
+#undef GLT_TEXEL
+
+template <typename E, int N>
+__global__ void scatter_kernel(cudaSurfaceObject_t surface, glt_scatter_spec s) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = blockIdx.y * blockDim.y + threadIdx.y; // GL row within the region, 0 = bottom
+    if (x >= s.width || row >= s.height) return;
+    int src_row = s.flip ? s.height - 1 - row : row;
+    const unsigned char *px =
+        (const unsigned char *)s.src + (long long)src_row * s.row_stride + (long long)x * s.px_stride;
+    unsigned int v[4];
+#pragma unroll
+    for (int c = 0; c < N; ++c) v[c] = glt_wc_element(&s, px, c);
+    auto t = texel<E, N>::make(v);
+    if (s.dst)
+        reinterpret_cast<decltype(t) *>((char *)s.dst + (long long)row * s.dst_pitch)[x] = t;
+    else
+        surf2Dwrite(t, surface, (s.x0 + x) * (int)sizeof(t), s.y0 + row);
+}
+
+template <typename E, int N> int launch_scatter(cudaSurfaceObject_t surface, const glt_scatter_spec *s, cudaStream_t st) {
+    dim3 block(32, 8);
+    dim3 grid((s->width + block.x - 1) / block.x, (s->height + block.y - 1) / block.y);
+    scatter_kernel<E, N><<<grid, block, 0, st>>>(surface, *s);
+    return (int)cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" int glt_launch_scatter(unsigned long long surface, const glt_scatter_spec *s, void *stream) {
+    cudaSurfaceObject_t sf = (cudaSurfaceObject_t)surface;
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (s->elem_bytes * 10 + s->array_channels) {
+    case 11: return launch_scatter<unsigned char, 1>(sf, s, st);
+    case 12: return launch_scatter<unsigned char, 2>(sf, s, st);
+    case 14: return launch_scatter<unsigned char, 4>(sf, s, st);
+    case 21: return launch_scatter<unsigned short, 1>(sf, s, st);
+    case 22: return launch_scatter<unsigned short, 2>(sf, s, st);
+    case 24: return launch_scatter<unsigned short, 4>(sf, s, st);
+    case 41: return launch_scatter<unsigned int, 1>(sf, s, st);
+    case 42: return launch_scatter<unsigned int, 2>(sf, s, st);
+    case 44: return launch_scatter<unsigned int, 4>(sf, s, st);
+    default: return (int)cudaErrorInvalidValue;
+    }
+}

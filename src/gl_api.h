@@ -109,6 +109,25 @@ typedef unsigned char GLubyte;
 #define GL_FLOAT 0x1406
 #define GL_HALF_FLOAT 0x140B
 
+/* upload.c / buffer.c: texture writes and buffer objects */
+#define GL_COPY_READ_BUFFER 0x8F36
+#define GL_COPY_WRITE_BUFFER 0x8F37
+#define GL_COPY_READ_BUFFER_BINDING 0x8F36
+#define GL_COPY_WRITE_BUFFER_BINDING 0x8F37
+#define GL_BUFFER_SIZE 0x8764
+#define GL_BUFFER_MAPPED 0x88BC
+#define GL_MAP_WRITE_BIT 0x0002
+#define GL_MAP_INVALIDATE_RANGE_BIT 0x0004
+#define GL_PIXEL_UNPACK_BUFFER 0x88EC
+#define GL_PIXEL_UNPACK_BUFFER_BINDING 0x88EF
+#define GL_UNPACK_SWAP_BYTES 0x0CF0
+#define GL_UNPACK_ROW_LENGTH 0x0CF2
+#define GL_UNPACK_SKIP_ROWS 0x0CF3
+#define GL_UNPACK_SKIP_PIXELS 0x0CF4
+#define GL_UNPACK_ALIGNMENT 0x0CF5
+#define GL_UNPACK_SKIP_IMAGES 0x806D
+#define GL_UNPACK_IMAGE_HEIGHT 0x806E
+
 typedef GLenum (*PFN_glGetError)(void);
 typedef void (*PFN_glGetIntegerv)(GLenum, GLint *);
 typedef const GLubyte *(*PFN_glGetString)(GLenum);
@@ -181,6 +200,11 @@ typedef void (*PFN_glClear)(GLbitfield);
 typedef void (*PFN_glDepthMask)(GLboolean);
 typedef void (*PFN_glGetDoublev)(GLenum, double *);
 typedef void (*PFN_glTexSubImage2D)(GLenum, GLint, GLint, GLint, GLsizei, GLsizei, GLenum, GLenum, const void *);
+/* upload.c / buffer.c (required: GL 3.0 has them all) */
+typedef GLboolean (*PFN_glIsBuffer)(GLuint);
+typedef void (*PFN_glGetBufferParameteriv)(GLenum, GLenum, GLint *);
+typedef void (*PFN_glGetBufferParameteri64v)(GLenum, GLenum, GLint64 *);
+typedef void (*PFN_glGetBufferSubData)(GLenum, GLintptr, GLsizeiptr, void *);
 
 /* The GL entry points gltensor uses; filled once by glt_gl_load(). */
 typedef struct glt_gl {
@@ -252,6 +276,11 @@ typedef struct glt_gl {
     PFN_glClear Clear;
     PFN_glDepthMask DepthMask;
     PFN_glGetDoublev GetDoublev;
+    /* upload.c / buffer.c (loaded as required entry points; TexSubImage2D above is checked where used) */
+    PFN_glIsBuffer IsBuffer;
+    PFN_glGetBufferParameteriv GetBufferParameteriv;
+    PFN_glGetBufferParameteri64v GetBufferParameteri64v;
+    PFN_glGetBufferSubData GetBufferSubData;
     int has_compute; /* every optional entry point above was found */
     /* GL 4.5 (ARB_get_texture_sub_image): reads a rectangle of a texture. Resolved on its own, NULL when absent;
      * usable only in a context of version 4.5 or later. */

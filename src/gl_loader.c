@@ -141,6 +141,11 @@ static void load_gl(void) {
     LOAD_GL(IsEnabled);
     LOAD_GL(Enable);
     LOAD_GL(Disable);
+    /* upload.c / buffer.c */
+    LOAD_GL(IsBuffer);
+    LOAD_GL(GetBufferParameteriv);
+    LOAD_GL(GetBufferParameteri64v);
+    LOAD_GL(GetBufferSubData);
 #undef LOAD_GL
     int all = 1;
 #define LOAD_OPT(fn)                                  \

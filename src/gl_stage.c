@@ -414,3 +414,144 @@ glt_status glt_stage_read_depth_host(glt_gl_stage *s, int flip, int mode, double
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)prev_pbo);
     return st;
 }
+
+/* ---- GL-side helpers of upload.c (texture writes) and buffer.c (buffer objects) ----
+ * Each binds what it needs, does its call, and restores the caller's binding (and unpack state), so
+ * that uploads and buffer maps leave the caller's GL state as it was. Buffers go through
+ * GL_COPY_WRITE_BUFFER, a binding point that draw and read state do not depend on. */
+
+static GLenum texture_binding_of(GLenum target) {
+    return target == GL_TEXTURE_RECTANGLE ? GL_TEXTURE_BINDING_RECTANGLE : GL_TEXTURE_BINDING_2D;
+}
+
+glt_status glt_gl_texture_query(const glt_gl *gl, GLuint name, GLenum target, int *width, int *height,
+                                GLenum *internal_format) {
+    glt_gl_drain_errors(gl);
+    if (name == 0 || !gl->IsTexture(name))
+        return glt_fail(GLT_INVALID_OBJECT,
+                        "texture %u does not exist in the current GL context (never created, deleted, or created "
+                        "in a context that does not share objects with this one); pass a live texture name",
+                        name);
+    GLint prev = 0, w = 0, h = 0, f = 0;
+    gl->GetIntegerv(texture_binding_of(target), &prev);
+    gl->BindTexture(target, name);
+    GLenum err = gl->GetError();
+    if (err == GL_NO_ERROR) {
+        gl->GetTexLevelParameteriv(target, 0, GL_TEXTURE_WIDTH, &w);
+        gl->GetTexLevelParameteriv(target, 0, GL_TEXTURE_HEIGHT, &h);
+        gl->GetTexLevelParameteriv(target, 0, GL_TEXTURE_INTERNAL_FORMAT, &f);
+    }
+    gl->BindTexture(target, (GLuint)prev);
+    glt_gl_drain_errors(gl);
+    if (err != GL_NO_ERROR)
+        return glt_fail(GLT_INVALID_OBJECT,
+                        "texture %u cannot be bound as %s (%s): it was created with another target; pass the target "
+                        "it was created with (GL_TEXTURE_2D or GL_TEXTURE_RECTANGLE)",
+                        name, glt_target_name(target), glt_gl_error_name(err));
+    if (w <= 0 || h <= 0)
+        return glt_fail(GLT_INVALID_OBJECT,
+                        "texture %u has no storage yet; allocate it (glTexImage2D or glTexStorage2D) before writing "
+                        "into it",
+                        name);
+    *width = w;
+    *height = h;
+    *internal_format = (GLenum)f;
+    return GLT_OK;
+}
+
+glt_status glt_gl_texture_write(const glt_gl *gl, GLuint name, GLenum target, int x, int y, int width, int height,
+                                GLenum format, GLenum type, const void *pixels) {
+    if (!gl->TexSubImage2D)
+        return glt_fail(GLT_GL_ERROR, "glTexSubImage2D is missing from this GL; the CPU backend cannot write textures");
+    static const GLenum unpack[] = {GL_UNPACK_ALIGNMENT, GL_UNPACK_ROW_LENGTH, GL_UNPACK_SKIP_ROWS,
+                                    GL_UNPACK_SKIP_PIXELS, GL_UNPACK_SWAP_BYTES, GL_UNPACK_IMAGE_HEIGHT,
+                                    GL_UNPACK_SKIP_IMAGES};
+    static const GLint tight[] = {1, 0, 0, 0, 0, 0, 0};
+    GLint saved[7], prev_tex = 0, prev_pbo = 0;
+    glt_gl_drain_errors(gl);
+    for (int i = 0; i < 7; ++i) {
+        gl->GetIntegerv(unpack[i], &saved[i]);
+        gl->PixelStorei(unpack[i], tight[i]);
+    }
+    gl->GetIntegerv(GL_PIXEL_UNPACK_BUFFER_BINDING, &prev_pbo);
+    gl->GetIntegerv(texture_binding_of(target), &prev_tex);
+    gl->BindBuffer(GL_PIXEL_UNPACK_BUFFER, 0); /* pixels is host memory, not an offset into a bound buffer */
+    gl->BindTexture(target, name);
+    gl->TexSubImage2D(target, 0, x, y, width, height, format, type, pixels);
+    GLenum err = gl->GetError();
+    gl->BindTexture(target, (GLuint)prev_tex);
+    gl->BindBuffer(GL_PIXEL_UNPACK_BUFFER, (GLuint)prev_pbo);
+    for (int i = 0; i < 7; ++i) gl->PixelStorei(unpack[i], saved[i]);
+    if (err != GL_NO_ERROR)
+        return glt_fail(GLT_GL_ERROR, "glTexSubImage2D of a %dx%d region at (%d, %d) into texture %u failed with %s",
+                        width, height, x, y, name, glt_gl_error_name(err));
+    return GLT_OK;
+}
+
+/* Binds `name` to GL_COPY_WRITE_BUFFER (the caller's binding in *prev); GLT_INVALID_OBJECT when deleted. */
+static glt_status buffer_bind(const glt_gl *gl, GLuint name, GLint *prev) {
+    glt_gl_drain_errors(gl);
+    if (name == 0 || !gl->IsBuffer(name))
+        return glt_fail(GLT_INVALID_OBJECT,
+                        "buffer %u does not exist in the current GL context (never created, deleted, or created in "
+                        "a context that does not share objects with this one); pass a live buffer name",
+                        name);
+    gl->GetIntegerv(GL_COPY_WRITE_BUFFER_BINDING, prev);
+    gl->BindBuffer(GL_COPY_WRITE_BUFFER, name);
+    return GLT_OK;
+}
+
+static glt_status buffer_unbind(const glt_gl *gl, GLuint name, GLint prev, const char *call) {
+    GLenum err = gl->GetError();
+    gl->BindBuffer(GL_COPY_WRITE_BUFFER, (GLuint)prev);
+    if (err != GL_NO_ERROR)
+        return glt_fail(GLT_GL_ERROR, "%s on buffer %u failed with %s", call, name, glt_gl_error_name(err));
+    return GLT_OK;
+}
+
+glt_status glt_gl_buffer_size(const glt_gl *gl, GLuint name, size_t *size, int *gl_mapped) {
+    GLint prev = 0, mapped = 0;
+    GLint64 bytes = 0;
+    glt_status st = buffer_bind(gl, name, &prev);
+    if (st != GLT_OK) return st;
+    gl->GetBufferParameteri64v(GL_COPY_WRITE_BUFFER, GL_BUFFER_SIZE, &bytes);
+    gl->GetBufferParameteriv(GL_COPY_WRITE_BUFFER, GL_BUFFER_MAPPED, &mapped);
+    st = buffer_unbind(gl, name, prev, "glGetBufferParameteri64v(GL_BUFFER_SIZE)");
+    *size = bytes > 0 ? (size_t)bytes : 0;
+    if (gl_mapped) *gl_mapped = mapped != 0;
+    return st;
+}
+
+glt_status glt_gl_buffer_map(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, GLbitfield access,
+                             void **out) {
+    GLint prev = 0;
+    glt_status st = buffer_bind(gl, name, &prev);
+    if (st != GLT_OK) return st;
+    *out = gl->MapBufferRange(GL_COPY_WRITE_BUFFER, (GLintptr)offset, (GLsizeiptr)bytes, access);
+    st = buffer_unbind(gl, name, prev, "glMapBufferRange");
+    if (st == GLT_OK && !*out)
+        st = glt_fail(GLT_GL_ERROR, "glMapBufferRange of %zu bytes at %zu of buffer %u returned NULL", bytes, offset,
+                      name);
+    return st;
+}
+
+glt_status glt_gl_buffer_unmap(const glt_gl *gl, GLuint name) {
+    GLint prev = 0;
+    glt_status st = buffer_bind(gl, name, &prev);
+    if (st != GLT_OK) return st;
+    GLboolean ok = gl->UnmapBuffer(GL_COPY_WRITE_BUFFER);
+    st = buffer_unbind(gl, name, prev, "glUnmapBuffer");
+    if (st == GLT_OK && !ok)
+        st = glt_fail(GLT_GL_ERROR, "glUnmapBuffer of buffer %u reported its contents corrupted (the driver lost "
+                                    "the mapping, e.g. after a mode switch); write them again",
+                      name);
+    return st;
+}
+
+glt_status glt_gl_buffer_get(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, void *dst) {
+    GLint prev = 0;
+    glt_status st = buffer_bind(gl, name, &prev);
+    if (st != GLT_OK) return st;
+    gl->GetBufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)offset, (GLsizeiptr)bytes, dst);
+    return buffer_unbind(gl, name, prev, "glGetBufferSubData");
+}

@@ -314,4 +314,67 @@ void glt_cpu_reader_destroy(glt_cpu_reader *r); /* needs the context current to 
 glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int width, int height, const glt_rect *rect,
                                void *dst, size_t dst_pitch, int flip);
 
+
+/* ---- upload.c / buffer.c: the GL-side helpers (gl_stage.c) and the CUDA side (cuda_backend.c) ---- */
+/* Size and internal format of level 0 of a texture, restoring the binding it touches. */
+glt_status glt_gl_texture_query(const glt_gl *gl, GLuint name, GLenum target, int *width, int *height,
+                                GLenum *internal_format);
+/* glTexSubImage2D of tightly packed rows (bottom row first) with the caller's unpack state and
+ * bindings saved, reset and restored. */
+glt_status glt_gl_texture_write(const glt_gl *gl, GLuint name, GLenum target, int x, int y, int width, int height,
+                                GLenum format, GLenum type, const void *pixels);
+/* Buffer objects, bound to GL_COPY_WRITE_BUFFER for each call and the binding restored. */
+glt_status glt_gl_buffer_size(const glt_gl *gl, GLuint name, size_t *size, int *gl_mapped);
+glt_status glt_gl_buffer_map(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, GLbitfield access,
+                             void **out);
+glt_status glt_gl_buffer_unmap(const glt_gl *gl, GLuint name);
+glt_status glt_gl_buffer_get(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, void *dst);
+
+/* backend_choice.c: the backend an upload or buffer of `what` uses (the rule capture follows: CUDA when
+ * the current GL context runs on a CUDA device, unless 'cpu' was asked; 'cuda' fails when it cannot). */
+glt_status glt_choose_backend(glt_backend requested, int requested_device, const char *what, glt_backend *backend,
+                              int *cuda_device, char *reason, size_t reason_size);
+
+/* context_switch.c: makes `ctx` current in this thread (surfaceless; EGL contexts only) to release an object
+ * in its own context. 1 when ctx is current on return (already, or now); 0 when it cannot be made current
+ * here. glt_gl_context_leave puts the caller's context (or none) back. */
+typedef struct glt_gl_context_saved {
+    glt_gl_context_id prev, entered;
+    void *draw, *read;
+    int switched;
+} glt_gl_context_saved;
+int glt_gl_context_enter(glt_gl_context_id ctx, glt_gl_context_saved *saved);
+void glt_gl_context_leave(glt_gl_context_saved *saved);
+
+/* How a texture's format is written (GLT_DST_*, kernels.h), or -1 when it cannot be. */
+int glt_write_dst_type(const glt_format *fmt);
+
+/* A texture registered with CUDA for writing (surface load/store). */
+typedef struct glt_cuda_surface glt_cuda_surface;
+glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt, int width,
+                                     int height, glt_cuda_surface **out);
+void glt_cuda_surface_unregister(glt_cuda_surface *s); /* synchronises the last write's stream first */
+/* Frees what CUDA allocated for s (surface, staging) but leaves its registration to the driver: for a
+ * texture whose GL context cannot be entered any more. */
+void glt_cuda_surface_forget(glt_cuda_surface *s);
+/* Maps the texture (write-discard when `whole`), writes spec's region in one kernel (spec's array
+ * layout fields are filled from the mapped array), and unmaps, all on stream. */
+glt_status glt_cuda_surface_write(glt_cuda_surface *s, glt_scatter_spec *spec, int whole, void *stream);
+/* GLT_OK when ptr is CUDA memory of cuda_device; else GLT_WRONG_DEVICE / GLT_INVALID_ARGUMENT naming `what`. */
+glt_status glt_cuda_check_source(const void *ptr, int cuda_device, const char *what);
+
+/* A buffer object registered with CUDA for mapping as linear memory. */
+typedef struct glt_cuda_mapbuf glt_cuda_mapbuf;
+glt_status glt_cuda_mapbuf_register(GLuint name, int cuda_device, glt_cuda_mapbuf **out);
+void glt_cuda_mapbuf_unregister(glt_cuda_mapbuf *b);
+void glt_cuda_mapbuf_forget(glt_cuda_mapbuf *b); /* as glt_cuda_surface_forget */
+/* Maps for mode (glt_map_mode) on stream; *data and *size: the whole buffer's device memory. */
+glt_status glt_cuda_mapbuf_map(glt_cuda_mapbuf *b, int mode, void *stream, void **data, size_t *size);
+/* consumer waits for the map; the unmap will wait for work queued on consumer until then. */
+glt_status glt_cuda_mapbuf_consumer(glt_cuda_mapbuf *b, void *consumer);
+glt_status glt_cuda_mapbuf_unmap(glt_cuda_mapbuf *b);
+/* Maps read-only, copies bytes at offset into dst, records ready_event (if any), unmaps: on stream. */
+glt_status glt_cuda_mapbuf_copy(glt_cuda_mapbuf *b, size_t offset, size_t bytes, void *dst, void *stream,
+                                void *ready_event);
+
 #endif

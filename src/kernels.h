@@ -40,6 +40,31 @@ int glt_launch_depth(const float *src, int width, int height, int flip, int mode
 /* Returns 0 or a cudaError_t. */
 int glt_launch_gather(const glt_gather_item *items, int count, const glt_gather_spec *spec, void *stream);
 
+/* ---- texture writes (upload.c): one source tensor into a region of a mapped array, through a surface ---- */
+/* Source element types and stored element types of a write. */
+enum { GLT_SRC_UINT8 = 0, GLT_SRC_UINT16, GLT_SRC_UINT32, GLT_SRC_FLOAT16, GLT_SRC_FLOAT32 };
+enum { GLT_DST_UNORM8 = 0, GLT_DST_UNORM16, GLT_DST_FLOAT16, GLT_DST_FLOAT32, GLT_DST_UINT8, GLT_DST_UINT16,
+       GLT_DST_UINT32 };
+/* How a source element becomes a stored one: its bits as they are, through float, or as an integer. */
+enum { GLT_WRITE_COPY = 0, GLT_WRITE_FLOAT, GLT_WRITE_INT };
+
+typedef struct glt_scatter_spec {
+    const void *src;                          /* element (row 0, column 0, channel 0) of the source */
+    long long row_stride, px_stride, ch_stride; /* bytes */
+    int src_type, dst_type, mode;
+    int array_channels, elem_bytes;           /* the destination's stored layout (CUDA: the mapped array's) */
+    int map[4];                               /* stored channel c <- source channel map[c]; -1: fill[c] */
+    unsigned int fill[4];                     /* stored bits of the channels no source channel names */
+    int x0, y0, width, height;                /* region of the array; y0 counts from GL's bottom row */
+    int flip;                                 /* 1: source row 0 goes to the region's top row */
+    void *dst;                                /* NULL: write the surface; else linear texels of the region */
+    long long dst_pitch;                      /* bytes between rows of dst (region row 0 = its bottom row) */
+} glt_scatter_spec;
+
+/* surface: a cudaSurfaceObject_t of the mapped array (unused when spec->dst is set). Returns 0 or a
+ * cudaError_t. */
+int glt_launch_scatter(unsigned long long surface, const glt_scatter_spec *spec, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

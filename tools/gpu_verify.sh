@@ -2,6 +2,7 @@
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
 #   bash tools/gpu_verify.sh STEP...   steps: tests bench convert suite quick quickclears depth engines panda3d
+#                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 # Carry `.gl` (GL loader packages, see the device tool's README) and, for `engines`, `.whl` with the
 # engines' cp312 wheels. They do not fit one call (64 MiB): panda3d alone is 54 MB, so carry it in one
@@ -63,6 +64,27 @@ for step in "$@"; do
         timeout 420 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_panda3d_prc.py \
             tests/test_mujoco.py tests/test_moderngl.py tests/test_c_example.py > "$OUT/engines.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/engines.log" | tail -30 ;;
+    upload) # tensor -> GL (issue 15): its tests on the CUDA backend (uploads, buffer maps, the C example, the
+            # examples, the device rule), the particle example at 1M particles, then the benchmark (~1 minute)
+        timeout 300 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_upload.py tests/test_buffer.py \
+            tests/test_c_upload_example.py tests/test_upload_examples.py tests/test_bench_upload.py \
+            tests/test_device_guard.py > "$OUT/upload_tests.log" 2>&1
+        grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/upload_tests.log" | tail -30
+        grep -E "^E  " "$OUT/upload_tests.log" | head -30
+        # the fallback for formats a surface cannot bind (kernel into a staging buffer + one 2D copy), forced
+        GLTENSOR_UPLOAD_PATH=copy timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_upload.py \
+            > "$OUT/upload_copy_path.log" 2>&1
+        echo "copy path: $(grep -E "passed|failed" "$OUT/upload_copy_path.log" | tail -1)"
+        timeout 120 python3 examples/torch_particles.py --million --frames 30 --size 512 512 \
+            --out "$OUT/particles.gif" 2>&1 | tail -3
+        timeout 60 python3 examples/torch_texture_viewer.py --size 1024 1024 --frames 60 --out "$OUT/viewer.png" 2>&1 | tail -2
+        timeout 180 python3 -m gltensor.bench --upload --json "$OUT/upload.json" > "$OUT/upload_bench.log" 2>&1
+        tail -16 "$OUT/upload_bench.log" ;;
+    memcheck-upload) # out-of-bounds surface writes or buffer accesses of the upload and buffer paths
+        GLTENSOR_UNDER_SANITIZER=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 99 \
+            --log-file "$OUT/memcheck_upload.txt" python3 -m pytest -q -p no:cacheprovider -x tests/test_upload.py \
+            tests/test_buffer.py -k cuda > "$OUT/memcheck_upload.log" 2>&1; echo "memcheck exit $? (99: errors found)"
+        tail -3 "$OUT/memcheck_upload.log"; grep -E "ERROR SUMMARY|Invalid" "$OUT/memcheck_upload.txt" | sort | uniq -c | head ;;
     multigpu) # correctness on every device: the multigpu tests (device 0 and 1, torch on the other GPU),
               # CUDA_VISIBLE_DEVICES permutations, LOCAL_RANK, engines on the rank's GPU, the DDP example per GPU
         timeout 420 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_device_guard.py tests/test_multigpu.py \

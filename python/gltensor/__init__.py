@@ -38,6 +38,8 @@ from ._gltensor import (  # noqa: F401  (re-exported API)
     cuda_unavailable_reason,
 )
 from .devices import default_cuda_device, egl_device_index  # noqa: F401
+from ._gltensor import Buffer, BufferView, Upload  # noqa: F401  (tensor -> GL)
+from .to_gl import map_buffer, read_buffer, upload  # noqa: F401
 
 __all__ = [
     "Capture", "Batch", "Atlas", "Context", "Frame",
@@ -46,4 +48,5 @@ __all__ = [
     "GLTensorError", "NoContextError", "WrongContextError", "InvalidObjectError", "UnsupportedFormatError",
     "WrongDeviceError", "CudaUnavailableError", "ClosedError", "InvalidArgumentError", "CudaError", "GLError",
     "EGLError", "OutOfMemoryError", "__version__",
+    "Upload", "Buffer", "BufferView", "upload", "map_buffer", "read_buffer",
 ]

@@ -200,6 +200,15 @@ def build_parser():
     ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto", help="gltensor backend")
     ap.add_argument("--strict", action="store_true", help="exit 3 when a headline verdict is FAIL")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    # Tensor -> GL (python/gltensor/_bench_upload.py): its own cases and paths; --sizes, --runs, --min-steps,
+    # --warmup, --seconds, --json and --strict apply.
+    ap.add_argument("--upload", action="store_true",
+                    help="benchmark tensor -> OpenGL instead: tensor -> texture (default sizes 256,1024; CPU "
+                         "backend 64,256) and tensor -> vertex buffer (--vertices) against the numpy -> "
+                         "glTexSubImage2D / glBufferSubData round trip, with the draw that uses the data")
+    ap.add_argument("--vertices", type=int, default=None,
+                    help="--upload: float4 vertices of the vertex-buffer case (default 1,000,000; CPU backend "
+                         "16,384; 0: no vertex case)")
     # For the tests: corrupts one byte of this path's output in the check, which must then fail the run.
     ap.add_argument("--inject-mismatch", metavar="PATH", default=None, help=argparse.SUPPRESS)
     return ap
@@ -766,6 +775,9 @@ def main(argv=None):
     args.warmup = max(args.warmup, 10)
     if args.from_json:
         return from_json(args.from_json, args.plot)
+    if args.upload:
+        from ._bench_upload import run_upload
+        return run_upload(args)
     if args.seconds is None:
         args.seconds = 0.25 if args.quick else 0.4
     if args.path_budget is None:

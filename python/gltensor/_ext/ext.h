@@ -23,6 +23,10 @@ typedef struct gltensor_state {
     PyObject *errors[GLT_STATUS_COUNT_]; /* subclass per status */
     PyObject *str_flip, *str_stream, *str_out;                 /* interned keyword names */
     PyObject *str_cuda_stream, *str_ptr, *str_handle, *str_value; /* stream attributes */
+    /* upload.c, buffer.c */
+    PyTypeObject *upload_type;
+    PyTypeObject *buffer_type;
+    PyTypeObject *buffer_view_type;
 } gltensor_state;
 
 extern PyModuleDef gltensor_module_def;
@@ -38,6 +42,9 @@ extern PyType_Spec glt_capture_spec;
 extern PyType_Spec glt_frame_spec;
 extern PyType_Spec glt_batch_spec;
 extern PyType_Spec glt_atlas_spec;
+extern PyType_Spec glt_upload_spec;      /* upload.c */
+extern PyType_Spec glt_buffer_spec;      /* buffer.c */
+extern PyType_Spec glt_buffer_view_spec; /* buffer.c */
 
 /* gltensor.Capture's instance layout, shared with Batch (which reads its sources' handles). */
 typedef struct {

@@ -220,6 +220,13 @@ static int module_exec(PyObject *m) {
         PyModule_AddType(m, st->frame_type) < 0 || PyModule_AddType(m, st->batch_type) < 0 ||
         PyModule_AddType(m, st->atlas_type) < 0)
         return -1;
+    /* Tensor -> GL: uploads into textures, buffer objects as tensors. */
+    st->upload_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_upload_spec, NULL);
+    st->buffer_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_buffer_spec, NULL);
+    st->buffer_view_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_buffer_view_spec, NULL);
+    if (!st->upload_type || !st->buffer_type || !st->buffer_view_type || PyModule_AddType(m, st->upload_type) < 0 ||
+        PyModule_AddType(m, st->buffer_type) < 0 || PyModule_AddType(m, st->buffer_view_type) < 0)
+        return -1;
     if (!(st->str_flip = intern("flip")) || !(st->str_stream = intern("stream")) || !(st->str_out = intern("out")) ||
         !(st->str_cuda_stream = intern("cuda_stream")) || !(st->str_ptr = intern("ptr")) ||
         !(st->str_handle = intern("handle")) || !(st->str_value = intern("value")))
@@ -242,6 +249,9 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
     Py_VISIT(st->batch_type);
     Py_VISIT(st->atlas_type);
     Py_VISIT(st->error);
+    Py_VISIT(st->upload_type);
+    Py_VISIT(st->buffer_type);
+    Py_VISIT(st->buffer_view_type);
     for (int i = 0; i < GLT_STATUS_COUNT_; ++i) Py_VISIT(st->errors[i]);
     return 0;
 }
@@ -254,6 +264,9 @@ static int module_clear(PyObject *m) {
     Py_CLEAR(st->batch_type);
     Py_CLEAR(st->atlas_type);
     Py_CLEAR(st->error);
+    Py_CLEAR(st->upload_type);
+    Py_CLEAR(st->buffer_type);
+    Py_CLEAR(st->buffer_view_type);
     for (int i = 0; i < GLT_STATUS_COUNT_; ++i) Py_CLEAR(st->errors[i]);
     Py_CLEAR(st->str_flip);
     Py_CLEAR(st->str_stream);

@@ -1,0 +1,823 @@
+/*
+ * gltensor.Buffer: a GL buffer object registered once, mapped as a zero-copy tensor view or copied.
+ * gltensor.BufferView: what a map or a read gives, exported through DLPack, __cuda_array_interface__
+ * (CUDA) or __array_interface__ (CPU backend), with any dtype and shape that fit the mapped bytes.
+ *
+ * What is guarded after the mapping ends (Buffer.unmap(), or leaving gltensor.map_buffer's block): the
+ * view itself refuses every export (__dlpack__ raises BufferError, the interfaces raise ClosedError).
+ * What cannot be: a tensor a framework already made from the view (torch.from_dlpack(view),
+ * torch.as_tensor(view), cupy.asarray(view)) points at the mapping with no way to revoke it, as any
+ * DLPack consumer does; using such a tensor after the block is the caller's error (undefined results).
+ * Copies (Buffer.read) are never revoked: they own their memory.
+ */
+#include "ext.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <structmember.h>
+
+#include "dlpack.h"
+
+/* ---- element types a view may have ---- */
+typedef struct {
+    const char *name, *typestr;
+    uint8_t code, bits;
+} view_dtype;
+
+static const view_dtype dtypes[] = {
+    {"uint8", "|u1", kDLUInt, 8},    {"int8", "|i1", kDLInt, 8},       {"uint16", "<u2", kDLUInt, 16},
+    {"int16", "<i2", kDLInt, 16},    {"uint32", "<u4", kDLUInt, 32},   {"int32", "<i4", kDLInt, 32},
+    {"uint64", "<u8", kDLUInt, 64},  {"int64", "<i8", kDLInt, 64},     {"float16", "<f2", kDLFloat, 16},
+    {"float32", "<f4", kDLFloat, 32}, {"float64", "<f8", kDLFloat, 64},
+};
+#define N_DTYPES ((int)(sizeof dtypes / sizeof *dtypes))
+
+/* 'float32', numpy.float32, numpy.dtype('float32'), torch.float32 -> index into dtypes. */
+static int parse_view_dtype(PyObject *obj) {
+    PyObject *name = NULL;
+    if (PyUnicode_Check(obj)) name = Py_NewRef(obj);
+    else if (PyType_Check(obj)) name = PyObject_GetAttrString(obj, "__name__");
+    else if (PyObject_HasAttrString(obj, "name")) name = PyObject_GetAttrString(obj, "name");
+    if (!name || !PyUnicode_Check(name)) {
+        Py_XDECREF(name);
+        PyErr_Clear();
+        name = PyObject_Str(obj); /* torch.float32 -> "torch.float32" */
+        if (!name) return -1;
+    }
+    const char *s = PyUnicode_AsUTF8(name);
+    if (!s) {
+        Py_DECREF(name);
+        return -1;
+    }
+    const char *dot = strrchr(s, '.');
+    if (dot) s = dot + 1;
+    static const struct {
+        const char *alias, *name;
+    } aliases[] = {{"float", "float32"}, {"half", "float16"}, {"double", "float64"}, {"int", "int32"},
+                   {"short", "int16"},   {"long", "int64"}};
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; ++i)
+        if (!strcmp(s, aliases[i].alias)) s = aliases[i].name;
+    for (int i = 0; i < N_DTYPES; ++i)
+        if (!strcmp(s, dtypes[i].name)) {
+            Py_DECREF(name);
+            return i;
+        }
+    PyErr_Format(PyExc_ValueError,
+                 "dtype must be one of uint8, int8, uint16, int16, uint32, int32, uint64, int64, float16, float32, "
+                 "float64 (a name, a NumPy or a torch dtype), not %R",
+                 obj);
+    Py_DECREF(name);
+    return -1;
+}
+
+/* ---- BufferView ---- */
+#define MAX_DIMS 8
+
+typedef struct BufferObject BufferObject;
+
+typedef struct {
+    PyObject_HEAD
+    gltensor_state *st;
+    BufferObject *buffer; /* the mapped buffer (strong), or NULL for a copy */
+    glt_frame *frame;     /* the copy's memory, or NULL for a mapping */
+    int valid;            /* 0 once the mapping ended */
+    unsigned name;
+    void *data;
+    size_t nbytes;
+    glt_memory memory;
+    int cuda_device;
+    void *stream;
+    int read_only;
+    int dtype;
+    int ndim;
+    int64_t shape[MAX_DIMS];
+} ViewObject;
+
+struct BufferObject {
+    PyObject_HEAD
+    gltensor_state *st;
+    glt_buffer *buf; /* NULL once closed */
+    unsigned name;
+    ViewObject *view; /* the live mapping's view (borrowed; it clears itself here when it goes) */
+};
+
+static PyObject *view_ended(ViewObject *self, PyObject *exc) {
+    PyErr_Format(exc,
+                 "this view of buffer %u was unmapped (its map_buffer block ended, or Buffer.unmap() ran): GL owns "
+                 "the memory again; map the buffer again (or use gltensor.read_buffer for a copy that stays valid)",
+                 self->name);
+    return NULL;
+}
+
+static int view_is_cuda(const ViewObject *v) { return v->memory == GLT_MEMORY_CUDA; }
+
+/* Parses shape (None, int, or a tuple with at most one -1) for nbytes of dtype d into the view. */
+static int parse_shape(gltensor_state *st, PyObject *shape, size_t nbytes, int d, unsigned name, ViewObject *v,
+                       size_t *used) {
+    size_t item = dtypes[d].bits / 8;
+    if (shape == Py_None) {
+        if (nbytes % item) {
+            PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
+                         "buffer %u's %zu bytes are not a whole number of %s elements; pass shape= (or offset=)",
+                         name, nbytes, dtypes[d].name);
+            return -1;
+        }
+        v->ndim = 1;
+        v->shape[0] = (int64_t)(nbytes / item);
+        *used = nbytes;
+        return 0;
+    }
+    PyObject *seq = PyLong_Check(shape) ? PyTuple_Pack(1, shape) : PySequence_Tuple(shape);
+    if (!seq) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    if (n < 1 || n > MAX_DIMS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "shape must have 1 to %d dimensions", MAX_DIMS);
+        return -1;
+    }
+    int infer = -1;
+    size_t count = 1;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        long long s = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+        if (s == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (s == -1 && infer < 0) infer = (int)i;
+        else if (s < 0) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_ValueError, "shape entries must be non-negative (one may be -1: inferred)");
+            return -1;
+        } else count *= (size_t)s;
+        v->shape[i] = s;
+    }
+    Py_DECREF(seq);
+    v->ndim = (int)n;
+    if (infer >= 0) {
+        size_t per = count * item;
+        if (per == 0 || nbytes % per) {
+            PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
+                         "buffer %u's %zu bytes cannot be split into whole rows of the shape given (%zu bytes each)",
+                         name, nbytes, per);
+            return -1;
+        }
+        v->shape[infer] = (int64_t)(nbytes / per);
+        count *= (size_t)v->shape[infer];
+    }
+    *used = count * item;
+    if (*used > nbytes) {
+        PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
+                     "shape and dtype %s need %zu bytes but buffer %u has %zu from the offset; ask for a smaller "
+                     "shape, or allocate a larger buffer (glBufferData)",
+                     dtypes[d].name, *used, name, nbytes);
+        return -1;
+    }
+    if (*used == 0) {
+        PyErr_SetString(PyExc_ValueError, "the view would be empty; give a shape with at least one element");
+        return -1;
+    }
+    return 0;
+}
+
+static ViewObject *view_new(gltensor_state *st, unsigned name) {
+    ViewObject *v = PyObject_New(ViewObject, st->buffer_view_type);
+    if (!v) return NULL;
+    v->st = st;
+    v->buffer = NULL;
+    v->frame = NULL;
+    v->valid = 1;
+    v->name = name;
+    v->data = NULL;
+    v->nbytes = 0;
+    v->memory = GLT_MEMORY_HOST;
+    v->cuda_device = -1;
+    v->stream = NULL;
+    v->read_only = 0;
+    v->dtype = 0;
+    v->ndim = 0;
+    return v;
+}
+
+static void view_dealloc(ViewObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    if (self->buffer) {
+        if (self->buffer->view == self) self->buffer->view = NULL;
+        Py_DECREF(self->buffer);
+    }
+    glt_frame_destroy(self->frame);
+    PyObject_Free(self);
+    Py_DECREF(tp);
+}
+
+/* DLPack capsules (one allocation: managed struct, shape, strides), as frame.c makes them. */
+typedef struct {
+    DLManagedTensorVersioned managed;
+    int64_t shape[MAX_DIMS], strides[MAX_DIMS];
+} versioned_block;
+typedef struct {
+    DLManagedTensor managed;
+    int64_t shape[MAX_DIMS], strides[MAX_DIMS];
+} legacy_block;
+
+static void release_owner(void *owner) {
+    if (!Py_IsInitialized()) return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_XDECREF((PyObject *)owner);
+    PyGILState_Release(g);
+}
+static void versioned_deleter(DLManagedTensorVersioned *m) {
+    void *owner = m->manager_ctx;
+    PyMem_RawFree(m);
+    release_owner(owner);
+}
+static void legacy_deleter(DLManagedTensor *m) {
+    void *owner = m->manager_ctx;
+    PyMem_RawFree(m);
+    release_owner(owner);
+}
+static void versioned_capsule_destructor(PyObject *capsule) {
+    if (!PyCapsule_IsValid(capsule, "dltensor_versioned")) return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    if (m && m->deleter) m->deleter(m);
+    PyErr_Restore(t, v, tb);
+}
+static void legacy_capsule_destructor(PyObject *capsule) {
+    if (!PyCapsule_IsValid(capsule, "dltensor")) return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    DLManagedTensor *m = PyCapsule_GetPointer(capsule, "dltensor");
+    if (m && m->deleter) m->deleter(m);
+    PyErr_Restore(t, v, tb);
+}
+
+static void fill_tensor(const ViewObject *v, DLTensor *t, int64_t *shape, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = v->ndim - 1; i >= 0; --i) {
+        shape[i] = v->shape[i];
+        strides[i] = s;
+        s *= v->shape[i];
+    }
+    t->data = v->data;
+    t->device.device_type = view_is_cuda(v) ? kDLCUDA : kDLCPU;
+    t->device.device_id = view_is_cuda(v) ? v->cuda_device : 0;
+    t->ndim = v->ndim;
+    t->dtype.code = dtypes[v->dtype].code;
+    t->dtype.bits = dtypes[v->dtype].bits;
+    t->dtype.lanes = 1;
+    t->shape = shape;
+    t->strides = strides;
+    t->byte_offset = 0;
+}
+
+static PyObject *make_capsule(ViewObject *v, int versioned) {
+    PyObject *capsule;
+    if (versioned) {
+        versioned_block *b = PyMem_RawCalloc(1, sizeof *b);
+        if (!b) return PyErr_NoMemory();
+        b->managed.version.major = DLPACK_MAJOR_VERSION;
+        b->managed.version.minor = DLPACK_MINOR_VERSION;
+        b->managed.flags = v->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+        if (v->frame) b->managed.flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+        b->managed.deleter = versioned_deleter;
+        fill_tensor(v, &b->managed.dl_tensor, b->shape, b->strides);
+        capsule = PyCapsule_New(&b->managed, "dltensor_versioned", versioned_capsule_destructor);
+        if (!capsule) {
+            PyMem_RawFree(b);
+            return NULL;
+        }
+        b->managed.manager_ctx = Py_NewRef(v);
+    } else {
+        legacy_block *b = PyMem_RawCalloc(1, sizeof *b);
+        if (!b) return PyErr_NoMemory();
+        b->managed.deleter = legacy_deleter;
+        fill_tensor(v, &b->managed.dl_tensor, b->shape, b->strides);
+        capsule = PyCapsule_New(&b->managed, "dltensor", legacy_capsule_destructor);
+        if (!capsule) {
+            PyMem_RawFree(b);
+            return NULL;
+        }
+        b->managed.manager_ctx = Py_NewRef(v);
+    }
+    return capsule;
+}
+
+static PyObject *view_dlpack(ViewObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
+    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OOO:__dlpack__", kwlist, &stream, &max_version, &dl_device,
+                                     &copy))
+        return NULL;
+    if (!self->valid) return view_ended(self, PyExc_BufferError);
+    int major = 0;
+    if (max_version != Py_None) {
+        if (!PyTuple_Check(max_version) || PyTuple_GET_SIZE(max_version) < 1) {
+            PyErr_SetString(PyExc_TypeError, "max_version must be None or a (major, minor) tuple");
+            return NULL;
+        }
+        major = (int)PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
+        if (major == -1 && PyErr_Occurred()) return NULL;
+    }
+    if (copy != Py_None && PyObject_IsTrue(copy) == 1) {
+        PyErr_SetString(PyExc_BufferError, "this view is the GL buffer's memory and gltensor does not copy it on "
+                                           "export; use gltensor.read_buffer for a copy, or copy in your framework");
+        return NULL;
+    }
+    int my_type = view_is_cuda(self) ? kDLCUDA : kDLCPU, my_id = view_is_cuda(self) ? self->cuda_device : 0;
+    if (dl_device != Py_None) {
+        int t, id;
+        if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &t, &id)) return NULL;
+        if (t != my_type || id != my_id) {
+            PyErr_Format(PyExc_BufferError, "the view lives on DLPack device (%d, %d); gltensor does not copy "
+                                            "across devices",
+                         my_type, my_id);
+            return NULL;
+        }
+    }
+    if (major < 1 && self->read_only) {
+        /* A legacy capsule cannot say read-only: refuse rather than hand out writable memory GL reads back
+         * as unchanged (mode='read' discards writes). */
+        PyErr_Format(PyExc_BufferError,
+                     "the view of buffer %u is read-only (mode='read'), which a pre-1.0 DLPack capsule cannot "
+                     "express; use a consumer that speaks DLPack 1.0 (max_version), or map with mode='readwrite'",
+                     self->name);
+        return NULL;
+    }
+    if (view_is_cuda(self)) {
+        void *consumer = (void *)(uintptr_t)1;
+        int sync = 1;
+        if (stream != Py_None) {
+            long long h = PyLong_AsLongLong(stream);
+            if (h == -1 && PyErr_Occurred()) return NULL;
+            if (h == 0) {
+                PyErr_SetString(PyExc_ValueError, "stream=0 is ambiguous under the DLPack spec; pass 1 for the legacy "
+                                                  "default stream, 2 for the per-thread one, or a stream handle");
+                return NULL;
+            }
+            if (h == -1) sync = 0;
+            else if (h < -1) {
+                PyErr_Format(PyExc_ValueError, "stream=%lld is not a CUDA stream handle", h);
+                return NULL;
+            } else consumer = (void *)(uintptr_t)h;
+        }
+        if (sync) {
+            glt_status s;
+            if (self->frame) s = glt_frame_sync_stream(self->frame, consumer);
+            else s = glt_buffer_sync_stream(self->buffer->buf, consumer == (void *)(uintptr_t)1 && !self->stream
+                                                                   ? NULL
+                                                                   : consumer);
+            if (s != GLT_OK) return glt_py_raise(self->st, s);
+        }
+    } else if (stream != Py_None && !(PyLong_Check(stream) && PyLong_AsLong(stream) == -1)) {
+        PyErr_SetString(PyExc_BufferError, "stream must be None for a view in host memory (CPU backend)");
+        return NULL;
+    }
+    return make_capsule(self, major >= 1);
+}
+
+static PyObject *view_dlpack_device(ViewObject *self, PyObject *unused) {
+    (void)unused;
+    if (view_is_cuda(self)) return Py_BuildValue("(ii)", kDLCUDA, self->cuda_device);
+    return Py_BuildValue("(ii)", kDLCPU, 0);
+}
+
+static PyObject *shape_tuple(const ViewObject *v) {
+    PyObject *t = PyTuple_New(v->ndim);
+    for (int i = 0; t && i < v->ndim; ++i) {
+        PyObject *x = PyLong_FromLongLong(v->shape[i]);
+        if (!x) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+static PyObject *interface_dict(ViewObject *self, int cuda) {
+    if (!self->valid) return view_ended(self, self->st->errors[GLT_CLOSED]);
+    if (cuda != view_is_cuda(self)) {
+        PyErr_SetString(PyExc_AttributeError,
+                        cuda ? "__cuda_array_interface__: this view is in host memory (CPU backend); use "
+                               "__array_interface__ or DLPack"
+                             : "__array_interface__: this view is in CUDA device memory; use DLPack or "
+                               "__cuda_array_interface__");
+        return NULL;
+    }
+    PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:O}", "shape", shape_tuple(self), "typestr",
+                                dtypes[self->dtype].typestr, "data", PyLong_FromVoidPtr(self->data),
+                                self->read_only ? Py_True : Py_False, "version", 3, "strides", Py_None);
+    if (!d || !cuda) return d;
+    /* CAI v3: consumers order their work after this stream (the map's, or the copy's). */
+    uintptr_t s = (uintptr_t)self->stream;
+    PyObject *stream = PyLong_FromUnsignedLongLong(s ? s : 1);
+    if (!stream || PyDict_SetItemString(d, "stream", stream) < 0) {
+        Py_XDECREF(stream);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(stream);
+    return d;
+}
+
+static PyObject *get_cai(ViewObject *self, void *c) {
+    (void)c;
+    return interface_dict(self, 1);
+}
+static PyObject *get_array_interface(ViewObject *self, void *c) {
+    (void)c;
+    return interface_dict(self, 0);
+}
+static PyObject *view_get_shape(ViewObject *self, void *c) {
+    (void)c;
+    return shape_tuple(self);
+}
+static PyObject *view_get_dtype(ViewObject *self, void *c) {
+    (void)c;
+    return PyUnicode_FromString(dtypes[self->dtype].name);
+}
+static PyObject *view_get_device(ViewObject *self, void *c) {
+    (void)c;
+    if (view_is_cuda(self)) return PyUnicode_FromFormat("cuda:%d", self->cuda_device);
+    return PyUnicode_FromString("cpu");
+}
+static PyObject *view_get_nbytes(ViewObject *self, void *c) {
+    (void)c;
+    return PyLong_FromSize_t(self->nbytes);
+}
+static PyObject *view_get_data_ptr(ViewObject *self, void *c) {
+    (void)c;
+    return PyLong_FromVoidPtr(self->data);
+}
+static PyObject *view_get_valid(ViewObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->valid);
+}
+static PyObject *view_get_read_only(ViewObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->read_only);
+}
+static PyObject *view_get_is_copy(ViewObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->frame != NULL);
+}
+static PyObject *view_get_stream(ViewObject *self, void *c) {
+    (void)c;
+    if (!view_is_cuda(self)) Py_RETURN_NONE;
+    return PyLong_FromVoidPtr(self->stream);
+}
+
+static PyObject *view_repr(ViewObject *self) {
+    PyObject *shape = shape_tuple(self);
+    if (!shape) return NULL;
+    PyObject *r = PyUnicode_FromFormat("<gltensor.BufferView of buffer %u shape=%R dtype=%s device=%s%s%s>",
+                                       self->name, shape, dtypes[self->dtype].name,
+                                       view_is_cuda(self) ? "cuda" : "cpu", self->frame ? " copy" : "",
+                                       self->valid ? "" : " unmapped");
+    Py_DECREF(shape);
+    return r;
+}
+
+static PyMethodDef view_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))view_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "DLPack export (zero copy). Refused with BufferError once the mapping ended."},
+    {"__dlpack_device__", (PyCFunction)view_dlpack_device, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef view_getset[] = {
+    {"__cuda_array_interface__", (getter)get_cai, NULL, "CUDA array interface v3 (CUDA backend)", NULL},
+    {"__array_interface__", (getter)get_array_interface, NULL, "NumPy array interface (CPU backend)", NULL},
+    {"shape", (getter)view_get_shape, NULL, NULL, NULL},
+    {"dtype", (getter)view_get_dtype, NULL, "element type name", NULL},
+    {"device", (getter)view_get_device, NULL, "'cuda:N' or 'cpu'", NULL},
+    {"nbytes", (getter)view_get_nbytes, NULL, NULL, NULL},
+    {"data_ptr", (getter)view_get_data_ptr, NULL, "address of the first element", NULL},
+    {"valid", (getter)view_get_valid, NULL, "False once the mapping ended (copies stay valid)", NULL},
+    {"read_only", (getter)view_get_read_only, NULL, "True for mode='read'", NULL},
+    {"is_copy", (getter)view_get_is_copy, NULL, "True for read_buffer's copies", NULL},
+    {"stream", (getter)view_get_stream, NULL, "CUDA stream of the map or copy (None on the CPU backend)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot view_slots[] = {
+    {Py_tp_dealloc, view_dealloc},
+    {Py_tp_methods, view_methods},
+    {Py_tp_getset, view_getset},
+    {Py_tp_repr, view_repr},
+    {Py_tp_doc, "A GL buffer's memory as a tensor: a zero-copy mapping (valid until it is unmapped) or a copy "
+                "(Buffer.read). Consume it with torch.from_dlpack, torch.as_tensor, cupy.asarray, jax.dlpack, "
+                "numba.cuda.as_cuda_array or numpy.asarray (CPU backend)."},
+    {0, NULL},
+};
+
+PyType_Spec glt_buffer_view_spec = {
+    .name = "gltensor.BufferView",
+    .basicsize = sizeof(ViewObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = view_slots,
+};
+
+/* ---- Buffer ---- */
+
+static PyObject *buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"name", "backend", "cuda_device", NULL};
+    unsigned long name = 0;
+    PyObject *name_obj, *backend_obj = NULL, *device_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OO:Buffer", kwlist, &name_obj, &backend_obj, &device_obj))
+        return NULL;
+    if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
+    gltensor_state *st = glt_py_state_of_type(type);
+    if (!st) return NULL;
+    glt_buffer_desc desc;
+    glt_buffer_desc_init(&desc);
+    desc.gl_name = (unsigned)name;
+    if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
+    if (device_obj != Py_None) {
+        desc.cuda_device = PyLong_AsLong(device_obj);
+        if (desc.cuda_device == -1 && PyErr_Occurred()) return NULL;
+        if (desc.cuda_device < 0) {
+            PyErr_SetString(PyExc_ValueError, "cuda_device must be None or a non-negative CUDA ordinal");
+            return NULL;
+        }
+    }
+    BufferObject *self = (BufferObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->st = st;
+    self->name = desc.gl_name;
+    self->view = NULL;
+    glt_status s = glt_buffer_create(&desc, &self->buf);
+    if (s != GLT_OK) {
+        Py_DECREF(self);
+        return glt_py_raise(st, s);
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *buffer_closed(BufferObject *self) {
+    PyErr_Format(self->st->errors[GLT_CLOSED], "gltensor.Buffer of GL buffer %u was closed; create a new one",
+                 self->name);
+    return NULL;
+}
+
+static int parse_offset(PyObject *obj, size_t *offset) {
+    if (obj == Py_None) {
+        *offset = 0;
+        return 0;
+    }
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0) {
+        PyErr_SetString(PyExc_ValueError, "offset must be a non-negative byte offset");
+        return -1;
+    }
+    *offset = (size_t)v;
+    return 0;
+}
+
+/* Bytes from offset to the end of the buffer, as GL says now (refreshing the size). */
+static int available(BufferObject *self, size_t offset, size_t *bytes) {
+    size_t size = 0;
+    glt_status s = glt_buffer_query_size(self->buf, &size);
+    if (s != GLT_OK) {
+        glt_py_raise(self->st, s);
+        return -1;
+    }
+    if (offset > size) {
+        PyErr_Format(self->st->errors[GLT_INVALID_ARGUMENT], "offset %zu is past the end of buffer %u (%zu bytes)",
+                     offset, self->name, size);
+        return -1;
+    }
+    *bytes = size - offset;
+    return 0;
+}
+
+/* map(dtype='uint8', shape=None, *, mode='readwrite', stream=None, offset=0) -> BufferView */
+static PyObject *buffer_map(BufferObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"dtype", "shape", "mode", "stream", "offset", NULL};
+    PyObject *dtype_obj = NULL, *shape = Py_None, *stream_obj = Py_None, *offset_obj = Py_None;
+    const char *mode_s = "readwrite";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$sOO:map", kwlist, &dtype_obj, &shape, &mode_s, &stream_obj,
+                                     &offset_obj))
+        return NULL;
+    gltensor_state *st = self->st;
+    if (!self->buf) return buffer_closed(self);
+    glt_map_mode mode;
+    if (!strcmp(mode_s, "read")) mode = GLT_MAP_READ;
+    else if (!strcmp(mode_s, "write")) mode = GLT_MAP_WRITE;
+    else if (!strcmp(mode_s, "readwrite")) mode = GLT_MAP_READ_WRITE;
+    else {
+        PyErr_Format(PyExc_ValueError, "mode must be 'read', 'write' or 'readwrite', not '%s'", mode_s);
+        return NULL;
+    }
+    int d = dtype_obj ? parse_view_dtype(dtype_obj) : 0;
+    if (d < 0) return NULL;
+    size_t offset = 0, avail = 0, used = 0;
+    if (parse_offset(offset_obj, &offset) < 0) return NULL;
+    void *stream = NULL;
+    if (glt_py_parse_stream(st, stream_obj, &stream) < 0) return NULL;
+    glt_buffer_info info;
+    glt_buffer_get_info(self->buf, &info);
+    if (info.mapped) {
+        PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
+                     "buffer %u is mapped already; leave the first map_buffer block (or call unmap()) before mapping "
+                     "it again",
+                     self->name);
+        return NULL;
+    }
+    ViewObject *v = view_new(st, self->name);
+    if (!v) return NULL;
+    if (available(self, offset, &avail) < 0 || parse_shape(st, shape, avail, d, self->name, v, &used) < 0) {
+        Py_DECREF(v);
+        return NULL;
+    }
+    glt_buffer_mapping m;
+    glt_status s = glt_buffer_map(self->buf, mode, offset, used, stream, &m);
+    if (s != GLT_OK) {
+        Py_DECREF(v);
+        return glt_py_raise(st, s);
+    }
+    v->buffer = (BufferObject *)Py_NewRef(self);
+    v->data = m.data;
+    v->nbytes = used;
+    v->memory = m.memory;
+    v->cuda_device = m.cuda_device;
+    v->stream = m.stream;
+    v->read_only = m.read_only;
+    v->dtype = d;
+    self->view = v;
+    return (PyObject *)v;
+}
+
+/* Ends the mapping: the view is invalidated first, whatever the unmap reports. */
+static PyObject *buffer_unmap(BufferObject *self, PyObject *unused) {
+    (void)unused;
+    if (!self->buf) return buffer_closed(self);
+    if (self->view) {
+        self->view->valid = 0;
+        self->view = NULL;
+    }
+    glt_buffer_info info;
+    glt_buffer_get_info(self->buf, &info);
+    if (!info.mapped) Py_RETURN_NONE;
+    glt_status s = glt_buffer_unmap(self->buf);
+    if (s != GLT_OK) return glt_py_raise(self->st, s);
+    Py_RETURN_NONE;
+}
+
+/* read(dtype='uint8', shape=None, *, offset=0, stream=None) -> BufferView (a copy) */
+static PyObject *buffer_read(BufferObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"dtype", "shape", "offset", "stream", NULL};
+    PyObject *dtype_obj = NULL, *shape = Py_None, *stream_obj = Py_None, *offset_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OO:read", kwlist, &dtype_obj, &shape, &offset_obj,
+                                     &stream_obj))
+        return NULL;
+    gltensor_state *st = self->st;
+    if (!self->buf) return buffer_closed(self);
+    int d = dtype_obj ? parse_view_dtype(dtype_obj) : 0;
+    if (d < 0) return NULL;
+    size_t offset = 0, avail = 0, used = 0;
+    if (parse_offset(offset_obj, &offset) < 0) return NULL;
+    void *stream = NULL;
+    if (glt_py_parse_stream(st, stream_obj, &stream) < 0) return NULL;
+    ViewObject *v = view_new(st, self->name);
+    if (!v) return NULL;
+    if (available(self, offset, &avail) < 0 ||
+        parse_shape(st, shape, avail, d, self->name, v, &used) < 0) {
+        Py_DECREF(v);
+        return NULL;
+    }
+    glt_frame *f = NULL;
+    glt_status s = glt_buffer_read(self->buf, offset, used, stream, &f);
+    if (s != GLT_OK) {
+        Py_DECREF(v);
+        return glt_py_raise(st, s);
+    }
+    glt_frame_info fi;
+    glt_frame_get_info(f, &fi);
+    v->frame = f;
+    v->data = fi.data;
+    v->nbytes = used;
+    v->memory = fi.memory;
+    v->cuda_device = fi.memory == GLT_MEMORY_CUDA ? fi.cuda_device : -1;
+    v->stream = fi.stream;
+    v->dtype = d;
+    return (PyObject *)v;
+}
+
+static PyObject *buffer_close(BufferObject *self, PyObject *unused) {
+    (void)unused;
+    if (self->view) {
+        self->view->valid = 0;
+        self->view = NULL;
+    }
+    glt_buffer_destroy(self->buf);
+    self->buf = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *buffer_enter(BufferObject *self, PyObject *unused) {
+    (void)unused;
+    if (!self->buf) return buffer_closed(self);
+    return Py_NewRef(self);
+}
+
+static PyObject *buffer_exit(BufferObject *self, PyObject *args) {
+    (void)args;
+    return buffer_close(self, NULL);
+}
+
+static void buffer_dealloc(BufferObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    glt_buffer_destroy(self->buf); /* a live view holds the buffer, so no view is mapped here */
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int binfo(BufferObject *self, glt_buffer_info *i) {
+    if (!self->buf) {
+        buffer_closed(self);
+        return -1;
+    }
+    glt_buffer_get_info(self->buf, i);
+    return 0;
+}
+
+#define BINFO_GETTER(fn, expr)                        \
+    static PyObject *fn(BufferObject *self, void *c) { \
+        (void)c;                                      \
+        glt_buffer_info i;                            \
+        if (binfo(self, &i) < 0) return NULL;         \
+        return expr;                                  \
+    }
+BINFO_GETTER(buf_get_size, PyLong_FromSize_t(i.size))
+BINFO_GETTER(buf_get_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
+BINFO_GETTER(buf_get_backend_reason, PyUnicode_FromString(i.backend_reason))
+BINFO_GETTER(buf_get_cuda_device, i.cuda_device < 0 ? Py_NewRef(Py_None) : PyLong_FromLong(i.cuda_device))
+BINFO_GETTER(buf_get_mapped, PyBool_FromLong(i.mapped))
+#undef BINFO_GETTER
+
+static PyObject *buf_get_name(BufferObject *self, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLong(self->name);
+}
+static PyObject *buf_get_closed(BufferObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->buf == NULL);
+}
+
+static PyObject *buffer_repr(BufferObject *self) {
+    if (!self->buf) return PyUnicode_FromFormat("<gltensor.Buffer %u closed>", self->name);
+    glt_buffer_info i;
+    glt_buffer_get_info(self->buf, &i);
+    return PyUnicode_FromFormat("<gltensor.Buffer %u %zu bytes backend=%s%s>", self->name, i.size,
+                                glt_backend_name(i.backend), i.mapped ? " mapped" : "");
+}
+
+static PyMethodDef buffer_methods[] = {
+    {"map", (PyCFunction)(void (*)(void))buffer_map, METH_VARARGS | METH_KEYWORDS,
+     "map(dtype='uint8', shape=None, *, mode='readwrite', stream=None, offset=0) -> BufferView\n\nMaps the buffer "
+     "and returns a zero-copy view of shape (default: all of it from offset) and dtype. mode='read': read only; "
+     "'write': the mapped range's old contents are discarded (write all you need); 'readwrite': modify in place. "
+     "GL must not use the buffer until unmap(). gltensor.map_buffer() wraps this in a with block."},
+    {"unmap", (PyCFunction)buffer_unmap, METH_NOARGS,
+     "Hands the buffer back to GL (GL work issued afterwards sees the writes) and invalidates the view."},
+    {"read", (PyCFunction)(void (*)(void))buffer_read, METH_VARARGS | METH_KEYWORDS,
+     "read(dtype='uint8', shape=None, *, offset=0, stream=None) -> BufferView\n\nA copy of the buffer's bytes "
+     "(device memory on the CUDA backend), which stays valid."},
+    {"close", (PyCFunction)buffer_close, METH_NOARGS, "Unmap if mapped and release the registration (idempotent)."},
+    {"__enter__", (PyCFunction)buffer_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)buffer_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef buffer_getset[] = {
+    {"name", (getter)buf_get_name, NULL, "GL name of the buffer", NULL},
+    {"size", (getter)buf_get_size, NULL, "bytes, as of creation or the last map/read", NULL},
+    {"backend", (getter)buf_get_backend, NULL, "'cuda' or 'cpu'", NULL},
+    {"backend_reason", (getter)buf_get_backend_reason, NULL, "why this backend runs", NULL},
+    {"cuda_device", (getter)buf_get_cuda_device, NULL, "CUDA ordinal, or None on the CPU backend", NULL},
+    {"mapped", (getter)buf_get_mapped, NULL, "True between map() and unmap()", NULL},
+    {"closed", (getter)buf_get_closed, NULL, "True after close()", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot buffer_slots[] = {
+    {Py_tp_new, buffer_new},
+    {Py_tp_dealloc, buffer_dealloc},
+    {Py_tp_methods, buffer_methods},
+    {Py_tp_getset, buffer_getset},
+    {Py_tp_repr, buffer_repr},
+    {Py_tp_doc, "Buffer(name, *, backend='auto', cuda_device=None)\n\nA GL buffer object (vertex, index, shader "
+                "storage, pixel buffer) of the context current in this thread, registered once; map() gives a "
+                "zero-copy tensor view until unmap(), read() a copy."},
+    {0, NULL},
+};
+
+PyType_Spec glt_buffer_spec = {
+    .name = "gltensor.Buffer",
+    .basicsize = sizeof(BufferObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = buffer_slots,
+};

@@ -1,0 +1,281 @@
+/* gltensor.Upload: a GL texture registered once, written from tensors (the reverse of Capture). */
+#include "ext.h"
+
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    gltensor_state *st;
+    glt_upload *up; /* NULL once closed */
+    unsigned name;
+} UploadObject;
+
+static PyObject *upload_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"texture", "target", "backend", "cuda_device", NULL};
+    unsigned long name = 0, target = GLT_TEXTURE_2D;
+    PyObject *name_obj, *target_obj = NULL, *backend_obj = NULL, *device_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Upload", kwlist, &name_obj, &target_obj, &backend_obj,
+                                     &device_obj))
+        return NULL;
+    if (glt_py_as_gl_uint(name_obj, "texture", &name) < 0) return NULL;
+    if (target_obj && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
+    gltensor_state *st = glt_py_state_of_type(type);
+    if (!st) return NULL;
+    glt_upload_desc desc;
+    glt_upload_desc_init(&desc);
+    desc.gl_name = (unsigned)name;
+    desc.gl_target = (unsigned)target;
+    if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
+    if (device_obj != Py_None) {
+        desc.cuda_device = PyLong_AsLong(device_obj);
+        if (desc.cuda_device == -1 && PyErr_Occurred()) return NULL;
+        if (desc.cuda_device < 0) {
+            PyErr_SetString(PyExc_ValueError, "cuda_device must be None or a non-negative CUDA ordinal");
+            return NULL;
+        }
+    }
+    UploadObject *self = (UploadObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->st = st;
+    self->name = desc.gl_name;
+    glt_status s = glt_upload_create(&desc, &self->up);
+    if (s != GLT_OK) {
+        Py_DECREF(self);
+        return glt_py_raise(st, s);
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *closed(UploadObject *self) {
+    PyErr_Format(self->st->errors[GLT_CLOSED],
+                 "the upload into texture %u was closed; create a new gltensor.Upload to write it again", self->name);
+    return NULL;
+}
+
+/* channels='bgr' names what each source channel is; a tuple gives texture channel indices. */
+static int parse_channels(PyObject *obj, glt_write_options *o) {
+    if (PyUnicode_Check(obj)) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(obj, &n);
+        if (!s) return -1;
+        if (n < 1 || n > 4) goto bad;
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            const char *p = s[i] ? strchr("rgba", s[i] | 0x20) : NULL;
+            if (!p) goto bad;
+            o->channels[i] = (int)(p - "rgba");
+        }
+        o->n_channels = (int)n;
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(obj, "channels must be a string like 'rgb' or 'bgr', or a tuple of indices");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > 4) {
+        Py_DECREF(seq);
+        goto bad;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        o->channels[i] = (int)v;
+    }
+    Py_DECREF(seq);
+    o->n_channels = (int)n;
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "channels must name each source channel's texture channel: 1 to 4 of 'r', "
+                                      "'g', 'b', 'a' (e.g. 'bgr' for a BGR tensor) or 1 to 4 texture channel indices");
+    return -1;
+}
+
+/* The interop layer names the tensor "out="; here it is the source. */
+static void rename_source_error(void) {
+    if (!PyErr_Occurred()) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *msg = value ? PyObject_Str(value) : NULL;
+    PyObject *fixed = NULL;
+    if (msg) {
+        PyObject *a = PyUnicode_FromString("out= "), *b = PyUnicode_FromString("the source ");
+        PyObject *c = PyUnicode_FromString("out="), *d = PyUnicode_FromString("the source");
+        PyObject *t = (a && b) ? PyUnicode_Replace(msg, a, b, -1) : NULL;
+        fixed = (t && c && d) ? PyUnicode_Replace(t, c, d, -1) : NULL;
+        Py_XDECREF(a), Py_XDECREF(b), Py_XDECREF(c), Py_XDECREF(d), Py_XDECREF(t), Py_XDECREF(msg);
+    }
+    if (fixed) {
+        PyErr_SetObject(type, fixed);
+        Py_DECREF(fixed);
+        Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+    } else {
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+    }
+}
+
+/* write(x, flip=True, stream=None, *, channels=None, layout='hwc', region=None) */
+static PyObject *upload_write(UploadObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"x", "flip", "stream", "channels", "layout", "region", NULL};
+    PyObject *x, *stream_obj = Py_None, *channels = Py_None, *region = Py_None;
+    int flip = 1;
+    const char *layout = "hwc";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|pO$OsO:write", kwlist, &x, &flip, &stream_obj, &channels,
+                                     &layout, &region))
+        return NULL;
+    gltensor_state *st = self->st;
+    if (!self->up) return closed(self);
+    glt_write_options opts;
+    glt_write_options_init(&opts);
+    opts.flip = flip;
+    if (!strcmp(layout, "chw")) opts.order = GLT_ORDER_CHW;
+    else if (strcmp(layout, "hwc")) {
+        PyErr_Format(PyExc_ValueError, "layout must be 'hwc' or 'chw', not '%s'", layout);
+        return NULL;
+    }
+    if (channels != Py_None && parse_channels(channels, &opts) < 0) return NULL;
+    if (glt_py_parse_region(region, "region", &opts.region) < 0) return NULL;
+    glt_upload_info info;
+    glt_upload_get_info(self->up, &info);
+    int want_cuda = info.backend == GLT_BACKEND_CUDA;
+    glt_py_read_args r;
+    memset(&r, 0, sizeof r);
+    r.out = x;
+    r.stream_given = stream_obj != Py_None;
+    if (r.stream_given && glt_py_parse_stream(st, stream_obj, &r.opts.cuda_stream) < 0) return NULL;
+    glt_buffer_view view;
+    PyObject *keep = NULL;
+    if (glt_py_out_view(st, &r, want_cuda, &view, &keep) < 0) {
+        rename_source_error();
+        return NULL;
+    }
+    /* Only CUDA uses a stream; the CPU backend refuses one the caller gave, not the defaults. */
+    opts.cuda_stream = want_cuda || r.stream_given ? r.opts.cuda_stream : NULL;
+    glt_status s = glt_upload_write(self->up, &opts, &view);
+    Py_XDECREF(keep);
+    if (s != GLT_OK) return glt_py_raise(st, s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *upload_close(UploadObject *self, PyObject *unused) {
+    (void)unused;
+    glt_upload_destroy(self->up);
+    self->up = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *upload_enter(UploadObject *self, PyObject *unused) {
+    (void)unused;
+    if (!self->up) return closed(self);
+    return Py_NewRef(self);
+}
+
+static PyObject *upload_exit(UploadObject *self, PyObject *args) {
+    (void)args;
+    return upload_close(self, NULL);
+}
+
+static void upload_dealloc(UploadObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    glt_upload_destroy(self->up);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int info_of(UploadObject *self, glt_upload_info *info) {
+    if (!self->up) {
+        closed(self);
+        return -1;
+    }
+    glt_upload_get_info(self->up, info);
+    return 0;
+}
+
+#define INFO_GETTER(fn, expr)                         \
+    static PyObject *fn(UploadObject *self, void *c) { \
+        (void)c;                                      \
+        glt_upload_info i;                            \
+        if (info_of(self, &i) < 0) return NULL;       \
+        return expr;                                  \
+    }
+INFO_GETTER(get_width, PyLong_FromLong(i.width))
+INFO_GETTER(get_height, PyLong_FromLong(i.height))
+INFO_GETTER(get_channels, PyLong_FromLong(i.channels))
+INFO_GETTER(get_shape, Py_BuildValue("(iii)", i.height, i.width, i.channels))
+INFO_GETTER(get_dtype, PyUnicode_FromString(glt_dtype_name(i.dtype)))
+INFO_GETTER(get_format, PyUnicode_FromString(i.format_name))
+INFO_GETTER(get_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
+INFO_GETTER(get_backend_reason, PyUnicode_FromString(i.backend_reason))
+INFO_GETTER(get_cuda_device, i.cuda_device < 0 ? Py_NewRef(Py_None) : PyLong_FromLong(i.cuda_device))
+#undef INFO_GETTER
+
+static PyObject *get_name(UploadObject *self, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLong(self->name);
+}
+static PyObject *get_closed(UploadObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->up == NULL);
+}
+
+static PyObject *upload_repr(UploadObject *self) {
+    if (!self->up) return PyUnicode_FromFormat("<gltensor.Upload texture %u closed>", self->name);
+    glt_upload_info i;
+    glt_upload_get_info(self->up, &i);
+    return PyUnicode_FromFormat("<gltensor.Upload texture %u %s %dx%d backend=%s>", self->name, i.format_name, i.width,
+                                i.height, glt_backend_name(i.backend));
+}
+
+static PyMethodDef upload_methods[] = {
+    {"write", (PyCFunction)(void (*)(void))upload_write, METH_VARARGS | METH_KEYWORDS,
+     "write(x, flip=True, stream=None, *, channels=None, layout='hwc', region=None)\n\nWrites tensor x into the "
+     "texture in one pass. x: (H, W, C) (or (C, H, W) with layout='chw') uint8, uint16, float16 or float32 "
+     "(integer textures: unsigned integers), a CUDA tensor on the CUDA backend and a host array on the CPU "
+     "backend. flip=True: row 0 of x is the top of the displayed image. channels: what each source channel is "
+     "('bgr', 'rgb', ...); texture channels not given are filled (alpha with 1, others with 0). Float sources "
+     "become unorm as round(clamp(x, 0, 1) * 255); uint8 sources become floats as x / 255. region=(x, y, w, h): "
+     "a rectangle with its lower-left corner at (x, y) in GL's convention (default: the whole texture). stream: "
+     "CUDA stream to write on (default: the tensor's own stream (CAI v3), else the legacy default stream). GL work "
+     "issued after write() returns sees the new content."},
+    {"close", (PyCFunction)upload_close, METH_NOARGS, "Release the CUDA registration (idempotent)."},
+    {"__enter__", (PyCFunction)upload_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)upload_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef upload_getset[] = {
+    {"name", (getter)get_name, NULL, "GL name of the texture", NULL},
+    {"format", (getter)get_format, NULL, "GL internal format, e.g. 'GL_RGBA8'", NULL},
+    {"width", (getter)get_width, NULL, NULL, NULL},
+    {"height", (getter)get_height, NULL, NULL, NULL},
+    {"channels", (getter)get_channels, NULL, "channels the texture stores", NULL},
+    {"shape", (getter)get_shape, NULL, "(height, width, channels) of the whole texture", NULL},
+    {"dtype", (getter)get_dtype, NULL, "stored element type", NULL},
+    {"backend", (getter)get_backend, NULL, "'cuda' or 'cpu'", NULL},
+    {"backend_reason", (getter)get_backend_reason, NULL, "why this backend runs", NULL},
+    {"cuda_device", (getter)get_cuda_device, NULL, "CUDA ordinal, or None on the CPU backend", NULL},
+    {"closed", (getter)get_closed, NULL, "True after close()", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot upload_slots[] = {
+    {Py_tp_new, upload_new},
+    {Py_tp_dealloc, upload_dealloc},
+    {Py_tp_methods, upload_methods},
+    {Py_tp_getset, upload_getset},
+    {Py_tp_repr, upload_repr},
+    {Py_tp_doc, "Upload(texture, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None)\n\nA GL texture of the "
+                "context current in this thread, registered once for writing and written from tensors with "
+                "write(x). The CUDA backend writes CUDA tensors with one kernel on the GPU; the CPU backend writes "
+                "host arrays with glTexSubImage2D."},
+    {0, NULL},
+};
+
+PyType_Spec glt_upload_spec = {
+    .name = "gltensor.Upload",
+    .basicsize = sizeof(UploadObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = upload_slots,
+};

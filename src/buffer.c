@@ -1,0 +1,285 @@
+/*
+ * GL buffer objects as linear memory: a vertex, index, storage or pixel buffer registered once and
+ * mapped for a while, so that tensor libraries read and write it in place, or copied into a frame.
+ *   CUDA backend: cudaGraphicsGLRegisterBuffer once; each map sets the map flags for the mode
+ *                 (read-only, write-discard or none) and maps on the caller's stream; the unmap is
+ *                 issued on that stream after work queued by the consumers that synchronised with it.
+ *   CPU backend:  glMapBufferRange (read; write with the range invalidated; read-write) gives host
+ *                 memory; glGetBufferSubData copies for reads.
+ * One mapping at a time per buffer. Each map re-reads the buffer's size, so a buffer reallocated with
+ * glBufferData since the last map is registered again, and a range beyond its end is refused.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct glt_buffer {
+    glt_gl_context_id gl_context;
+    GLuint name;
+    glt_backend backend;
+    char backend_reason[320];
+    int cuda_device;
+    size_t size;
+    glt_cuda_mapbuf *cuda;
+    glt_pool *pool; /* frames of glt_buffer_read */
+    int mapped;
+    glt_buffer_mapping mapping;
+};
+
+void glt_buffer_desc_init(glt_buffer_desc *d) {
+    memset(d, 0, sizeof *d);
+    d->backend = GLT_BACKEND_AUTO;
+    d->cuda_device = -1;
+}
+
+static glt_status check_context(const glt_buffer *b) {
+    char what[64];
+    snprintf(what, sizeof what, "buffer %u", b->name);
+    return glt_check_gl_context(b->gl_context, what);
+}
+
+glt_status glt_buffer_create(const glt_buffer_desc *desc, glt_buffer **out) {
+    if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_create: desc and out must not be NULL");
+    *out = NULL;
+    char what[64];
+    snprintf(what, sizeof what, "buffer %u", desc->gl_name);
+    glt_gl_context_id now = glt_current_gl_context();
+    if (now.api == GLT_API_NONE) return glt_check_gl_context(now, what);
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return GLT_GL_ERROR;
+    size_t size = 0;
+    int gl_mapped = 0;
+    glt_status st = glt_gl_buffer_size(gl, desc->gl_name, &size, &gl_mapped);
+    if (st != GLT_OK) return st;
+    glt_buffer *b = calloc(1, sizeof *b);
+    if (!b) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    b->gl_context = now;
+    b->name = desc->gl_name;
+    b->size = size;
+    st = glt_choose_backend(desc->backend, desc->cuda_device, what, &b->backend, &b->cuda_device, b->backend_reason,
+                            sizeof b->backend_reason);
+    if (st == GLT_OK) {
+        b->pool = glt_pool_create(b->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, b->cuda_device);
+        if (!b->pool) st = GLT_CUDA_ERROR;
+    }
+    if (st == GLT_OK && b->backend == GLT_BACKEND_CUDA) {
+        if (size == 0)
+            st = glt_fail(GLT_INVALID_OBJECT,
+                          "buffer %u has no storage yet; allocate it (glBufferData or glBufferStorage) before "
+                          "registering it",
+                          b->name);
+        else
+            st = glt_cuda_mapbuf_register(b->name, b->cuda_device, &b->cuda);
+    }
+    if (st != GLT_OK) {
+        glt_buffer_destroy(b);
+        return st;
+    }
+    glt_clear_error();
+    *out = b;
+    return GLT_OK;
+}
+
+void glt_buffer_destroy(glt_buffer *b) {
+    if (!b) return;
+    /* Unmapping and unregistering happen in the buffer's own context; where that cannot be entered the
+     * registration is left to the driver (dropped with the context) instead of calls that fail. */
+    glt_gl_context_saved saved;
+    int in_context = glt_gl_context_enter(b->gl_context, &saved);
+    if (in_context && b->mapped) glt_buffer_unmap(b);
+    if (in_context) glt_cuda_mapbuf_unregister(b->cuda);
+    else glt_cuda_mapbuf_forget(b->cuda);
+    glt_gl_context_leave(&saved);
+    glt_pool_release(b->pool);
+    free(b);
+}
+
+glt_status glt_buffer_get_info(const glt_buffer *b, glt_buffer_info *info) {
+    if (!b || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_get_info: NULL argument");
+    info->size = b->size;
+    info->backend = b->backend;
+    info->backend_reason = b->backend_reason;
+    info->cuda_device = b->cuda_device;
+    info->mapped = b->mapped;
+    return GLT_OK;
+}
+
+/* Re-reads the size; a reallocated buffer is registered again. Refuses a buffer GL has mapped itself. */
+static glt_status refresh(glt_buffer *b) {
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return GLT_GL_ERROR;
+    size_t size = 0;
+    int gl_mapped = 0;
+    glt_status st = glt_gl_buffer_size(gl, b->name, &size, &gl_mapped);
+    if (st != GLT_OK) return st;
+    if (gl_mapped)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "buffer %u is mapped by GL (glMapBuffer/glMapBufferRange) elsewhere; unmap it there first", b->name);
+    if (size != b->size && b->backend == GLT_BACKEND_CUDA) {
+        glt_cuda_mapbuf_unregister(b->cuda);
+        b->cuda = NULL;
+        if (size == 0)
+            return glt_fail(GLT_INVALID_OBJECT, "buffer %u has no storage any more (glBufferData with size 0)",
+                            b->name);
+        st = glt_cuda_mapbuf_register(b->name, b->cuda_device, &b->cuda);
+        if (st != GLT_OK) return st;
+    }
+    b->size = size;
+    return GLT_OK;
+}
+
+glt_status glt_buffer_query_size(glt_buffer *b, size_t *size) {
+    if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
+    if (b->mapped) {
+        if (size) *size = b->size; /* GL reports a buffer it lent out as mapped: keep what was mapped */
+        return GLT_OK;
+    }
+    glt_status st = check_context(b);
+    if (st == GLT_OK) st = refresh(b);
+    if (st == GLT_OK && size) *size = b->size;
+    return st;
+}
+
+/* [offset, offset + *bytes) inside the buffer; *bytes 0 means to the end. */
+static glt_status check_range(const glt_buffer *b, size_t offset, size_t *bytes) {
+    if (offset > b->size || (*bytes && *bytes > b->size - offset))
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "%zu bytes at offset %zu do not fit buffer %u, which holds %zu bytes; ask for a smaller "
+                        "shape or dtype, or allocate a larger buffer (glBufferData)",
+                        *bytes, offset, b->name, b->size);
+    if (!*bytes) *bytes = b->size - offset;
+    if (!*bytes)
+        return glt_fail(GLT_INVALID_ARGUMENT, "the range at offset %zu of buffer %u (%zu bytes) is empty", offset,
+                        b->name, b->size);
+    return GLT_OK;
+}
+
+glt_status glt_buffer_map(glt_buffer *b, glt_map_mode mode, size_t offset, size_t bytes, void *stream,
+                          glt_buffer_mapping *out) {
+    if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
+    if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_map: out is NULL");
+    if (mode != GLT_MAP_READ && mode != GLT_MAP_WRITE && mode != GLT_MAP_READ_WRITE)
+        return glt_fail(GLT_INVALID_ARGUMENT, "unknown map mode %d; use read, write or readwrite", (int)mode);
+    if (b->mapped)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "buffer %u is mapped already; leave the first map_buffer block (or unmap) before mapping it "
+                        "again",
+                        b->name);
+    glt_status st = check_context(b);
+    if (st == GLT_OK) st = refresh(b);
+    if (st == GLT_OK) st = check_range(b, offset, &bytes);
+    if (st != GLT_OK) return st;
+    glt_buffer_mapping m;
+    memset(&m, 0, sizeof m);
+    m.bytes = bytes;
+    m.read_only = mode == GLT_MAP_READ;
+    m.cuda_device = b->cuda_device;
+    if (b->backend == GLT_BACKEND_CUDA) {
+        if (stream && (st = glt_cuda_check_stream(stream, b->cuda_device)) != GLT_OK) return st;
+        void *base = NULL;
+        size_t size = 0;
+        st = glt_cuda_mapbuf_map(b->cuda, (int)mode, stream, &base, &size);
+        if (st != GLT_OK) return st;
+        if (size < offset + bytes) {
+            glt_cuda_mapbuf_unmap(b->cuda);
+            return glt_fail(GLT_CUDA_ERROR, "CUDA mapped %zu bytes of buffer %u, which GL says holds %zu", size,
+                            b->name, b->size);
+        }
+        m.data = (char *)base + offset;
+        m.memory = GLT_MEMORY_CUDA;
+        m.stream = stream;
+    } else {
+        if (stream)
+            return glt_fail(GLT_INVALID_ARGUMENT,
+                            "a CUDA stream was given to buffer %u on the CPU backend (%s); drop stream=", b->name,
+                            b->backend_reason);
+        GLbitfield access = mode == GLT_MAP_READ    ? GL_MAP_READ_BIT
+                            : mode == GLT_MAP_WRITE ? (GL_MAP_WRITE_BIT | GL_MAP_INVALIDATE_RANGE_BIT)
+                                                    : (GL_MAP_READ_BIT | GL_MAP_WRITE_BIT);
+        st = glt_gl_buffer_map(glt_gl_load(), b->name, offset, bytes, access, &m.data);
+        if (st != GLT_OK) return st;
+        m.memory = GLT_MEMORY_HOST;
+    }
+    b->mapped = 1;
+    b->mapping = m;
+    *out = m;
+    return GLT_OK;
+}
+
+glt_status glt_buffer_sync_stream(glt_buffer *b, void *consumer) {
+    if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
+    if (!b->mapped)
+        return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped; its memory is GL's again", b->name);
+    if (b->backend != GLT_BACKEND_CUDA || consumer == b->mapping.stream) return GLT_OK;
+    return glt_cuda_mapbuf_consumer(b->cuda, consumer);
+}
+
+glt_status glt_buffer_unmap(glt_buffer *b) {
+    if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
+    if (!b->mapped) return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped", b->name);
+    b->mapped = 0;
+    const glt_gl *gl = glt_gl_load();
+    glt_status st = check_context(b);
+    /* Deleting a buffer GL has mapped unmaps it in GL; under CUDA the registration keeps the storage
+     * alive until it is unmapped and unregistered. Either way the memory the views pointed at is gone. */
+    int alive = st == GLT_OK && gl && gl->IsBuffer(b->name);
+    if (b->backend == GLT_BACKEND_CUDA) {
+        glt_status u = glt_cuda_mapbuf_unmap(b->cuda);
+        if (st == GLT_OK) st = u;
+        if (!alive) {
+            glt_cuda_mapbuf_unregister(b->cuda);
+            b->cuda = NULL;
+            b->size = 0;
+        }
+    } else if (alive) {
+        st = glt_gl_buffer_unmap(gl, b->name);
+    }
+    if (st == GLT_OK && !alive)
+        st = glt_fail(GLT_INVALID_OBJECT,
+                      "buffer %u was deleted while it was mapped; what was written into the view is lost, and the "
+                      "view is invalid. Delete GL buffers only after leaving the map_buffer block",
+                      b->name);
+    return st;
+}
+
+glt_status glt_buffer_read(glt_buffer *b, size_t offset, size_t bytes, void *stream, glt_frame **out) {
+    if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
+    if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_read: out is NULL");
+    *out = NULL;
+    if (b->mapped)
+        return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is mapped; read it after leaving the map_buffer block",
+                        b->name);
+    glt_status st = check_context(b);
+    if (st == GLT_OK) st = refresh(b);
+    if (st == GLT_OK) st = check_range(b, offset, &bytes);
+    if (st != GLT_OK) return st;
+    int cuda = b->backend == GLT_BACKEND_CUDA;
+    if (!cuda && stream)
+        return glt_fail(GLT_INVALID_ARGUMENT, "a CUDA stream was given to buffer %u on the CPU backend; drop stream=",
+                        b->name);
+    if (cuda && stream && (st = glt_cuda_check_stream(stream, b->cuda_device)) != GLT_OK) return st;
+    void *s = cuda ? (stream ? stream : glt_pool_stream(b->pool)) : NULL;
+    glt_out_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.dtype = GLT_DTYPE_UINT8;
+    spec.channels = 1;
+    spec.order = GLT_ORDER_HWC;
+    if (bytes > 0x7FFFFFFF)
+        return glt_fail(GLT_INVALID_ARGUMENT, "reads of more than 2 GiB at once are not supported; read in parts");
+    glt_frame *f = NULL;
+    st = glt_frame_create(b->pool, s, cuda ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, b->cuda_device, &spec, 0, 1,
+                          (int)bytes, 0, &f);
+    if (st != GLT_OK) return st;
+    if (cuda)
+        st = glt_cuda_mapbuf_copy(b->cuda, offset, bytes, glt_frame_data(f), s, glt_block_ready_event(f->block));
+    else
+        st = glt_gl_buffer_get(glt_gl_load(), b->name, offset, bytes, glt_frame_data(f));
+    if (st != GLT_OK) {
+        glt_frame_destroy(f);
+        return st;
+    }
+    *out = f;
+    return GLT_OK;
+}
