@@ -12,6 +12,8 @@
  */
 #include "ext.h"
 
+#include <stdlib.h>
+
 #include <stdint.h>
 #include <string.h>
 #include <structmember.h>
@@ -44,7 +46,7 @@ static int parse_view_dtype(PyObject *obj) {
         name = PyObject_Str(obj); /* torch.float32 -> "torch.float32" */
         if (!name) return -1;
     }
-    const char *s = PyUnicode_AsUTF8(name);
+    const char *s = PyUnicode_AsUTF8AndSize(name, NULL);
     if (!s) {
         Py_DECREF(name);
         return -1;
@@ -129,7 +131,7 @@ static int parse_shape(gltensor_state *st, PyObject *shape, size_t nbytes, int d
     }
     PyObject *seq = PyLong_Check(shape) ? PyTuple_Pack(1, shape) : PySequence_Tuple(shape);
     if (!seq) return -1;
-    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_Size(seq);
     if (n < 1 || n > MAX_DIMS) {
         Py_DECREF(seq);
         PyErr_Format(PyExc_ValueError, "shape must have 1 to %d dimensions", MAX_DIMS);
@@ -138,7 +140,7 @@ static int parse_shape(gltensor_state *st, PyObject *shape, size_t nbytes, int d
     int infer = -1;
     size_t count = 1;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        long long s = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+        long long s = PyLong_AsLongLong(PyTuple_GetItem(seq, i));
         if (s == -1 && PyErr_Occurred()) {
             Py_DECREF(seq);
             return -1;
@@ -227,12 +229,12 @@ static void release_owner(void *owner) {
 }
 static void versioned_deleter(DLManagedTensorVersioned *m) {
     void *owner = m->manager_ctx;
-    PyMem_RawFree(m);
+    free(m);
     release_owner(owner);
 }
 static void legacy_deleter(DLManagedTensor *m) {
     void *owner = m->manager_ctx;
-    PyMem_RawFree(m);
+    free(m);
     release_owner(owner);
 }
 static void versioned_capsule_destructor(PyObject *capsule) {
@@ -274,7 +276,7 @@ static void fill_tensor(const ViewObject *v, DLTensor *t, int64_t *shape, int64_
 static PyObject *make_capsule(ViewObject *v, int versioned) {
     PyObject *capsule;
     if (versioned) {
-        versioned_block *b = PyMem_RawCalloc(1, sizeof *b);
+        versioned_block *b = calloc(1, sizeof *b);
         if (!b) return PyErr_NoMemory();
         b->managed.version.major = DLPACK_MAJOR_VERSION;
         b->managed.version.minor = DLPACK_MINOR_VERSION;
@@ -284,18 +286,18 @@ static PyObject *make_capsule(ViewObject *v, int versioned) {
         fill_tensor(v, &b->managed.dl_tensor, b->shape, b->strides);
         capsule = PyCapsule_New(&b->managed, "dltensor_versioned", versioned_capsule_destructor);
         if (!capsule) {
-            PyMem_RawFree(b);
+            free(b);
             return NULL;
         }
         b->managed.manager_ctx = Py_NewRef(v);
     } else {
-        legacy_block *b = PyMem_RawCalloc(1, sizeof *b);
+        legacy_block *b = calloc(1, sizeof *b);
         if (!b) return PyErr_NoMemory();
         b->managed.deleter = legacy_deleter;
         fill_tensor(v, &b->managed.dl_tensor, b->shape, b->strides);
         capsule = PyCapsule_New(&b->managed, "dltensor", legacy_capsule_destructor);
         if (!capsule) {
-            PyMem_RawFree(b);
+            free(b);
             return NULL;
         }
         b->managed.manager_ctx = Py_NewRef(v);
@@ -312,11 +314,11 @@ static PyObject *view_dlpack(ViewObject *self, PyObject *args, PyObject *kwargs)
     if (!self->valid) return view_ended(self, PyExc_BufferError);
     int major = 0;
     if (max_version != Py_None) {
-        if (!PyTuple_Check(max_version) || PyTuple_GET_SIZE(max_version) < 1) {
+        if (!PyTuple_Check(max_version) || PyTuple_Size(max_version) < 1) {
             PyErr_SetString(PyExc_TypeError, "max_version must be None or a (major, minor) tuple");
             return NULL;
         }
-        major = (int)PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
+        major = (int)PyLong_AsLong(PyTuple_GetItem(max_version, 0));
         if (major == -1 && PyErr_Occurred()) return NULL;
     }
     if (copy != Py_None && PyObject_IsTrue(copy) == 1) {
@@ -390,7 +392,7 @@ static PyObject *shape_tuple(const ViewObject *v) {
             Py_CLEAR(t);
             break;
         }
-        PyTuple_SET_ITEM(t, i, x);
+        PyTuple_SetItem(t, i, x);
     }
     return t;
 }
@@ -542,7 +544,7 @@ static PyObject *buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
             return NULL;
         }
     }
-    BufferObject *self = (BufferObject *)type->tp_alloc(type, 0);
+    BufferObject *self = (BufferObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;
     self->name = desc.gl_name;
@@ -729,10 +731,8 @@ static PyObject *buffer_exit(BufferObject *self, PyObject *args) {
 }
 
 static void buffer_dealloc(BufferObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
     glt_buffer_destroy(self->buf); /* a live view holds the buffer, so no view is mapped here */
-    tp->tp_free(self);
-    Py_DECREF(tp);
+    glt_py_free_instance((PyObject *)self);
 }
 
 static int binfo(BufferObject *self, glt_buffer_info *i) {

@@ -34,7 +34,7 @@ static PyObject *upload_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
             return NULL;
         }
     }
-    UploadObject *self = (UploadObject *)type->tp_alloc(type, 0);
+    UploadObject *self = (UploadObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;
     self->name = desc.gl_name;
@@ -67,15 +67,15 @@ static int parse_channels(PyObject *obj, glt_write_options *o) {
         o->n_channels = (int)n;
         return 0;
     }
-    PyObject *seq = PySequence_Fast(obj, "channels must be a string like 'rgb' or 'bgr', or a tuple of indices");
+    PyObject *seq = glt_py_as_tuple(obj, "channels must be a string like 'rgb' or 'bgr', or a tuple of indices");
     if (!seq) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_Size(seq);
     if (n < 1 || n > 4) {
         Py_DECREF(seq);
         goto bad;
     }
     for (Py_ssize_t i = 0; i < n; ++i) {
-        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        long v = PyLong_AsLong(PyTuple_GetItem(seq, i));
         if (v == -1 && PyErr_Occurred()) {
             Py_DECREF(seq);
             return -1;
@@ -178,10 +178,8 @@ static PyObject *upload_exit(UploadObject *self, PyObject *args) {
 }
 
 static void upload_dealloc(UploadObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
     glt_upload_destroy(self->up);
-    tp->tp_free(self);
-    Py_DECREF(tp);
+    glt_py_free_instance((PyObject *)self);
 }
 
 static int info_of(UploadObject *self, glt_upload_info *info) {
