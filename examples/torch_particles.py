@@ -20,10 +20,12 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
 import numpy as np  # noqa: E402
+import numpy.typing as npt  # noqa: E402
 import torch  # noqa: E402
 from OpenGL import GL  # noqa: E402
 
@@ -50,8 +52,8 @@ out vec4 o_color;
 void main() { o_color = vec4(v_color * u_gain, 1.0); }"""
 
 
-def link(vs, fs):
-    prog = GL.glCreateProgram()
+def link(vs: str, fs: str) -> int:
+    prog: int = GL.glCreateProgram()
     for kind, src in ((GL.GL_VERTEX_SHADER, vs), (GL.GL_FRAGMENT_SHADER, fs)):
         sh = GL.glCreateShader(kind)
         GL.glShaderSource(sh, src)
@@ -69,14 +71,14 @@ def link(vs, fs):
 class Particles:
     """Positions and velocities in torch, integrated with a semi-implicit Euler step."""
 
-    def __init__(self, n, device, seed=0):
+    def __init__(self, n: int, device: str, seed: int = 0) -> None:
         g = torch.Generator(device="cpu").manual_seed(seed)
         r = torch.rand(n, generator=g).sqrt() * 0.6
         a = torch.rand(n, generator=g) * 2 * torch.pi
         self.pos = torch.stack([r * a.cos(), r * a.sin()], 1).to(device)
         self.vel = torch.stack([-a.sin(), a.cos()], 1).to(device) * (0.6 - r.to(device))[:, None]
 
-    def step(self, dt):
+    def step(self, dt: float) -> None:
         p, v = self.pos, self.vel
         r2 = (p * p).sum(1, keepdim=True) + 0.02
         swirl = torch.stack([-p[:, 1], p[:, 0]], 1) / r2 * 0.02
@@ -87,11 +89,11 @@ class Particles:
             v[out, k] *= -0.8
             p[:, k].clamp_(-0.98, 0.98)
 
-    def speed(self):
+    def speed(self) -> torch.Tensor:
         return self.vel.norm(dim=1)
 
 
-def save_animation(frames, path):
+def save_animation(frames: Sequence[npt.NDArray[np.uint8]], path: Path) -> Path:
     """frames: list of (H, W, 4) uint8 numpy arrays (top row first). GIF with Pillow, else a PNG strip."""
     try:
         from PIL import Image
@@ -109,7 +111,7 @@ def save_animation(frames, path):
     return path
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--particles", type=int, default=20_000)
     ap.add_argument("--million", action="store_true", help="1,000,000 particles (overrides --particles)")
@@ -140,7 +142,8 @@ def main(argv=None):
     print(f"particles: {n:,} on {device}, buffer backend {buf.backend}, {w}x{h}, GL {ctx.renderer}")
     sim = Particles(n, device)
     gain = min(1.0, 2.0 * w * h / n)  # keep the additive glow from saturating with many particles
-    frames, lit = [], []
+    frames: list[npt.NDArray[np.uint8]] = []
+    lit: list[int] = []
     t0 = time.perf_counter()
     for _ in range(args.frames):
         for _ in range(args.substeps):

@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
@@ -46,8 +47,8 @@ out vec4 o_color;
 void main() { o_color = texture(u_image, v_uv); }"""
 
 
-def link(vs, fs):
-    prog = GL.glCreateProgram()
+def link(vs: str, fs: str) -> int:
+    prog: int = GL.glCreateProgram()
     for kind, src in ((GL.GL_VERTEX_SHADER, vs), (GL.GL_FRAGMENT_SHADER, fs)):
         sh = GL.glCreateShader(kind)
         GL.glShaderSource(sh, src)
@@ -62,7 +63,7 @@ def link(vs, fs):
     return prog
 
 
-def plasma(h, w, t, device):
+def plasma(h: int, w: int, t: float, device: str) -> torch.Tensor:
     """(h, w, 3) float32 in [0, 1]: a moving plasma with a bright bar in the top rows (orientation check)."""
     y = torch.linspace(0, 1, h, device=device)[:, None]
     x = torch.linspace(0, 1, w, device=device)[None, :]
@@ -72,7 +73,7 @@ def plasma(h, w, t, device):
     return img.contiguous()
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, nargs=2, default=(320, 240), metavar=("W", "H"))
     ap.add_argument("--frames", type=int, default=12)
