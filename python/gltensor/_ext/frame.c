@@ -266,7 +266,12 @@ static PyObject *frame_dlpack(FrameObject *self, PyObject *args, PyObject *kwarg
     if (want_copy) {
         /* copy=True: an independent frame from the same pool, copied on the frame's stream. */
         glt_frame *clone = NULL;
-        glt_status s = glt_frame_clone(self->frame, &clone);
+        glt_status s;
+        /* A host copy of a large frame takes milliseconds: let other threads run. The source frame is
+         * never written after its read, and the pool is locked on its own. */
+        Py_BEGIN_ALLOW_THREADS
+        s = glt_frame_clone(self->frame, &clone);
+        Py_END_ALLOW_THREADS
         if (s != GLT_OK) return glt_py_raise(self->st, s);
         owner = glt_py_frame_new(self->st, clone);
         if (!owner) return NULL;
