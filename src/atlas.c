@@ -114,7 +114,7 @@ static void tile_origin(const glt_atlas *a, int k, int *x0, int *y0) {
 glt_status glt_atlas_viewport(const glt_atlas *a, int k, int viewport[4]) {
     if (!a || !viewport) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_viewport: NULL argument");
     if (k < 0 || k >= a->count)
-        return glt_fail(GLT_INVALID_ARGUMENT, "tile %d is out of range: the atlas has %d tiles (0..%d)", k, a->count,
+        return glt_fail(GLT_INVALID_ARGUMENT, "tile %d is out of range: the atlas has %d tiles; pass an index in 0..%d", k, a->count,
                         a->count - 1);
     tile_origin(a, k, &viewport[0], &viewport[1]);
     viewport[2] = a->tile_w;

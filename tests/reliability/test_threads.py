@@ -42,6 +42,7 @@ def _python_rate(seconds):
     return len(samples) / seconds
 
 
+@pytest.mark.sanitizer_distorts("a speed ratio: instrumented copies and a preloaded allocator change the timing")
 @pytest.mark.parametrize("size,dtype", [(4096, None), (2048, "float32")], ids=["raw", "convert"])
 def test_read_releases_the_gil(make_texture, capture, size, dtype):
     """While this thread reads large frames back to back, a pure-Python thread keeps running *inside* the

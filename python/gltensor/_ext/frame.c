@@ -213,6 +213,11 @@ static PyObject *frame_dlpack(FrameObject *self, PyObject *args, PyObject *kwarg
     int my_id = is_cuda(self) ? self->info.cuda_device : 0;
     if (dl_device != Py_None) {
         int t, id;
+        if (!PyTuple_Check(dl_device)) { /* PyArg_ParseTuple would raise SystemError on a non-tuple */
+            PyErr_Format(PyExc_TypeError, "dl_device must be a (device_type, device_id) tuple, not %.80s",
+                         Py_TYPE(dl_device)->tp_name);
+            return NULL;
+        }
         if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &t, &id)) return NULL;
         if (t != my_type || id != my_id) {
             PyErr_Format(PyExc_BufferError,
