@@ -199,6 +199,6 @@ glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_fra
 }
 
 glt_status glt_atlas_read_into(glt_atlas *a, const glt_read_options *opts_in, const glt_buffer_view *dst) {
-    if (!a) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read_into: atlas is NULL");
+    if (!a || !dst) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read_into: atlas and dst must not be NULL");
     return read_to(a, opts_in, dst, NULL);
 }
