@@ -74,6 +74,15 @@ def out_of(shape, dtype=np.uint8, **kw):
     return np.zeros(shape, dtype=dtype, **kw)
 
 
+class Interface:
+    """Only an __array_interface__, over a real buffer, with the strides the case gives."""
+
+    def __init__(self, shape, strides, typestr="|u1"):
+        self._buf = np.zeros(64 * 32 * 4 * 2, np.uint8)
+        self.__array_interface__ = {"shape": shape, "typestr": typestr, "data": (self._buf.ctypes.data, False),
+                                    "strides": strides, "version": 3}
+
+
 def readonly(shape):
     a = np.zeros(shape, np.uint8)
     a.setflags(write=False)
@@ -147,6 +156,11 @@ CASES = [
     ("out-fortran", lambda w: w.cap.read(out=np.asfortranarray(out_of((32, 64, 4)))), GLT, ["stride"], True),
     ("out-readonly", lambda w: w.cap.read(out=readonly((32, 64, 4))), (GLT, BufferError, ValueError),
      [("read-only", "readonly", "writable", "writeable")], False),
+    ("out-strides-overflow", lambda w: w.cap.read(out=Interface((32, 64, 4), (1 << 61, 4, 1))), GLT, ["stride"], True),
+    ("out-strides-negative", lambda w: w.cap.read(out=Interface((32, 64, 4), (-256, 4, 1))), GLT, ["stride"], True),
+    ("out-strides-overlap", lambda w: w.cap.read(out=Interface((32, 64, 4), (4, 4, 1))), GLT, ["stride"], True),
+    ("out-interface-typestr", lambda w: w.cap.read(out=Interface((32, 64, 4), None, "<c8")), (GLT, TypeError,
+                                                                                         ValueError), [], False),
     ("out-list", lambda w: w.cap.read(out=[[0] * 4] * 32), (TypeError, GLT), [], False),
     ("out-bytes", lambda w: w.cap.read(out=bytes(32 * 64 * 4)), (TypeError, GLT, BufferError), [], False),
     ("out-bytearray", lambda w: w.cap.read(out=bytearray(32 * 64 * 4)), (TypeError, GLT, BufferError), [], False),

@@ -141,8 +141,10 @@ def test_interpreter_shutdown_with_live_frames(tmp_path):
         c = Cycle(); c.self = c; c.frame = frames[0]; c.cap = cap; c.ctx = ctx
         print("alive", len(frames), len(capsules), len(arrays), flush=True)
     """)
+    # Under ASan, leak detection is off for this child: CPython does not free what is alive at exit, by design.
+    asan = os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"  # the last setting wins
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                       env={**os.environ, "PYTHONFAULTHANDLER": "1", "ASAN_OPTIONS": asan})
     assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
     assert "alive 6 2 2" in r.stdout
     assert "Fatal Python error" not in r.stderr and "Segmentation" not in r.stderr
