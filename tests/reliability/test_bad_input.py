@@ -243,5 +243,50 @@ def test_bad_input(world, case):
 
 
 def test_case_count():
-    print(f"\nbad-input cases (Python entries): {len(CASES)}")
+    print(f"\nbad-input cases (Python entries): {len(CASES)} on every backend + {len(CUDA_CASES)} CUDA-only")
     assert len(CASES) >= 90
+
+
+# ---------------------------------------------------------------- the CUDA half (GPU machine)
+
+CUDA_CASES = [
+    ("cuda-stream-bogus-int", lambda c, f, t: c.read(stream=0xDEADBEEF), GLT, ["stream"]),
+    ("cuda-stream-negative", lambda c, f, t: c.read(stream=-5), (ValueError, GLT), ["stream"]),
+    ("cuda-stream-object", lambda c, f, t: c.read(stream=object()), (TypeError, ValueError), ["stream"]),
+    ("cuda-out-host-array", lambda c, f, t: c.read(out=np.zeros((32, 64, 4), np.uint8)), GLT, ["device"]),
+    ("cuda-out-wrong-dtype", lambda c, f, t: c.read(out=t.zeros((32, 64, 4), dtype=t.float32, device="cuda")),
+     GLT, ["dtype"]),
+    ("cuda-out-wrong-shape", lambda c, f, t: c.read(out=t.zeros((32, 64, 3), dtype=t.uint8, device="cuda")), GLT,
+     ["shape"]),
+    ("cuda-out-strided", lambda c, f, t: c.read(out=t.zeros((32, 128, 4), dtype=t.uint8, device="cuda")[:, ::2]),
+     GLT, ["stride"]),
+    ("cuda-out-cpu-tensor", lambda c, f, t: c.read(out=t.zeros((32, 64, 4), dtype=t.uint8)), GLT, ["device"]),
+    ("cuda-dlpack-stream-0", lambda c, f, t: f.__dlpack__(stream=0), ValueError, ["stream"]),
+    ("cuda-dlpack-stream-negative", lambda c, f, t: f.__dlpack__(stream=-7), ValueError, ["stream"]),
+    ("cuda-dlpack-stream-str", lambda c, f, t: f.__dlpack__(stream="1"), TypeError, ["stream"]),
+    ("cuda-dlpack-cpu-device", lambda c, f, t: f.__dlpack__(dl_device=(1, 0)), BufferError, ["device"]),
+    ("cuda-array-interface", lambda c, f, t: f.__array_interface__, AttributeError, ["device"]),
+    ("cuda-capture-other-device", lambda c, f, t: gltensor.Capture(c.name, cuda_device=c.cuda_device + 1),
+     gltensor.WrongDeviceError, ["device"]),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CUDA_CASES, ids=[c[0] for c in CUDA_CASES])
+def test_bad_input_cuda(world, case):
+    if world.ctx.cuda_device is None:
+        pytest.skip("the session context runs on no CUDA device")
+    torch = pytest.importorskip("torch", reason="CUDA destinations are torch tensors")
+    name, call, exc, words = case
+    cap = gltensor.Capture(world.tex)
+    try:
+        frame = cap.read()
+        with pytest.raises(exc) as ei:
+            result = call(cap, frame, torch)
+            pytest.fail(f"{name}: accepted, returned {result!r}")
+        msg = str(ei.value)
+        for word in words:
+            assert word.lower() in msg.lower(), f"{name}: message does not mention {word!r}: {msg!r}"
+        assert cap.read().shape == (32, 64, 4)
+    finally:
+        cap.close()

@@ -277,3 +277,54 @@ def test_soak_reads_memory_flat(backend, ctx, make_texture, capture):
     batch.close()
     atlas.close()
     check_gl()
+
+
+def test_capsule_consumed_twice_or_never(make_texture, capture):
+    """A capsule is consumed once (a second consumer is refused by the consumer, the first tensor stays right);
+    a capsule never consumed frees its hold on the frame (the frame dies with its last reference)."""
+    import weakref
+
+    img = make_texture("RGBA8", 16, 8, seed=45)
+    ref = img.reference()[::-1]
+    cap = capture(img, backend="cpu")
+    frame = cap.read()
+    base = sys.getrefcount(frame)
+    for _ in range(100):  # never consumed
+        frame.__dlpack__()
+        frame.__dlpack__(max_version=(1, 0))
+    gc.collect()
+    assert sys.getrefcount(frame) == base
+    alive = weakref.ref(frame)
+    torch = pytest.importorskip("torch", reason="consuming a bare capsule takes torch.utils.dlpack")
+    capsule = frame.__dlpack__()
+    t = torch.utils.dlpack.from_dlpack(capsule)
+    with pytest.raises(Exception):  # torch renames a consumed capsule and refuses it
+        torch.utils.dlpack.from_dlpack(capsule)
+    del frame, capsule
+    gc.collect()
+    assert alive() is not None, "the tensor must keep the frame alive"
+    assert_array_equal(t.numpy(), ref)
+    del t
+    gc.collect()
+    assert alive() is None, "the frame outlived its last consumer"
+
+
+def test_cpu_frames_survive_fork(make_texture, capture):
+    """A forked child inherits CPU frames as plain memory: it reads them (copy-on-write), and its exit frees
+    nothing of the parent's. (Contexts and captures are not usable in a child: it makes its own.)"""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    img = make_texture("RGBA8", 32, 16, seed=46)
+    ref = img.reference()[::-1]
+    cap = capture(img, backend="cpu")
+    frame = cap.read()
+    arr = np.from_dlpack(frame)
+    want = int(ref.astype(np.int64).sum())
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest machinery, leave with a status only
+        code = 0 if int(np.from_dlpack(frame).astype(np.int64).sum()) == want else 3
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child status {status}"
+    assert_array_equal(arr, ref)
+    assert_array_equal(np.from_dlpack(cap.read()), ref)

@@ -18,6 +18,7 @@ from OpenGL import GL
 
 import gltensor
 from formats import BY_KEY, random_data
+from glhelpers import to_numpy
 
 pytestmark = pytest.mark.usefixtures("gl")
 
@@ -48,11 +49,21 @@ def test_read_releases_the_gil(make_texture, capture, size, dtype):
     """While this thread reads large frames back to back, a pure-Python thread keeps running *inside* the
     reads (GIL released around the copy), and keeps most of its speed overall. Reads last tens of ms or more
     so that the GIL hand-overs at their edges (which a loaded machine stretches to milliseconds) stay small
-    next to them: with the GIL held through the read this measures 5-10%, released 40% or more."""
+    next to them: with the GIL held through the read this measured 3-11% here, released 26-76% (a loaded
+    2-core machine)."""
     img = make_texture("RGBA8", size, size, seed=3)
     cap = capture(img, backend="cpu")
     kwargs = {} if dtype is None else {"dtype": dtype}
     cap.read(**kwargs)  # warm: scratch buffers and pool blocks exist
+    # Best of two measurements: a busy CI machine can take the second core away for a while.
+    inside_ratio = max(_measure(cap, kwargs, size, dtype) for _ in range(2))
+    # With the GIL held through a read the Python thread runs inside it only at its edges; requiring a
+    # fifth of its speed there separates the two on a loaded 2-core CI machine too.
+    assert inside_ratio > 0.2, f"the Python thread ran at {inside_ratio:.0%} of its speed during reads: GIL held?"
+
+
+def _measure(cap, kwargs, size, dtype):
+    """The Python thread's speed during reads, as a fraction of its speed alone (printed with the overall one)."""
     alone = _python_rate(0.6)
 
     stop, samples, spans = threading.Event(), [], []
@@ -89,17 +100,15 @@ def test_read_releases_the_gil(make_texture, capture, size, dtype):
     inside_ratio = inside / in_reads / alone
     print(f"\n{len(spans)} reads of {size}x{size} RGBA8 ({dtype or 'raw'}), {in_reads / len(spans) * 1e3:.1f} ms each; "
           f"python thread: {overall:.0%} of its speed alone overall, {inside_ratio:.0%} during reads")
-    # With the GIL held through a read the Python thread runs inside it only at its edges; requiring a
-    # quarter of its speed there separates the two on a loaded 2-core CI machine too.
-    assert inside_ratio > 0.25, f"the Python thread ran at {inside_ratio:.0%} of its speed during reads: GIL held?"
+    return inside_ratio
 
 
-def test_two_threads_one_capture(make_texture, capture):
+def test_two_threads_one_capture(backend, make_texture, capture):
     """This thread reads (its context is current); another hammers the same capture: reads without the context
     (clear NoContextError), getters, repr. Every read here is exact; nothing crashes."""
     img = make_texture("RGBA8", 256, 128, seed=5)
     ref = img.reference()[::-1]
-    cap = capture(img, backend="cpu")
+    cap = capture(img, backend=backend)
     errors, other_reads, stop = [], [0], threading.Event()
 
     def other():
@@ -117,7 +126,7 @@ def test_two_threads_one_capture(make_texture, capture):
     t.start()
     try:
         for _ in range(200):
-            assert_array_equal(np.from_dlpack(cap.read()), ref)
+            assert_array_equal(to_numpy(cap.read()), ref)
     finally:
         stop.set()
         t.join()
@@ -126,12 +135,12 @@ def test_two_threads_one_capture(make_texture, capture):
     print(f"\n200 exact reads here while another thread tried {other_reads[0]} (each refused: no context there)")
 
 
-def test_close_from_another_thread_during_reads(make_texture, capture):
+def test_close_from_another_thread_during_reads(backend, make_texture, capture):
     """A capture closed by another thread while this one reads: each read is exact or raises ClosedError; after
     the close every read raises ClosedError. close() waits for a read in flight (the capture's lock)."""
     img = make_texture("RGBA8", 1024, 1024, seed=6)
     ref = img.reference()[::-1]
-    cap = capture(img, backend="cpu")
+    cap = capture(img, backend=backend)
     started = threading.Event()
 
     def closer():
@@ -152,7 +161,7 @@ def test_close_from_another_thread_during_reads(make_texture, capture):
             closed += 1
             continue
         assert closed == 0, "a read succeeded after one reported the capture closed"
-        assert_array_equal(np.from_dlpack(frame), ref)
+        assert_array_equal(to_numpy(frame), ref)
         good += 1
     t.join()
     assert cap.closed and good >= 2 and closed > 0
