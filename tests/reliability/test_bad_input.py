@@ -6,6 +6,9 @@ test_case_count prints how many cases ran; docs/reliability.md quotes it.
 """
 
 import re
+import subprocess
+import sys
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -243,14 +246,13 @@ def test_bad_input(world, case):
 
 
 def test_case_count():
-    print(f"\nbad-input cases (Python entries): {len(CASES)} on every backend + {len(CUDA_CASES)} CUDA-only")
+    print(f"\nbad-input cases (Python entries): {len(CASES)} on every backend + {len(CUDA_CASES) + 3} CUDA-only")
     assert len(CASES) >= 90
 
 
 # ---------------------------------------------------------------- the CUDA half (GPU machine)
 
 CUDA_CASES = [
-    ("cuda-stream-bogus-int", lambda c, f, t: c.read(stream=0xDEADBEEF), GLT, ["stream"]),
     ("cuda-stream-negative", lambda c, f, t: c.read(stream=-5), (ValueError, GLT), ["stream"]),
     ("cuda-stream-object", lambda c, f, t: c.read(stream=object()), (TypeError, ValueError), ["stream"]),
     ("cuda-out-host-array", lambda c, f, t: c.read(out=np.zeros((32, 64, 4), np.uint8)), GLT, ["device"]),
@@ -290,3 +292,33 @@ def test_bad_input_cuda(world, case):
         assert cap.read().shape == (32, 64, 4)
     finally:
         cap.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("handle", [0xDEADBEEF, 0x7F0000001000, 3], ids=["unmapped", "high", "small"])
+def test_bogus_stream_handle_cuda(ctx, handle):
+    """A stream handle that is no stream: cudaStream_t is a pointer, so CUDA itself may fault on it. Run in a
+    child so that a crash is reported as one, with the handle, instead of ending the whole run."""
+    if ctx.cuda_device is None:
+        pytest.skip("the session context runs on no CUDA device")
+    script = textwrap.dedent(f"""
+        import os
+        os.environ["PYOPENGL_PLATFORM"] = "egl"
+        import gltensor
+        from OpenGL import GL
+        ctx = gltensor.Context.headless()
+        tex = GL.glGenTextures(1)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
+        GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, 8, 8, 0, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, None)
+        cap = gltensor.Capture(tex)
+        assert cap.backend == "cuda", cap.backend_reason
+        try:
+            cap.read(stream={handle})
+            print("ACCEPTED")
+        except gltensor.InvalidArgumentError as e:
+            print("REFUSED", e)
+        print("after", cap.read().shape)
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"handle {handle:#x}: exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
+    assert "REFUSED" in r.stdout and "stream" in r.stdout and "after (8, 8, 4)" in r.stdout, r.stdout
