@@ -285,3 +285,34 @@ def test_headless_refuses_an_explicit_cuda_device_it_cannot_honour():
     with pytest.raises(gltensor.GLTensorError) as e:
         gltensor.Context.headless(cuda_device=99)
     assert "99" in str(e.value)
+
+
+class _ClosingOut:
+    """An out= whose __dlpack__ closes the object being read (Python code runs while out= is described)."""
+
+    def __init__(self, arr, victim):
+        self.arr, self.victim = arr, victim
+
+    def __dlpack__(self, *args, **kwargs):
+        self.victim.close()
+        return self.arr.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+@pytest.mark.parametrize("kind", ["capture", "batch", "atlas"])
+def test_out_that_closes_the_reader_is_refused_without_deadlock(make_texture, capture, kind):
+    """out='s __dlpack__ runs before the object's lock is taken (the lock is not reentrant): an out= that closes
+    the object gives ClosedError, never a self-deadlock."""
+    img = make_texture("RGBA8", 16, 8, seed=7)
+    cap = capture(img, backend="cpu")
+    if kind == "capture":
+        obj, shape = cap, (8, 16, 4)
+    elif kind == "batch":
+        obj, shape = gltensor.Batch([cap]), (1, 8, 16, 4)
+    else:
+        obj, shape = gltensor.Atlas(img.name, tiles=(1, 1), backend="cpu"), (1, 8, 16, 4)
+    with pytest.raises(gltensor.ClosedError):
+        obj.read(out=_ClosingOut(np.zeros(shape, np.uint8), obj))
+    assert obj.closed

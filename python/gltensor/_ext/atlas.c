@@ -86,20 +86,25 @@ static PyObject *closed_error(AtlasObject *self) {
 static PyObject *atlas_read(AtlasObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     glt_py_read_args r;
     if (glt_py_parse_read_args(self->st, "read", args, nargs, kwnames, &r) < 0) return NULL;
-    glt_py_lock_take(self->lock);
     glt_buffer_view view;
     PyObject *keep = NULL;
-    if (!self->atlas) {
-        glt_py_lock_give(self->lock);
-        return closed_error(self);
-    }
+    if (!self->atlas) return closed_error(self);
+    /* out= is described before the lock is taken: its __dlpack__ is Python code, which may use this atlas. The
+     * lock is not held while it runs (the lock is not reentrant). */
     if (r.out != Py_None) {
         glt_capture_info info;
-        glt_capture_get_info(glt_atlas_capture(self->atlas), &info);
-        if (glt_py_out_view(self->st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) {
-            glt_py_lock_give(self->lock);
-            return NULL;
-        }
+        glt_py_lock_take(self->lock); /* a read in another thread may be re-reading the size */
+        if (self->atlas) glt_capture_get_info(glt_atlas_capture(self->atlas), &info);
+        int closed = !self->atlas;
+        glt_py_lock_give(self->lock);
+        if (closed) return closed_error(self);
+        if (glt_py_out_view(self->st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
+    }
+    glt_py_lock_take(self->lock);
+    if (!self->atlas) {
+        glt_py_lock_give(self->lock);
+        Py_XDECREF(keep);
+        return closed_error(self);
     }
     /* Map, copy and unmap (or the GL readback) run without the GIL, under the atlas's lock. */
     glt_frame *frame = NULL;

@@ -127,23 +127,31 @@ static void unlock_all(BatchObject *self, PyThread_type_lock *locks, Py_ssize_t 
     PyMem_Free(locks);
 }
 
+/* Never called with capture 0's lock held (the lock is not reentrant). */
 static int is_cuda(BatchObject *self) {
+    CaptureObject *c0 = (CaptureObject *)PyTuple_GET_ITEM(self->captures, 0);
     glt_capture_info info;
-    glt_capture_get_info(((CaptureObject *)PyTuple_GET_ITEM(self->captures, 0))->cap, &info);
+    info.backend = GLT_BACKEND_CPU;
+    glt_py_lock_take(c0->lock);
+    if (c0->cap) glt_capture_get_info(c0->cap, &info);
+    glt_py_lock_give(c0->lock);
     return info.backend == GLT_BACKEND_CUDA;
 }
 
 static PyObject *batch_read(BatchObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     glt_py_read_args r;
     if (glt_py_parse_read_args(self->st, "read", args, nargs, kwnames, &r) < 0) return NULL;
-    PyThread_type_lock *locks;
-    Py_ssize_t k = lock_all(self, &locks);
-    if (k < 0) return NULL;
     glt_buffer_view view;
     PyObject *keep = NULL;
+    /* out= is described before the locks are taken: its __dlpack__ is Python code, which may use this batch. */
+    if (!sources_open(self) || (r.out != Py_None && glt_py_out_view(self->st, &r, is_cuda(self), &view, &keep) < 0))
+        return NULL;
+    PyThread_type_lock *locks;
+    Py_ssize_t k = lock_all(self, &locks);
     /* Under the locks (GIL held): no source can be closed between this check and the read. */
-    if (!sources_open(self) || (r.out != Py_None && glt_py_out_view(self->st, &r, is_cuda(self), &view, &keep) < 0)) {
-        unlock_all(self, locks, k);
+    if (k < 0 || !sources_open(self)) {
+        if (k >= 0) unlock_all(self, locks, k);
+        Py_XDECREF(keep);
         return NULL;
     }
     glt_frame *frame = NULL;
