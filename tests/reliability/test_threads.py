@@ -242,9 +242,12 @@ def test_one_context_from_two_threads_is_a_clear_error(gl):
     assert "release it in the other thread" in str(got["error"])
 
 
-def test_eight_threads_each_with_its_own_context():
+@pytest.mark.parametrize("threads_backend", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_eight_threads_each_with_its_own_context(ctx, threads_backend):
     """Eight threads, each with its own headless context, texture and capture, reading at the same time:
-    every frame equals its own thread's image (no cross-talk between contexts or pools)."""
+    every frame equals its own thread's image (no cross-talk between contexts, pools or streams)."""
+    if threads_backend == "cuda" and ctx.cuda_device is None:
+        pytest.skip("the session context runs on no CUDA device")
     n, reads = 8, 40
     fmt = BY_KEY["RGBA8"]
     barrier = threading.Barrier(n)
@@ -259,10 +262,10 @@ def test_eight_threads_each_with_its_own_context():
             GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
             GL.glPixelStorei(GL.GL_UNPACK_ALIGNMENT, 1)
             GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, w, h, 0, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, data)
-            cap = gltensor.Capture(tex, backend="cpu")
+            cap = gltensor.Capture(tex, backend=threads_backend)
             barrier.wait(timeout=60)
             for _ in range(reads):
-                assert_array_equal(np.from_dlpack(cap.read(flip=False)), data)
+                assert_array_equal(to_numpy(cap.read(flip=False)), data)
             cap.close()
             GL.glDeleteTextures([tex])
             ctx.close()
@@ -277,7 +280,7 @@ def test_eight_threads_each_with_its_own_context():
     for t in threads:
         t.join(timeout=300)
     assert results == ["ok"] * n, results
-    print(f"\n{n} threads x {reads} reads, each with its own context: all exact")
+    print(f"\n{n} threads x {reads} reads ({threads_backend}), each with its own context: all exact")
 
 
 def test_headless_refuses_an_explicit_cuda_device_it_cannot_honour():
