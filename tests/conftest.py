@@ -38,6 +38,11 @@ def cuda_available():
 
 
 def pytest_configure(config):
+    if os.environ.get("GLTENSOR_UNDER_SANITIZER") == "1" and "ASAN_OPTIONS" in os.environ:
+        # This process read its ASan options at start (leak detection on). The programs tests start (compilers,
+        # git, torchrun, benchmark runs with torch and matplotlib) inherit the preload; their leaks at exit are
+        # theirs, not gltensor's, so they run with leak detection off (memory errors are still reported).
+        os.environ["ASAN_OPTIONS"] += ":detect_leaks=0"
     config.addinivalue_line("markers", "gpu: needs a usable CUDA device (skipped when gltensor.cuda_available() is False)")
     config.addinivalue_line("markers", "multigpu: needs two or more CUDA devices (skipped with fewer)")
     config.addinivalue_line("markers", "slow: runs for tens of seconds (soak); CI runs it, -m 'not slow' leaves it out")

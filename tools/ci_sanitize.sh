@@ -37,13 +37,15 @@ LD_PRELOAD="$libasan" ASAN_OPTIONS=detect_leaks=0 "$py" -c "import gltensor, sys
 set +e
 # -v names each test before it runs: a process stopped by a report still shows which test it was in.
 LD_PRELOAD="$libasan" "$py" -m pytest -v -rfE -p no:cacheprovider --ignore=tests/test_c_example.py \
-    --ignore=tests/test_header.py "$@" > "$work/pytest.log" 2>&1
+    --ignore=tests/test_header.py "$@" > "$work/pytest.log" 2>&1 &
+main=$!
+wait $main
 rc=$?
 grep -E "^(FAILED|ERROR) " "$work/pytest.log" | head -30
 tail -n 3 "$work/pytest.log"
 set -e
 reports=$(ls "$work/reports" | wc -l)
-echo "sanitize: pytest exit $rc (86: ASan/LSan, 87: UBSan), sanitizer report files: $reports"
+echo "sanitize: pytest exit $rc (86: ASan/LSan, 87: UBSan), sanitizer report files: $reports (pytest's own: *.$main)"
 for f in $(ls "$work/reports" | head -3); do
     echo "---- $f"; grep -vE "^\s*$" "$work/reports/$f" | head -60
 done
