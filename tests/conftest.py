@@ -93,10 +93,27 @@ def backend(request):
 # ---------------------------------------------------------------- GL context and error guard
 
 
+def _pin_gl_drivers():
+    """Under a sanitizer: keep the GL driver (Mesa's DRI/gallium library) loaded until exit. Mesa unloads it when
+    its last display goes, before LeakSanitizer runs; the driver's own leaks then show as "<unknown module>",
+    which no suppression can name (tools/sanitizers/lsan.supp names swrast_dri/libgallium)."""
+    import ctypes
+
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if "/dri/" in line or "libgallium" in line}
+    for path in paths:
+        try:
+            ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW | 0x1000)  # RTLD_NODELETE (glibc)
+        except OSError:
+            pass
+
+
 @pytest.fixture(scope="session")
 def ctx():
     gt = require_gltensor()
     context = gt.Context.headless()
+    if os.environ.get("GLTENSOR_UNDER_SANITIZER") == "1":
+        _pin_gl_drivers()
     yield context
     gc.collect()  # captures/frames left in cycles go before the context
     context.close()
