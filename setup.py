@@ -114,4 +114,14 @@ extension = Extension(
     extra_link_args=["-Wl,-Bsymbolic", "-Wl,--version-script=" + str(ROOT / "python" / "gltensor" / "_ext" / "exports.map")],
 )
 
+# GLTENSOR_SANITIZE=address,undefined builds the C core and the extension with ASan/UBSan (CI's sanitizer run,
+# tools/ci_sanitize.sh). Python is not instrumented, so the run preloads libasan (LD_PRELOAD). UBSan stops at its
+# first report, so a finding fails the run instead of scrolling by.
+SANITIZE = os.environ.get("GLTENSOR_SANITIZE", "").strip()
+if SANITIZE:
+    extension.extra_compile_args = [a for a in extension.extra_compile_args if a != "-O2"] + [
+        "-O1", "-g", "-fno-omit-frame-pointer", f"-fsanitize={SANITIZE}", "-fno-sanitize-recover=all"]
+    extension.extra_link_args += [f"-fsanitize={SANITIZE}"]
+    print(f"gltensor: building with -fsanitize={SANITIZE}", flush=True)
+
 setup(version=header_version(), ext_modules=[extension], cmdclass={"build_ext": BuildExt}, options={"bdist_wheel": {"py_limited_api": "cp310"}})

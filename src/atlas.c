@@ -125,7 +125,7 @@ static void tile_origin(const glt_atlas *a, int k, int *x0, int *y0) {
 glt_status glt_atlas_viewport(const glt_atlas *a, int k, int viewport[4]) {
     if (!a || !viewport) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_viewport: NULL argument");
     if (k < 0 || k >= a->count)
-        return glt_fail(GLT_INVALID_ARGUMENT, "tile %d is out of range: the atlas has %d tiles (0..%d)", k, a->count,
+        return glt_fail(GLT_INVALID_ARGUMENT, "tile %d is out of range: the atlas has %d tiles; pass an index in 0..%d", k, a->count,
                         a->count - 1);
     tile_origin(a, k, &viewport[0], &viewport[1]);
     viewport[2] = a->tile_w;
@@ -212,6 +212,6 @@ glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_fra
 }
 
 glt_status glt_atlas_read_into(glt_atlas *a, const glt_read_options *opts_in, const glt_buffer_view *dst) {
-    if (!a) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read_into: atlas is NULL");
+    if (!a || !dst) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read_into: atlas and dst must not be NULL");
     return read_to(a, opts_in, dst, NULL);
 }

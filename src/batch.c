@@ -184,7 +184,7 @@ glt_status glt_batch_read(glt_batch *b, const glt_read_options *opts_in, glt_fra
 }
 
 glt_status glt_batch_read_into(glt_batch *b, const glt_read_options *opts_in, const glt_buffer_view *dst) {
-    if (!b) return glt_fail(GLT_INVALID_ARGUMENT, "glt_batch_read_into: batch is NULL");
+    if (!b || !dst) return glt_fail(GLT_INVALID_ARGUMENT, "glt_batch_read_into: batch and dst must not be NULL");
     return read_to(b, opts_in, dst, NULL);
 }
 

@@ -511,5 +511,8 @@ glt_status glt_capture_read(glt_capture *cap, const glt_read_options *opts_in, g
 }
 
 glt_status glt_capture_read_into(glt_capture *cap, const glt_read_options *opts_in, const glt_buffer_view *dst) {
+    /* dst NULL would mean "a new frame" to read_to, which nobody would receive: refuse it. */
+    if (!dst) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_read_into: dst is NULL; pass a glt_buffer_view, or "
+                                                    "call glt_capture_read for a new frame");
     return read_to(cap, opts_in, dst, NULL);
 }

@@ -31,7 +31,7 @@ glt_status glt_read_dest_open(const glt_format *fmt, const glt_read_options *opt
 }
 
 glt_status glt_read_dest_close(glt_read_dest *d, glt_status copied, glt_frame **out) {
-    if (copied != GLT_OK) {
+    if (copied != GLT_OK || !out) {
         glt_frame_destroy(d->frame); /* never handed out: nothing else holds it */
         d->frame = NULL;
     }

@@ -16,6 +16,13 @@ static void format_dims(char *buf, size_t n, const int64_t *v, int nd) {
         k += snprintf(buf + k, n - (size_t)k, "%s%lld", i ? ", " : "", (long long)v[i]);
 }
 
+/* (n - 1) * stride + last, the bytes from the first element to the end of the last; 0 on overflow. */
+static int span_of(int64_t n, int64_t stride, int64_t last, int64_t *out) {
+    int64_t t = 0;
+    if (n > 1 && __builtin_mul_overflow(n - 1, stride, &t)) return 0;
+    return !__builtin_add_overflow(t, last, out);
+}
+
 glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, const char *what,
                           glt_dest_strides *out) {
     const glt_out_spec *spec = want->spec;
@@ -57,22 +64,27 @@ glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, 
     const int64_t *st = v->strides_bytes + (nd - 3);
     int64_t es = (int64_t)glt_dtype_size(spec->dtype);
     int64_t w = want->width, h = want->height, c = spec->channels;
-    int64_t row_min = chw ? w * es : w * c * es, pitch, plane = 0, image_min;
+    int64_t row_min = chw ? w * es : w * c * es, pitch, plane = 0, plane_min, image_min = 0;
     int ok;
+    /* Spans are computed with overflow checks: strides come from the caller (a crafted __array_interface__,
+     * a C program), and a product that wraps would pass the checks and send rows anywhere. */
     if (chw) {
         pitch = st[1];
         plane = st[0];
-        ok = (st[2] == es || w == 1) && (pitch >= row_min || h == 1) && (plane >= (h - 1) * pitch + row_min || c == 1);
+        ok = (st[2] == es || w == 1) && (pitch >= row_min || h == 1);
         if (h == 1) pitch = row_min;
-        if (c == 1) plane = h * pitch;
-        image_min = (c - 1) * plane + (h - 1) * pitch + row_min;
+        ok = ok && span_of(h, pitch, row_min, &plane_min) && (plane >= plane_min || c == 1);
+        if (ok && c == 1) ok = !__builtin_mul_overflow(h, pitch, &plane);
+        ok = ok && span_of(c, plane, plane_min, &image_min);
     } else {
         pitch = st[0];
         ok = (st[2] == es || c == 1) && (st[1] == c * es || w == 1) && (pitch >= row_min || h == 1);
         if (h == 1) pitch = row_min;
-        image_min = (h - 1) * pitch + row_min;
+        ok = ok && span_of(h, pitch, row_min, &image_min);
     }
-    ok = ok && (want->count <= 1 || v->strides_bytes[0] >= image_min);
+    int64_t total;
+    ok = ok && (want->count <= 1 ||
+                (v->strides_bytes[0] >= image_min && span_of(want->count, v->strides_bytes[0], image_min, &total)));
     if (!ok) {
         char have[128];
         format_dims(have, sizeof have, v->strides_bytes, v->ndim);

@@ -358,9 +358,23 @@ class Image:
 # ---------------------------------------------------------------- consuming frames
 
 
+def have(module):
+    """True when an optional package (torch, an engine) can be imported here."""
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def need_torch(why="this test hands frames to torch"):
+    """torch, or a skip saying why it is needed: the [test] extra does not install it."""
+    return pytest.importorskip("torch", reason=f"{why}; torch is not installed (pip install torch)")
+
+
 def torch_to_numpy(t):
     """A CPU numpy copy of any torch tensor, also for the unsigned types torch converts poorly."""
-    import torch
+    torch = need_torch()
 
     t = t.detach()
     if t.dtype in (getattr(torch, "uint16", None), getattr(torch, "uint32", None)):
@@ -375,14 +389,13 @@ def to_numpy(frame):
     dev_type, _ = frame.__dlpack_device__()
     if dev_type == 1:
         return np.from_dlpack(frame)
-    import torch
-
+    torch = need_torch("a CUDA frame is brought to the host through torch")
     return torch_to_numpy(torch.from_dlpack(frame))
 
 
 def to_numpy_torch(frame):
     """Same as to_numpy, through torch.from_dlpack on every device."""
-    import torch
+    torch = need_torch()
 
     return torch_to_numpy(torch.from_dlpack(frame))
 

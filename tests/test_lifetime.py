@@ -117,6 +117,7 @@ def test_many_captures_of_one_texture(backend, make_texture, capture):
         assert_array_equal(to_numpy(c.read(flip=False)), ref)
 
 
+@pytest.mark.sanitizer_distorts("an RSS bound: ASan's quarantine and shadow memory grow RSS on their own")
 def test_mass_create_destroy_bounded_memory(make_texture):
     fmt = BY_KEY["RGBA8"]
     img = make_texture(fmt, 64, 64, seed=5)
@@ -141,6 +142,7 @@ def test_mass_create_destroy_bounded_memory(make_texture):
         assert_array_equal(to_numpy(cap.read(flip=False)), ref)
 
 
+@pytest.mark.sanitizer_distorts("an RSS bound: ASan's quarantine and shadow memory grow RSS on their own")
 def test_mass_create_destroy_without_close(make_texture):
     img = make_texture("RGBA8", 32, 32)
     for _ in range(30):
@@ -155,6 +157,7 @@ def test_mass_create_destroy_without_close(make_texture):
     check_gl()
 
 
+@pytest.mark.sanitizer_distorts("an RSS bound: ASan's quarantine and shadow memory grow RSS on their own")
 def test_many_reads_rss_flat(make_texture, capture):
     fmt = BY_KEY["RGBA8"]
     w, h = 256, 256  # 256 KiB a frame: a leaked frame per read would be 500 MiB over the loop

@@ -4,6 +4,7 @@
 #   bash tools/gpu_verify.sh STEP...   steps: tests bench convert suite quick quickclears depth engines panda3d
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
+#                                      reliability soak memcheck racecheck synccheck (issue 14; one per call)
 # Carry `.gl` (GL loader packages, see the device tool's README) and, for `engines`, `.whl` with the
 # engines' cp312 wheels. They do not fit one call (64 MiB): panda3d alone is 54 MB, so carry it in one
 # call and mujoco + mujoco-core + mujoco-studio + glfw + moderngl + glcontext (23 MB) in another.
@@ -119,6 +120,38 @@ json.dump({"median_frames_per_s": tot, "runs": runs}, open(f"{out}/scaling_{tag}
 PY
             rm -f "$OUT"/ddp_"${tag}"_*.json
         done ;;
-    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d multigpu memcheck-multigpu scaling)"; exit 2 ;;
+    reliability) # tests/reliability on the CUDA backend: bad input, lifetimes, threads, properties, fuzzing, the
+                 # CI-size soak (20,000 reads, CPU and CUDA); the counts and drifts are printed (-s)
+        timeout 540 python3 -m pytest -q -s -p no:cacheprovider -rfEs tests/reliability > "$OUT/reliability.log" 2>&1
+        grep -E "^(FAILED|ERROR)|passed|failed|cases|soak |cycles|threads x|python thread|accepted" "$OUT/reliability.log" | tail -30 ;;
+    soak) # 1,000,000 reads on the CUDA backend (mixed: plain, converted, out=, batch, atlas), RSS and device memory
+          # sampled every 100,000 reads; bounds 16 MiB (host) and 8 MiB (device) from the first sample to the end
+        GLTENSOR_SOAK_READS=${GLTENSOR_SOAK_READS:-1000000} timeout 580 python3 -m pytest -q -s -p no:cacheprovider \
+            -rfEs "tests/reliability/test_lifetimes.py::test_soak_reads_memory_flat[cuda]" > "$OUT/soak.log" 2>&1
+        grep -E "^(FAILED|ERROR)|passed|failed|soak |^E " "$OUT/soak.log" | tail -12 ;;
+    memcheck|racecheck|synccheck) # compute-sanitizer over the GPU tests; tests whose bounds the tool distorts skip
+        # (sanitizer_distorts marker, GLTENSOR_UNDER_SANITIZER=1). Summary: the tool's error count, and how many
+        # reports have a host frame in gltensor (_gltensor*.so) or a gltensor kernel (gather, depth_kernel).
+        case "$step" in
+        memcheck) files="tests/test_gpu.py tests/test_formats.py tests/test_convert.py tests/test_batch.py tests/test_atlas.py tests/test_dlpack.py tests/test_lifetime.py tests/test_resize.py tests/test_depth.py tests/test_msaa.py tests/reliability"; extra="--leak-check full" ;;
+        *) files="tests/test_gpu.py tests/test_convert.py tests/test_batch.py tests/test_atlas.py tests/test_depth.py"; extra="" ;;
+        esac
+        GLTENSOR_UNDER_SANITIZER=1 timeout 580 compute-sanitizer --tool "$step" $extra --error-exitcode 99 \
+            --log-file "$OUT/$step.txt" python3 -m pytest -q -p no:cacheprovider -m gpu $files \
+            > "$OUT/$step.log" 2>&1; echo "$step: exit $? (99: the tool found errors; 124: time limit)"
+        tail -2 "$OUT/$step.log"
+        python3 - "$OUT/$step.txt" "$step" <<'PY'
+import re, sys
+text = open(sys.argv[1], errors="replace").read()
+blocks = re.split(r"\n(?========== (?:Invalid|Race|Barrier|Uninitialized|Program hit|Leaked|Error|Warp|Cuda))", text)
+reports = [b for b in blocks if re.match(r"========= (Invalid|Race|Barrier|Uninitialized|Program hit|Leaked|Error|Warp|Cuda)", b)]
+ours = [b for b in reports if "_gltensor" in b or re.search(r"\bglt_\w+|\bgather\b|\bdepth_kernel\b", b)]
+summary = re.findall(r"ERROR SUMMARY: (\d+) error", text)
+print(f"{sys.argv[2]}: ERROR SUMMARY {summary[-1] if summary else '?'}; reports {len(reports)}, attributed to gltensor {len(ours)}")
+for b in ours[:3]:
+    print("\n".join(b.splitlines()[:12]))
+PY
+        ;;
+    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d multigpu memcheck-multigpu scaling reliability soak memcheck racecheck synccheck)"; exit 2 ;;
     esac
 done

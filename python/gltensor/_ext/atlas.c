@@ -6,6 +6,7 @@ typedef struct {
     gltensor_state *st;
     glt_atlas *atlas;
     unsigned name;
+    PyThread_type_lock lock; /* held while a thread drives atlas: reads run without the GIL */
 } AtlasObject;
 
 static int parse_pair(PyObject *obj, const char *what, int *a, int *b) {
@@ -65,6 +66,10 @@ static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!self) return NULL;
     self->st = st;
     self->name = (unsigned)name;
+    if (!(self->lock = glt_py_lock_new())) {
+        Py_DECREF(self);
+        return NULL;
+    }
     glt_status s = glt_atlas_create(&d, &self->atlas);
     if (s != GLT_OK) {
         Py_DECREF(self);
@@ -82,22 +87,36 @@ static PyObject *closed_error(AtlasObject *self) {
 static PyObject *atlas_read(AtlasObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     glt_py_read_args r;
     if (glt_py_parse_read_args(self->st, "read", args, nargs, kwnames, &r) < 0) return NULL;
-    if (!self->atlas) return closed_error(self);
-    if (r.out == Py_None) {
-        glt_frame *frame = NULL;
-        glt_status s = glt_atlas_read(self->atlas, &r.opts, &frame);
-        if (s != GLT_OK) return glt_py_raise(self->st, s);
-        return glt_py_frame_new(self->st, frame);
-    }
-    glt_capture_info info;
-    glt_capture_get_info(glt_atlas_capture(self->atlas), &info);
     glt_buffer_view view;
     PyObject *keep = NULL;
-    if (glt_py_out_view(self->st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
-    glt_status s = glt_atlas_read_into(self->atlas, &r.opts, &view);
+    if (!self->atlas) return closed_error(self);
+    /* out= is described before the lock is taken: its __dlpack__ is Python code, which may use this atlas. The
+     * lock is not held while it runs (the lock is not reentrant). */
+    if (r.out != Py_None) {
+        glt_capture_info info;
+        glt_py_lock_take(self->lock); /* a read in another thread may be re-reading the size */
+        if (self->atlas) glt_capture_get_info(glt_atlas_capture(self->atlas), &info);
+        int closed = !self->atlas;
+        glt_py_lock_give(self->lock);
+        if (closed) return closed_error(self);
+        if (glt_py_out_view(self->st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
+    }
+    glt_py_lock_take(self->lock);
+    if (!self->atlas) {
+        glt_py_lock_give(self->lock);
+        Py_XDECREF(keep);
+        return closed_error(self);
+    }
+    /* Map, copy and unmap (or the GL readback) run without the GIL, under the atlas's lock. */
+    glt_frame *frame = NULL;
+    glt_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = r.out == Py_None ? glt_atlas_read(self->atlas, &r.opts, &frame) : glt_atlas_read_into(self->atlas, &r.opts, &view);
+    Py_END_ALLOW_THREADS
+    glt_py_lock_give(self->lock);
     Py_XDECREF(keep);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
-    return Py_NewRef(r.out);
+    return r.out == Py_None ? glt_py_frame_new(self->st, frame) : Py_NewRef(r.out);
 }
 
 static PyObject *atlas_viewport(AtlasObject *self, PyObject *arg) {
@@ -128,8 +147,11 @@ static PyObject *atlas_viewports(AtlasObject *self, PyObject *unused) {
 
 static PyObject *atlas_close(AtlasObject *self, PyObject *unused) {
     (void)unused;
-    glt_atlas_destroy(self->atlas);
+    glt_py_lock_take(self->lock); /* waits for a read in flight in another thread */
+    glt_atlas *atlas = self->atlas;
     self->atlas = NULL;
+    glt_py_lock_give(self->lock);
+    glt_atlas_destroy(atlas);
     Py_RETURN_NONE;
 }
 
@@ -146,16 +168,22 @@ static PyObject *atlas_exit(AtlasObject *self, PyObject *args) {
 
 static void atlas_dealloc(AtlasObject *self) {
     glt_atlas_destroy(self->atlas);
+    if (self->lock) PyThread_free_lock(self->lock);
     glt_py_free_instance((PyObject *)self);
 }
 
 static int info_of(AtlasObject *self, glt_capture_info *i, int g[5]) {
-    if (!self->atlas) {
+    glt_py_lock_take(self->lock); /* a read in another thread may be re-reading the size */
+    int closed = !self->atlas;
+    if (!closed) {
+        glt_capture_get_info(glt_atlas_capture(self->atlas), i);
+        glt_atlas_grid(self->atlas, &g[0], &g[1], &g[2], &g[3], &g[4]);
+    }
+    glt_py_lock_give(self->lock);
+    if (closed) {
         closed_error(self);
         return -1;
     }
-    glt_capture_get_info(glt_atlas_capture(self->atlas), i);
-    glt_atlas_grid(self->atlas, &g[0], &g[1], &g[2], &g[3], &g[4]);
     return 0;
 }
 

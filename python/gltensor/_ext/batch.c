@@ -6,6 +6,7 @@ typedef struct {
     gltensor_state *st;
     glt_batch *batch;
     PyObject *captures; /* tuple of Capture objects; the C batch borrows their handles */
+    PyThread_type_lock lock;
 } BatchObject;
 
 /* The region= for source i: regions[i] when regions= is given, else the one region= (NULL: none). A region
@@ -86,6 +87,7 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     glt_capture **handles = PyMem_Malloc(sizeof *handles * (size_t)(n ? n : 1));
     if (!self || !caps || !handles) goto fail;
     self->st = st;
+    if (!(self->lock = glt_py_lock_new())) goto fail;
     for (Py_ssize_t i = 0; i < n; ++i) {
         PyObject *src = PyTuple_GetItem(seq, i), *cap, *src_region;
         int is_capture = PyObject_TypeCheck(src, st->capture_type);
@@ -159,29 +161,75 @@ static int sources_open(BatchObject *self) {
     return 1;
 }
 
+/* A read drives the batch and every source capture: their locks are taken in one order (the batch, then
+ * the captures by address, each once) so that two batches sharing captures cannot deadlock. */
+static int cmp_locks(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (PyThread_type_lock const *)a, y = (uintptr_t) * (PyThread_type_lock const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Returns the number of capture locks taken into locks[] (sorted, distinct), or -1 (MemoryError). */
+static Py_ssize_t lock_all(BatchObject *self, PyThread_type_lock **locks_out) {
+    Py_ssize_t n = self->captures ? PyTuple_Size(self->captures) : 0, k = 0;
+    PyThread_type_lock *locks = PyMem_Malloc(sizeof *locks * (size_t)(n ? n : 1));
+    if (!locks) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) locks[i] = ((CaptureObject *)PyTuple_GetItem(self->captures, i))->lock;
+    qsort(locks, (size_t)n, sizeof *locks, cmp_locks);
+    glt_py_lock_take(self->lock);
+    for (Py_ssize_t i = 0; i < n; ++i)
+        if (i == 0 || locks[i] != locks[k - 1]) {
+            locks[k++] = locks[i];
+            glt_py_lock_take(locks[k - 1]);
+        }
+    *locks_out = locks;
+    return k;
+}
+
+static void unlock_all(BatchObject *self, PyThread_type_lock *locks, Py_ssize_t k) {
+    for (Py_ssize_t i = k - 1; i >= 0; --i) glt_py_lock_give(locks[i]);
+    glt_py_lock_give(self->lock);
+    PyMem_Free(locks);
+}
+
+/* Never called with capture 0's lock held (the lock is not reentrant). */
 static int is_cuda(BatchObject *self) {
+    CaptureObject *c0 = (CaptureObject *)PyTuple_GetItem(self->captures, 0);
     glt_capture_info info;
-    glt_capture_get_info(((CaptureObject *)PyTuple_GetItem(self->captures, 0))->cap, &info);
+    info.backend = GLT_BACKEND_CPU;
+    glt_py_lock_take(c0->lock);
+    if (c0->cap) glt_capture_get_info(c0->cap, &info);
+    glt_py_lock_give(c0->lock);
     return info.backend == GLT_BACKEND_CUDA;
 }
 
 static PyObject *batch_read(BatchObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     glt_py_read_args r;
     if (glt_py_parse_read_args(self->st, "read", args, nargs, kwnames, &r) < 0) return NULL;
-    if (!sources_open(self)) return NULL;
-    if (r.out == Py_None) {
-        glt_frame *frame = NULL;
-        glt_status s = glt_batch_read(self->batch, &r.opts, &frame);
-        if (s != GLT_OK) return glt_py_raise(self->st, s);
-        return glt_py_frame_new(self->st, frame);
-    }
     glt_buffer_view view;
     PyObject *keep = NULL;
-    if (glt_py_out_view(self->st, &r, is_cuda(self), &view, &keep) < 0) return NULL;
-    glt_status s = glt_batch_read_into(self->batch, &r.opts, &view);
+    /* out= is described before the locks are taken: its __dlpack__ is Python code, which may use this batch. */
+    if (!sources_open(self) || (r.out != Py_None && glt_py_out_view(self->st, &r, is_cuda(self), &view, &keep) < 0))
+        return NULL;
+    PyThread_type_lock *locks;
+    Py_ssize_t k = lock_all(self, &locks);
+    /* Under the locks (GIL held): no source can be closed between this check and the read. */
+    if (k < 0 || !sources_open(self)) {
+        if (k >= 0) unlock_all(self, locks, k);
+        Py_XDECREF(keep);
+        return NULL;
+    }
+    glt_frame *frame = NULL;
+    glt_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = r.out == Py_None ? glt_batch_read(self->batch, &r.opts, &frame) : glt_batch_read_into(self->batch, &r.opts, &view);
+    Py_END_ALLOW_THREADS
+    unlock_all(self, locks, k);
     Py_XDECREF(keep);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
-    return Py_NewRef(r.out);
+    return r.out == Py_None ? glt_py_frame_new(self->st, frame) : Py_NewRef(r.out);
 }
 
 static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -192,11 +240,24 @@ static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ss
                                          "Capture.read(out=) per source");
         return NULL;
     }
-    if (!sources_open(self)) return NULL;
+    PyThread_type_lock *locks;
+    Py_ssize_t k = lock_all(self, &locks);
+    if (k < 0) return NULL;
+    if (!sources_open(self)) {
+        unlock_all(self, locks, k);
+        return NULL;
+    }
     int n = glt_batch_count(self->batch);
     glt_frame **frames = PyMem_Calloc((size_t)n, sizeof *frames);
-    if (!frames) return PyErr_NoMemory();
-    glt_status s = glt_batch_read_each(self->batch, &r.opts, frames);
+    if (!frames) {
+        unlock_all(self, locks, k);
+        return PyErr_NoMemory();
+    }
+    glt_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = glt_batch_read_each(self->batch, &r.opts, frames);
+    Py_END_ALLOW_THREADS
+    unlock_all(self, locks, k);
     if (s != GLT_OK) {
         PyMem_Free(frames);
         return glt_py_raise(self->st, s);
@@ -218,8 +279,11 @@ static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ss
 
 static PyObject *batch_close(BatchObject *self, PyObject *unused) {
     (void)unused;
-    glt_batch_destroy(self->batch);
+    glt_py_lock_take(self->lock); /* waits for a read in flight in another thread */
+    glt_batch *batch = self->batch;
     self->batch = NULL;
+    glt_py_lock_give(self->lock);
+    glt_batch_destroy(batch);
     Py_RETURN_NONE;
 }
 
@@ -237,6 +301,7 @@ static PyObject *batch_exit(BatchObject *self, PyObject *args) {
 static void batch_dealloc(BatchObject *self) {
     PyObject_GC_UnTrack(self);
     glt_batch_destroy(self->batch);
+    if (self->lock) PyThread_free_lock(self->lock);
     Py_CLEAR(self->captures);
     glt_py_free_instance((PyObject *)self);
 }
@@ -262,7 +327,11 @@ static PyObject *get_shape(BatchObject *self, void *c) {
     if (!sources_open(self)) return NULL;
     CaptureObject *c0 = (CaptureObject *)PyTuple_GetItem(self->captures, 0);
     glt_capture_info i;
-    glt_capture_get_info(c0->cap, &i);
+    glt_py_lock_take(c0->lock);
+    if (c0->cap) glt_capture_get_info(c0->cap, &i);
+    int closed = !c0->cap;
+    glt_py_lock_give(c0->lock);
+    if (closed) return glt_py_capture_closed(c0);
     return Py_BuildValue("(niii)", PyTuple_Size(self->captures), i.height, i.width, i.channels);
 }
 
@@ -272,8 +341,16 @@ static PyObject *get_regions(BatchObject *self, void *c) {
     Py_ssize_t n = PyTuple_Size(self->captures);
     PyObject *t = PyTuple_New(n);
     for (Py_ssize_t i = 0; t && i < n; ++i) {
+        CaptureObject *ci = (CaptureObject *)PyTuple_GetItem(self->captures, i);
         glt_capture_info info;
-        glt_capture_get_info(((CaptureObject *)PyTuple_GetItem(self->captures, i))->cap, &info);
+        glt_py_lock_take(ci->lock);
+        int closed = !ci->cap;
+        if (!closed) glt_capture_get_info(ci->cap, &info);
+        glt_py_lock_give(ci->lock);
+        if (closed) {
+            Py_DECREF(t);
+            return glt_py_capture_closed(ci);
+        }
         PyObject *r = Py_BuildValue("(iiii)", info.region.x, info.region.y, info.region.width, info.region.height);
         if (!r) Py_CLEAR(t);
         else PyTuple_SetItem(t, i, r);

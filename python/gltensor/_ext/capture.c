@@ -139,6 +139,10 @@ static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     CaptureObject *self = (CaptureObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;
+    if (!(self->lock = glt_py_lock_new())) {
+        Py_DECREF(self);
+        return NULL;
+    }
     self->name = desc.gl_name;
     self->target = desc.gl_target;
     glt_status s = glt_capture_create(&desc, &self->cap);
@@ -162,27 +166,41 @@ static PyObject *capture_read(CaptureObject *self, PyObject *const *args, Py_ssi
     glt_py_read_args r;
     if (glt_py_parse_read_args(st, "read", args, nargs, kwnames, &r) < 0) return NULL;
     if (!self->cap) return glt_py_capture_closed(self);
-    if (r.out == Py_None) {
-        glt_frame *frame = NULL;
-        glt_status s = glt_capture_read(self->cap, &r.opts, &frame);
-        if (s != GLT_OK) return glt_py_raise(st, s);
-        return glt_py_frame_new(st, frame);
-    }
-    glt_capture_info info;
-    glt_capture_get_info(self->cap, &info);
     glt_buffer_view view;
     PyObject *keep = NULL;
-    if (glt_py_out_view(st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
-    glt_status s = glt_capture_read_into(self->cap, &r.opts, &view);
+    if (r.out != Py_None) {
+        glt_capture_info info;
+        glt_py_lock_take(self->lock);
+        if (self->cap) glt_capture_get_info(self->cap, &info);
+        glt_py_lock_give(self->lock);
+        if (!self->cap) return glt_py_capture_closed(self);
+        if (glt_py_out_view(st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
+    }
+    /* Map, copy and unmap (or the GL readback) run without the GIL, under the capture's lock. */
+    glt_frame *frame = NULL;
+    glt_status s = GLT_OK;
+    int closed = 0;
+    glt_py_lock_take(self->lock);
+    Py_BEGIN_ALLOW_THREADS
+    if (!self->cap) closed = 1; /* closed by another thread since the check above */
+    else if (r.out == Py_None) s = glt_capture_read(self->cap, &r.opts, &frame);
+    else s = glt_capture_read_into(self->cap, &r.opts, &view);
+    Py_END_ALLOW_THREADS
+    glt_py_lock_give(self->lock);
     Py_XDECREF(keep);
+    if (closed) return glt_py_capture_closed(self);
     if (s != GLT_OK) return glt_py_raise(st, s);
-    return Py_NewRef(r.out);
+    return r.out == Py_None ? glt_py_frame_new(st, frame) : Py_NewRef(r.out);
 }
 
 static PyObject *capture_close(CaptureObject *self, PyObject *unused) {
     (void)unused;
-    glt_capture_destroy(self->cap);
+    /* Waits for a read in flight in another thread; then no one else can reach the handle. */
+    glt_py_lock_take(self->lock);
+    glt_capture *cap = self->cap;
     self->cap = NULL;
+    glt_py_lock_give(self->lock);
+    glt_capture_destroy(cap);
     Py_RETURN_NONE;
 }
 
@@ -201,23 +219,32 @@ static PyObject *capture_refresh(CaptureObject *self, PyObject *unused) {
     (void)unused;
     if (!self->cap) return glt_py_capture_closed(self);
     int changed = 0;
-    glt_status s = glt_capture_refresh(self->cap, &changed);
+    glt_py_lock_take(self->lock);
+    glt_status s = self->cap ? glt_capture_refresh(self->cap, &changed) : GLT_OK;
+    int closed = !self->cap;
+    glt_py_lock_give(self->lock);
+    if (closed) return glt_py_capture_closed(self);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
     return PyBool_FromLong(changed);
 }
 
 static void capture_dealloc(CaptureObject *self) {
     if (self->weakreflist) PyObject_ClearWeakRefs((PyObject *)self);
-    glt_capture_destroy(self->cap);
+    glt_capture_destroy(self->cap); /* no read can be in flight: each holds a reference */
+    if (self->lock) PyThread_free_lock(self->lock);
     glt_py_free_instance((PyObject *)self);
 }
 
 static int info_of(CaptureObject *self, glt_capture_info *info) {
-    if (!self->cap) {
+    /* Under the lock: a read in another thread may be re-reading the size after a reallocation. */
+    glt_py_lock_take(self->lock);
+    if (self->cap) glt_capture_get_info(self->cap, info);
+    int closed = !self->cap;
+    glt_py_lock_give(self->lock);
+    if (closed) {
         glt_py_capture_closed(self);
         return -1;
     }
-    glt_capture_get_info(self->cap, info);
     return 0;
 }
 
@@ -280,9 +307,11 @@ static PyObject *get_closed(CaptureObject *self, void *c) {
 
 static PyObject *capture_repr(CaptureObject *self) {
     const char *kind = self->target == GLT_RENDERBUFFER ? "renderbuffer" : "texture";
-    if (!self->cap) return PyUnicode_FromFormat("<gltensor.Capture %s %u closed>", kind, self->name);
     glt_capture_info i;
-    glt_capture_get_info(self->cap, &i);
+    if (info_of(self, &i) < 0) {
+        PyErr_Clear();
+        return PyUnicode_FromFormat("<gltensor.Capture %s %u closed>", kind, self->name);
+    }
     if (i.width != i.image_width || i.height != i.image_height)
         return PyUnicode_FromFormat("<gltensor.Capture %s %u %s %dx%d region=(%d, %d, %d, %d) backend=%s>", kind,
                                     self->name, i.format_name, i.image_width, i.image_height, i.region.x, i.region.y,

@@ -54,6 +54,7 @@ typedef struct {
     unsigned name;
     unsigned target;
     PyObject *weakreflist;
+    PyThread_type_lock lock; /* held while a thread drives cap: reads run without the GIL */
 } CaptureObject;
 
 /* capture.c: the ClosedError for a closed capture; returns NULL. */
@@ -111,5 +112,25 @@ static inline PyObject *glt_py_as_tuple(PyObject *obj, const char *message) {
 /* The qualified name of obj's type for messages (tp_name is outside the limited API); a new reference,
  * NULL only when memory ran out. Use with %U. */
 PyObject *glt_py_type_name(PyObject *obj);
+/* ---- per-object locks (reads run without the GIL) ----
+ * A read drops the GIL around map, copy and unmap, so each object has a lock that one thread holds while it
+ * drives the object (read, refresh, close, info). The rule that keeps this free of deadlocks: nobody waits
+ * for an object lock while holding the GIL. glt_py_lock_take tries the lock first and, when another thread
+ * holds it, waits with the GIL released; it returns holding both. Holding an object lock while waiting for
+ * the GIL is then safe: whoever holds the GIL gives it up before it waits for the lock. Locks of several
+ * objects (a batch and its captures) are taken in one order: the batch, then captures by address. */
+static inline void glt_py_lock_take(PyThread_type_lock lock) {
+    if (PyThread_acquire_lock(lock, NOWAIT_LOCK)) return;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
+}
+static inline void glt_py_lock_give(PyThread_type_lock lock) { PyThread_release_lock(lock); }
+/* A new lock, or NULL with MemoryError set. */
+static inline PyThread_type_lock glt_py_lock_new(void) {
+    PyThread_type_lock lock = PyThread_allocate_lock();
+    if (!lock) PyErr_SetString(PyExc_MemoryError, "cannot allocate a lock for a gltensor object");
+    return lock;
+}
 
 #endif

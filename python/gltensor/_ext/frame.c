@@ -211,6 +211,14 @@ static PyObject *frame_dlpack(FrameObject *self, PyObject *args, PyObject *kwarg
     int my_id = is_cuda(self) ? self->info.cuda_device : 0;
     if (dl_device != Py_None) {
         int t, id;
+        if (!PyTuple_Check(dl_device)) { /* PyArg_ParseTuple would raise SystemError on a non-tuple */
+            PyObject *type_name = glt_py_type_name(dl_device);
+            if (type_name)
+                PyErr_Format(PyExc_TypeError, "dl_device must be a (device_type, device_id) tuple, not %.80U",
+                             type_name);
+            Py_XDECREF(type_name);
+            return NULL;
+        }
         if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &t, &id)) return NULL;
         if (t != my_type || id != my_id) {
             PyErr_Format(PyExc_BufferError,
@@ -264,7 +272,12 @@ static PyObject *frame_dlpack(FrameObject *self, PyObject *args, PyObject *kwarg
     if (want_copy) {
         /* copy=True: an independent frame from the same pool, copied on the frame's stream. */
         glt_frame *clone = NULL;
-        glt_status s = glt_frame_clone(self->frame, &clone);
+        glt_status s;
+        /* A host copy of a large frame takes milliseconds: let other threads run. The source frame is
+         * never written after its read, and the pool is locked on its own. */
+        Py_BEGIN_ALLOW_THREADS
+        s = glt_frame_clone(self->frame, &clone);
+        Py_END_ALLOW_THREADS
         if (s != GLT_OK) return glt_py_raise(self->st, s);
         owner = glt_py_frame_new(self->st, clone);
         if (!owner) return NULL;
