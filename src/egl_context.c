@@ -202,16 +202,52 @@ static int take_device(const opened *o, int pass, void *arg) {
     return o->cuda_status == GLT_CUDA_UNAVAILABLE && pass == 0;
 }
 
+/* The calling thread's current EGL context, put back after a search that made others current: a failed
+ * create (or an egl_device_index lookup) must leave the caller's context as it found it. */
+typedef struct saved_current {
+    EGLDisplay display;
+    EGLContext context;
+    EGLSurface draw, read;
+    EGLenum api;
+} saved_current;
+
+static saved_current save_current(const glt_egl *egl) {
+    saved_current c;
+    c.display = egl->GetCurrentDisplay ? egl->GetCurrentDisplay() : EGL_NO_DISPLAY;
+    c.context = egl->GetCurrentContext();
+    c.draw = egl->GetCurrentSurface ? egl->GetCurrentSurface(EGL_DRAW) : EGL_NO_SURFACE;
+    c.read = egl->GetCurrentSurface ? egl->GetCurrentSurface(EGL_READ) : EGL_NO_SURFACE;
+    c.api = egl->QueryAPI ? egl->QueryAPI() : EGL_OPENGL_API;
+    return c;
+}
+
+static void restore_current(const glt_egl *egl, const saved_current *c) {
+    egl->BindAPI(c->api);
+    if (c->context != EGL_NO_CONTEXT) egl->MakeCurrent(c->display, c->draw, c->read, c->context);
+}
+
+static glt_status create_headless(const glt_egl *egl, const glt_context_desc *desc_in, glt_context **out);
+
 glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_context **out) {
+    if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_context_create_headless: out is NULL");
+    *out = NULL;
+    const glt_egl *egl = glt_egl_load();
+    if (!egl) return GLT_EGL_ERROR;
+    saved_current saved = save_current(egl);
+    glt_status st = create_headless(egl, desc_in, out);
+    if (st != GLT_OK) {
+        /* Keep the failure's message: restoring must not overwrite it. */
+        restore_current(egl, &saved);
+    }
+    return st;
+}
+
+static glt_status create_headless(const glt_egl *egl, const glt_context_desc *desc_in, glt_context **out) {
     glt_context_desc desc;
     if (desc_in)
         desc = *desc_in;
     else
         glt_context_desc_init(&desc);
-    if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_context_create_headless: out is NULL");
-    *out = NULL;
-    const glt_egl *egl = glt_egl_load();
-    if (!egl) return GLT_EGL_ERROR;
     if (!egl->QueryDevicesEXT || !egl->GetPlatformDisplayEXT)
         return glt_fail(GLT_EGL_ERROR, "this EGL lacks EGL_EXT_device_enumeration / EGL_EXT_platform_device, "
                                        "needed for headless contexts; install libglvnd's libegl1 with a driver "
@@ -333,11 +369,7 @@ glt_status glt_egl_device_index(int cuda_device, int *egl_index) {
     if (!egl->QueryDevicesEXT || !egl->GetPlatformDisplayEXT)
         return glt_fail(GLT_EGL_ERROR, "this EGL lacks EGL_EXT_device_enumeration / EGL_EXT_platform_device");
     /* The caller's current context (if any) comes back afterwards, with its bound API. */
-    EGLDisplay saved_display = egl->GetCurrentDisplay ? egl->GetCurrentDisplay() : EGL_NO_DISPLAY;
-    EGLContext saved_context = egl->GetCurrentContext();
-    EGLSurface saved_draw = egl->GetCurrentSurface ? egl->GetCurrentSurface(EGL_DRAW) : EGL_NO_SURFACE;
-    EGLSurface saved_read = egl->GetCurrentSurface ? egl->GetCurrentSurface(EGL_READ) : EGL_NO_SURFACE;
-    EGLenum saved_api = egl->QueryAPI ? egl->QueryAPI() : EGL_OPENGL_API;
+    saved_current saved = save_current(egl);
 
     glt_context_desc desc;
     glt_context_desc_init(&desc);
@@ -347,8 +379,7 @@ glt_status glt_egl_device_index(int cuda_device, int *egl_index) {
     int found = find_nvidia(egl, &desc, cuda_device, take_confirmed, &cuda_device, &o, &index, &nvidia_seen, tried,
                             sizeof tried);
     if (found) close_opened(egl, &o);
-    egl->BindAPI(saved_api);
-    if (saved_context != EGL_NO_CONTEXT) egl->MakeCurrent(saved_display, saved_draw, saved_read, saved_context);
+    restore_current(egl, &saved);
     if (!found) {
         if (!nvidia_seen)
             return glt_fail(GLT_EGL_ERROR, "no NVIDIA EGL device is visible; install the NVIDIA driver's EGL vendor "

@@ -225,3 +225,24 @@ def test_context_in_another_thread_leaves_this_thread_alone(gl, ctx):
     assert "error" not in result, result.get("error")
     assert result["current"] not in (0, mine)
     assert current_egl_context() == mine
+
+
+@pytest.mark.parametrize("request_kwargs", [dict(cuda_device=99), dict(software=True)],
+                         ids=["device-99", "software"])
+def test_a_failed_create_leaves_the_callers_context_current(gl, ctx, make_texture, request_kwargs):
+    """Creating a context searches devices and makes each candidate current; when the request fails in the
+    end, the caller's context must be current again (NVIDIA: cuda_device=99 opens a context on every GPU
+    first; a GPU machine has no Mesa device for software=True)."""
+    ctx.make_current()
+    tex = make_texture("RGBA8", 8, 4)
+    try:
+        made = gltensor.Context.headless(**request_kwargs)
+    except gltensor.GLTensorError:
+        made = None
+    if made is not None:  # the request could be served here (software=True on Mesa): nothing to check
+        made.close()
+        ctx.make_current()
+        pytest.skip(f"{request_kwargs} succeeded on this machine")
+    # No make_current() here: the failed call itself must have left ctx current.
+    with gltensor.Capture(tex.name, backend="cpu") as cap:
+        assert cap.read().shape == (4, 8, 4)

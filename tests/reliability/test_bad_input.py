@@ -53,7 +53,6 @@ def world(gl, make_texture):
     w.deleted = gen_texture()
     GL.glBindTexture(GL.GL_TEXTURE_2D, w.deleted)
     tex_image_2d(GL.GL_TEXTURE_2D, 0, GL.GL_RGBA8, 4, 4, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE)
-    GL.glDeleteTextures([w.deleted])
     w.unsupported = gen_texture()
     GL.glBindTexture(GL.GL_TEXTURE_2D, w.unsupported)
     tex_image_2d(GL.GL_TEXTURE_2D, 0, GL.GL_RGB10_A2, 4, 4, GL.GL_RGBA, GL.GL_UNSIGNED_INT_2_10_10_10_REV)
@@ -64,6 +63,10 @@ def world(gl, make_texture):
     w.batch = gltensor.Batch([w.cap])
     w.atlas = gltensor.Atlas(w.tex, tiles=(2, 2), backend="cpu")
     w.frame = w.cap.read()
+    # Deleted last: NVIDIA's GL hands a deleted name out again at the next glGenTextures, so a texture made
+    # after the deletion would take it over.
+    GL.glDeleteTextures([w.deleted])
+    assert not GL.glIsTexture(w.deleted)
     yield w
     gl.make_current()
     for o in (w.batch, w.atlas, w.cap):
