@@ -20,7 +20,7 @@ rm -f python/gltensor/_gltensor*.so
 python3 -m pip uninstall -y -q gltensor >/dev/null 2>&1
 rm -rf /tmp/wheelsite
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/wheelsite "$wheel" || exit 1
-export PYTHONPATH=/tmp/wheelsite
+export PYTHONPATH=/tmp/wheelsite${PYTHONPATH:+:$PYTHONPATH}  # engines carried as wheels (/tmp/site) stay importable
 work=$(mktemp -d)
 cd "$work"
 python3 -c "import gltensor, sys; print('gltensor', gltensor.__version__, 'from', gltensor.__file__); \
