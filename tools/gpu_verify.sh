@@ -122,11 +122,11 @@ PY
         done ;;
     reliability) # tests/reliability on the CUDA backend: bad input, lifetimes, threads, properties, fuzzing, the
                  # CI-size soak (20,000 reads, CPU and CUDA); the counts and drifts are printed (-s)
-        timeout 540 python3 -m pytest -q -s -p no:cacheprovider -rfEs tests/reliability > "$OUT/reliability.log" 2>&1
+        timeout 470 python3 -m pytest -q -s -p no:cacheprovider -rfEs tests/reliability > "$OUT/reliability.log" 2>&1
         grep -E "^(FAILED|ERROR)|passed|failed|cases|soak |cycles|threads x|python thread|accepted" "$OUT/reliability.log" | tail -30 ;;
     soak) # 1,000,000 reads on the CUDA backend (mixed: plain, converted, out=, batch, atlas), RSS and device memory
           # sampled every 100,000 reads; bounds 16 MiB (host) and 8 MiB (device) from the first sample to the end
-        GLTENSOR_SOAK_READS=${GLTENSOR_SOAK_READS:-1000000} timeout 580 python3 -m pytest -q -s -p no:cacheprovider \
+        GLTENSOR_SOAK_READS=${GLTENSOR_SOAK_READS:-1000000} timeout 470 python3 -m pytest -q -s -p no:cacheprovider \
             -rfEs "tests/reliability/test_lifetimes.py::test_soak_reads_memory_flat[cuda]" > "$OUT/soak.log" 2>&1
         grep -E "^(FAILED|ERROR)|passed|failed|soak |^E " "$OUT/soak.log" | tail -12 ;;
     memcheck|racecheck|synccheck) # compute-sanitizer over the GPU tests; tests whose bounds the tool distorts skip
@@ -136,7 +136,7 @@ PY
         memcheck) files="tests/test_gpu.py tests/test_formats.py tests/test_convert.py tests/test_batch.py tests/test_atlas.py tests/test_dlpack.py tests/test_lifetime.py tests/test_resize.py tests/test_depth.py tests/test_msaa.py tests/reliability"; extra="--leak-check full" ;;
         *) files="tests/test_gpu.py tests/test_convert.py tests/test_batch.py tests/test_atlas.py tests/test_depth.py"; extra="" ;;
         esac
-        GLTENSOR_UNDER_SANITIZER=1 timeout 580 compute-sanitizer --tool "$step" $extra --error-exitcode 99 \
+        GLTENSOR_UNDER_SANITIZER=1 timeout 470 compute-sanitizer --tool "$step" $extra --error-exitcode 99 \
             --log-file "$OUT/$step.txt" python3 -m pytest -q -p no:cacheprovider -m gpu $files \
             > "$OUT/$step.log" 2>&1; echo "$step: exit $? (99: the tool found errors; 124: time limit)"
         tail -2 "$OUT/$step.log"
