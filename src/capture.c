@@ -195,9 +195,15 @@ static glt_status choose_backend(glt_capture *cap, const glt_capture_desc *desc)
 /* (Re)creates the backend's hold on the image for its current size and format. */
 /* Drops the backend's hold on the image (before a re-registration or at close). */
 static void detach_backend(glt_capture *cap, int context_current) {
-    glt_cuda_image_unregister(cap->cuda);
+    /* CUDA registrations, like GL objects, can only be undone in the image's own context. */
+    if (context_current) {
+        glt_cuda_image_unregister(cap->cuda);
+        glt_cuda_buffer_unregister(cap->cuda_depth);
+    } else {
+        glt_cuda_image_forget(cap->cuda);
+        glt_cuda_buffer_forget(cap->cuda_depth);
+    }
     cap->cuda = NULL;
-    glt_cuda_buffer_unregister(cap->cuda_depth);
     cap->cuda_depth = NULL;
     /* GL objects can only be deleted in their own context; elsewhere they are left to it. */
     if (context_current) {
@@ -306,7 +312,12 @@ static void drain_reads(glt_capture *cap) {
 void glt_capture_destroy(glt_capture *cap) {
     if (!cap) return;
     if (cap->pool) drain_reads(cap);
-    detach_backend(cap, glt_same_gl_context(glt_current_gl_context(), cap->gl_context));
+    /* Python releases captures whenever their last reference goes, often with another context current or
+     * none: enter the capture's own where that can be done (context_switch.c), else leave its GL objects and
+     * registrations to the driver, which drops them with the context. */
+    glt_gl_context_saved saved;
+    detach_backend(cap, glt_gl_context_enter(cap->gl_context, &saved));
+    glt_gl_context_leave(&saved);
     glt_pool_release(cap->pool); /* frames still alive keep the pool until they go */
     free(cap->scratch);
     free(cap);

@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* cuda_gl_interop.h pulls in GL/gl.h, which the build machine may lack: declare the two calls we need. */
 enum glt_cudaGLDeviceList { glt_cudaGLDeviceListAll = 1 };
@@ -184,16 +186,25 @@ glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, 
     return GLT_OK;
 }
 
-static void image_release(glt_cuda_image *img) {
+/* unregister = 0: the image's GL context cannot be made current (destroyed, GLX, another thread's), where
+ * cudaGraphicsUnregisterResource fails (cudaErrorInvalidGraphicsContext); the driver drops the
+ * registration with the context. */
+static void image_release(glt_cuda_image *img, int unregister) {
     ON_DEVICE_OR(img->device, );
     if (img->texture) cudaDestroyTextureObject(img->texture);
-    cudaGraphicsUnregisterResource(img->resource);
+    if (unregister) cudaGraphicsUnregisterResource(img->resource);
     cudaGetLastError();
 }
 
 void glt_cuda_image_unregister(glt_cuda_image *img) {
     if (!img) return;
-    image_release(img);
+    image_release(img, 1);
+    free(img);
+}
+
+void glt_cuda_image_forget(glt_cuda_image *img) {
+    if (!img) return;
+    image_release(img, 0);
     free(img);
 }
 
@@ -499,15 +510,21 @@ glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buf
     return GLT_OK;
 }
 
-static void buffer_release(glt_cuda_buffer *b) {
+static void buffer_release(glt_cuda_buffer *b, int unregister) { /* unregister: as image_release */
     ON_DEVICE_OR(b->device, );
-    cudaGraphicsUnregisterResource(b->resource);
+    if (unregister) cudaGraphicsUnregisterResource(b->resource);
     cudaGetLastError();
 }
 
 void glt_cuda_buffer_unregister(glt_cuda_buffer *b) {
     if (!b) return;
-    buffer_release(b);
+    buffer_release(b, 1);
+    free(b);
+}
+
+void glt_cuda_buffer_forget(glt_cuda_buffer *b) {
+    if (!b) return;
+    buffer_release(b, 0);
     free(b);
 }
 
@@ -540,8 +557,28 @@ glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const 
     return st;
 }
 
+/* 1 when the bytes a stream handle points at are mapped in this process. cudaStream_t is a pointer that
+ * CUDA dereferences without checking, so a number that is no stream (a typo, a freed handle's neighbour,
+ * a device pointer) would crash inside CUDA; msync on an unmapped page fails with ENOMEM instead of
+ * faulting. A mapped pointer that is no stream still cannot be told apart: that stays the caller's to avoid. */
+static int handle_memory_mapped(const void *handle) {
+    static long page;
+    if (!page) page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    uintptr_t first = (uintptr_t)handle & ~(uintptr_t)(page - 1);
+    uintptr_t last = ((uintptr_t)handle + 63) & ~(uintptr_t)(page - 1);
+    for (uintptr_t p = first; p <= last; p += (uintptr_t)page)
+        if (msync((void *)p, (size_t)page, MS_ASYNC) != 0) return 0;
+    return 1;
+}
+
 glt_status glt_cuda_check_stream(void *stream, int cuda_device) {
     if ((uintptr_t)stream <= 2) return GLT_OK; /* default, legacy default and per-thread default streams */
+    if ((uintptr_t)stream < 4096 || !handle_memory_mapped(stream))
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "stream 0x%llx is not a CUDA stream (no stream object lives at that address); pass a "
+                        "stream object (torch.cuda.Stream, cupy.cuda.Stream), its handle (.cuda_stream, .ptr), or "
+                        "0/1/2 for CUDA's default streams",
+                        (unsigned long long)(uintptr_t)stream);
     ON_DEVICE(cuda_device);
     int dev = -1;
     cudaError_t e = cudaStreamGetDevice((cudaStream_t)stream, &dev);
@@ -1024,6 +1061,7 @@ glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, 
     return no_cuda();
 }
 void glt_cuda_image_unregister(glt_cuda_image *img) { (void)img; }
+void glt_cuda_image_forget(glt_cuda_image *img) { (void)img; }
 glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, const glt_cuda_region *regions,
                                  int n_regions, int flip, void *stream, void *const *ready_events, int n_ready) {
     (void)images, (void)n_images, (void)regions, (void)n_regions, (void)flip, (void)stream, (void)ready_events,
@@ -1084,6 +1122,7 @@ glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buf
     return no_cuda();
 }
 void glt_cuda_buffer_unregister(glt_cuda_buffer *b) { (void)b; }
+void glt_cuda_buffer_forget(glt_cuda_buffer *b) { (void)b; }
 glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
                                void *dst, size_t pitch, void *stream, void *ready_event) {
     (void)b, (void)width, (void)height, (void)spec, (void)flip, (void)dst, (void)pitch, (void)stream;

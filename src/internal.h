@@ -121,6 +121,9 @@ glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, 
                                    int width, int height, glt_cuda_image **out);
 /* Work queued on the image must be complete or on a stream synchronised before this. */
 void glt_cuda_image_unregister(glt_cuda_image *img);
+/* Frees without unregistering: for when the image's GL context cannot be made current (the driver drops
+ * the registration with the context). */
+void glt_cuda_image_forget(glt_cuda_image *img);
 
 /* A width x height region of an image (origin in GL's bottom-left convention) and where it goes. */
 typedef struct glt_cuda_region {
@@ -296,6 +299,7 @@ glt_status glt_stage_read_depth_host(glt_gl_stage *s, int flip, int mode, double
 /* ---- cuda_backend.c: depth through a registered pixel-pack buffer ---- */
 glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buffer **out);
 void glt_cuda_buffer_unregister(glt_cuda_buffer *b);
+void glt_cuda_buffer_forget(glt_cuda_buffer *b); /* as glt_cuda_image_forget */
 /* Maps the buffer (one handoff), converts width x height float depths into dst, unmaps. */
 glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
                                void *dst, size_t pitch, void *stream, void *ready_event);

@@ -12,10 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 pytest.importorskip("torch")
+import gltensor  # noqa: E402
+
+# The example runs against the gltensor these tests import: the in-place build, or an installed wheel.
+GLTENSOR_HOME = Path(gltensor.__file__).resolve().parent.parent
 
 
 def run_example(name, *args, tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=str(GLTENSOR_HOME) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, str(ROOT / "examples" / name), *map(str, args)], capture_output=True,
                        text=True, timeout=300, cwd=tmp_path, env=env)
     sys.stdout.write(r.stdout)
