@@ -262,6 +262,8 @@ def _explain_cuda_unavailable() -> Optional[str]:
     """Why CUDA is unusable here, from what the driver and the environment say."""
     from . import _gltensor
 
+    if not _gltensor.cuda_compiled():  # the first reason: no driver or environment could make it work
+        return _hint("cuda_not_compiled")
     driver = _gltensor._cuda_driver_version()
     runtime = _gltensor._build_info()["cudart_version"]
     caps = os.environ.get("NVIDIA_DRIVER_CAPABILITIES")
