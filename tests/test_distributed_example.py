@@ -19,6 +19,7 @@ import gltensor  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "distributed" / "train_ddp.py"
 SMALL = ["--cameras", "4", "--size", "32", "--steps", "5", "--warmup", "2"]
+TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def _env():
@@ -35,6 +36,13 @@ def _torchrun(nproc, tmp_path, *extra):
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--standalone", str(SCRIPT),
            *SMALL, "--json", str(out), *extra]
     r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 and TEARDOWN_ABORT in r.stderr and out.exists():
+        # Seen about once in ten two-rank runs on the 2-core CI machine: a rank aborts in C++ teardown after
+        # every figure was gathered and written (cause not established; not reproduced with faulthandler on).
+        # One retry, reported; a second abort fails the test.
+        print(f"two-rank run aborted at teardown ({TEARDOWN_ABORT!r}); retrying once", file=sys.stderr)
+        out.unlink()
+        r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     return json.loads(out.read_text()), r.stdout
 

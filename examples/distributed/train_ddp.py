@@ -163,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.json).write_text(json.dumps(dict(args=vars(args), world=world, total_frames_per_s=total,
                                                        ranks=figures), indent=1))
     if dist.is_initialized():
+        # Tear down together: a rank that destroys its process group while rank 0 is still printing can leave
+        # gloo's connection threads of rank 0 to abort ("terminate called without an active exception").
+        dist.barrier()
         dist.destroy_process_group()
     return 0
 
