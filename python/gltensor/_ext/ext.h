@@ -90,6 +90,9 @@ int glt_py_parse_stream(gltensor_state *st, PyObject *obj, void **stream);
 int glt_py_buffer_view(gltensor_state *st, PyObject *obj, int want_cuda, void *write_stream, glt_buffer_view *view,
                        PyObject **keep, void **stream_hint);
 const char *glt_py_typestr(glt_dtype dtype);
+/* channels= as letters of the stored channels ('bgr') or channel indices ((2, 1, 0)): 1 to 4 entries into
+ * channels[]; ValueError(bad_message) otherwise. Reads and uploads share it. */
+int glt_py_parse_channels(PyObject *obj, int channels[4], int *n_channels, const char *bad_message);
 
 /* PyTypeObject is opaque in the limited API: allocation and freeing go through the type's slots. */
 static inline PyObject *glt_py_alloc(PyTypeObject *type) {

@@ -311,18 +311,18 @@ int glt_py_buffer_view(gltensor_state *st, PyObject *obj, int want_cuda, void *w
     return -1;
 }
 
-static int parse_channels(PyObject *obj, glt_read_options *o) {
+int glt_py_parse_channels(PyObject *obj, int channels[4], int *n_channels, const char *bad_message) {
     if (PyUnicode_Check(obj)) {
         Py_ssize_t n;
         const char *s = PyUnicode_AsUTF8AndSize(obj, &n);
         if (!s) return -1;
         if (n < 1 || n > 4) goto bad;
         for (Py_ssize_t i = 0; i < n; ++i) {
-            const char *p = strchr("rgba", s[i] | 0x20);
-            if (!p || !s[i]) goto bad;
-            o->channels[i] = (int)(p - "rgba");
+            const char *p = s[i] ? strchr("rgba", s[i] | 0x20) : NULL;
+            if (!p) goto bad;
+            channels[i] = (int)(p - "rgba");
         }
-        o->n_channels = (int)n;
+        *n_channels = (int)n;
         return 0;
     }
     PyObject *seq = glt_py_as_tuple(obj, "channels must be a string like 'rgb' or 'bgr', or a tuple of indices");
@@ -338,15 +338,20 @@ static int parse_channels(PyObject *obj, glt_read_options *o) {
             Py_DECREF(seq);
             return -1;
         }
-        o->channels[i] = (int)v;
+        channels[i] = (int)v;
     }
     Py_DECREF(seq);
-    o->n_channels = (int)n;
+    *n_channels = (int)n;
     return 0;
 bad:
-    PyErr_SetString(PyExc_ValueError, "channels must be 1 to 4 of 'r', 'g', 'b', 'a' (e.g. 'rgb', 'bgr', 'bgra', "
-                                      "'r') or 1 to 4 source channel indices");
+    PyErr_SetString(PyExc_ValueError, bad_message);
     return -1;
+}
+
+static int parse_channels(PyObject *obj, glt_read_options *o) {
+    return glt_py_parse_channels(obj, o->channels, &o->n_channels,
+                                 "channels must be 1 to 4 of 'r', 'g', 'b', 'a' (e.g. 'rgb', 'bgr', 'bgra', 'r') or 1 "
+                                 "to 4 source channel indices");
 }
 
 /* dtype= accepts names ('float32'), NumPy dtypes and scalar types, and torch dtypes. */

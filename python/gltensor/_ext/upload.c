@@ -54,41 +54,9 @@ static PyObject *closed(UploadObject *self) {
 
 /* channels='bgr' names what each source channel is; a tuple gives texture channel indices. */
 static int parse_channels(PyObject *obj, glt_write_options *o) {
-    if (PyUnicode_Check(obj)) {
-        Py_ssize_t n;
-        const char *s = PyUnicode_AsUTF8AndSize(obj, &n);
-        if (!s) return -1;
-        if (n < 1 || n > 4) goto bad;
-        for (Py_ssize_t i = 0; i < n; ++i) {
-            const char *p = s[i] ? strchr("rgba", s[i] | 0x20) : NULL;
-            if (!p) goto bad;
-            o->channels[i] = (int)(p - "rgba");
-        }
-        o->n_channels = (int)n;
-        return 0;
-    }
-    PyObject *seq = glt_py_as_tuple(obj, "channels must be a string like 'rgb' or 'bgr', or a tuple of indices");
-    if (!seq) return -1;
-    Py_ssize_t n = PyTuple_Size(seq);
-    if (n < 1 || n > 4) {
-        Py_DECREF(seq);
-        goto bad;
-    }
-    for (Py_ssize_t i = 0; i < n; ++i) {
-        long v = PyLong_AsLong(PyTuple_GetItem(seq, i));
-        if (v == -1 && PyErr_Occurred()) {
-            Py_DECREF(seq);
-            return -1;
-        }
-        o->channels[i] = (int)v;
-    }
-    Py_DECREF(seq);
-    o->n_channels = (int)n;
-    return 0;
-bad:
-    PyErr_SetString(PyExc_ValueError, "channels must name each source channel's texture channel: 1 to 4 of 'r', "
-                                      "'g', 'b', 'a' (e.g. 'bgr' for a BGR tensor) or 1 to 4 texture channel indices");
-    return -1;
+    return glt_py_parse_channels(obj, o->channels, &o->n_channels,
+                                 "channels must name each source channel's texture channel: 1 to 4 of 'r', 'g', 'b', "
+                                 "'a' (e.g. 'bgr' for a BGR tensor) or 1 to 4 texture channel indices");
 }
 
 /* The interop layer names the tensor "out="; here it is the source. */
