@@ -37,10 +37,15 @@ def test_upload_benchmark_tiny(tmp_path):
     assert report["benchmark"] == "upload" and report["backend"] in ("cpu", "cuda")
     assert [r["case"] for r in report["results"]] == ["texture 16²", "texture 24x8", "vertices 512"]
     for r in report["results"]:
-        assert set(r["us"]) == {"host", "gltensor", "handoff"}
+        assert set(r["us"]) == {"host", "gltensor", "handoff", "draw"}
         assert all(len(v) == 2 and all(t > 0 for t in v) for v in r["runs"].values())
         assert r["floor_us"] == pytest.approx(r["us"]["handoff"] + r["copy_us"])
         assert r["speedup"] == pytest.approx(r["us"]["host"] / r["us"]["gltensor"])
+        assert r["ceiling"] == pytest.approx(r["us"]["host"] / r["us"]["draw"])
+        extra = r["us"]["gltensor"] - r["us"]["draw"]
+        if r["beyond_draw_speedup"] is not None:
+            assert r["beyond_draw_speedup"] == pytest.approx((r["us"]["host"] - r["us"]["draw"]) / extra)
+    assert "draw alone" in out and "ceiling (host/draw)" in out
     assert report["results"][0]["bytes"] == 16 * 16 * 4 and report["results"][2]["bytes"] == 512 * 16
 
 
