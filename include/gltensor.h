@@ -424,7 +424,9 @@ GLT_API glt_status glt_buffer_get_info(const glt_buffer *buf, glt_buffer_info *i
 GLT_API glt_status glt_buffer_query_size(glt_buffer *buf, size_t *size);
 /* Maps bytes [offset, offset + bytes) (bytes 0: to the end) for mode, on stream (CUDA; NULL: the legacy
  * default stream). GLT_INVALID_ARGUMENT when already mapped or the range exceeds the buffer;
- * GLT_INVALID_OBJECT when the buffer was deleted. GL must not use the buffer until it is unmapped. */
+ * GLT_INVALID_OBJECT when the buffer was deleted. GL must not use the buffer until it is unmapped.
+ * CPU backend: glMapBufferRange; immutable storage (glBufferStorage) without the GL_MAP_*_BIT the mode needs
+ * is lent as a host copy instead, written back at unmap (write modes), so any buffer maps on both backends. */
 GLT_API glt_status glt_buffer_map(glt_buffer *buf, glt_map_mode mode, size_t offset, size_t bytes, void *stream,
                                   glt_buffer_mapping *out);
 /* CUDA: makes consumer wait for the map, and the unmap wait for work queued on consumer until then. */

@@ -5,7 +5,10 @@
  *                 (read-only, write-discard or none) and maps on the caller's stream; the unmap is
  *                 issued on that stream after work queued by the consumers that synchronised with it.
  *   CPU backend:  glMapBufferRange (read; write with the range invalidated; read-write) gives host
- *                 memory; glGetBufferSubData copies for reads.
+ *                 memory; glGetBufferSubData copies for reads. Immutable storage (glBufferStorage)
+ *                 without the map bits the mode needs cannot be mapped by GL, though CUDA maps it:
+ *                 there the view is a host copy (glGetBufferSubData in, a GL-side copy back at unmap),
+ *                 so the same code runs on both backends.
  * One mapping at a time per buffer. Each map re-reads the buffer's size, so a buffer reallocated with
  * glBufferData since the last map is registered again, and a range beyond its end is refused.
  */
@@ -26,6 +29,9 @@ struct glt_buffer {
     glt_pool *pool; /* frames of glt_buffer_read */
     int mapped;
     glt_buffer_mapping mapping;
+    glt_map_mode mode;
+    size_t offset;
+    void *staging; /* CPU backend: the host copy lent out when GL may not map the buffer itself */
 };
 
 void glt_buffer_desc_init(glt_buffer_desc *d) {
@@ -93,6 +99,7 @@ void glt_buffer_destroy(glt_buffer *b) {
     else glt_cuda_mapbuf_forget(b->cuda);
     glt_gl_context_leave(&saved);
     glt_pool_release(b->pool);
+    free(b->staging); /* left by a mapping its context could not take back */
     free(b);
 }
 
@@ -156,6 +163,23 @@ static glt_status check_range(const glt_buffer *b, size_t offset, size_t *bytes)
     return GLT_OK;
 }
 
+/* The CPU backend's host copy for a buffer GL may not map: read modes start from the buffer's content, write
+ * mode from zeros (what write-discard leaves undefined, never stale heap memory). */
+static glt_status map_staged(glt_buffer *b, const glt_gl *gl, glt_map_mode mode, size_t offset, size_t bytes,
+                             void **data) {
+    b->staging = calloc(1, bytes);
+    if (!b->staging)
+        return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a %zu-byte copy of buffer %u", bytes, b->name);
+    glt_status st = mode == GLT_MAP_WRITE ? GLT_OK : glt_gl_buffer_get(gl, b->name, offset, bytes, b->staging);
+    if (st != GLT_OK) {
+        free(b->staging);
+        b->staging = NULL;
+        return st;
+    }
+    *data = b->staging;
+    return GLT_OK;
+}
+
 glt_status glt_buffer_map(glt_buffer *b, glt_map_mode mode, size_t offset, size_t bytes, void *stream,
                           glt_buffer_mapping *out) {
     if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
@@ -198,11 +222,17 @@ glt_status glt_buffer_map(glt_buffer *b, glt_map_mode mode, size_t offset, size_
         GLbitfield access = mode == GLT_MAP_READ    ? GL_MAP_READ_BIT
                             : mode == GLT_MAP_WRITE ? (GL_MAP_WRITE_BIT | GL_MAP_INVALIDATE_RANGE_BIT)
                                                     : (GL_MAP_READ_BIT | GL_MAP_WRITE_BIT);
-        st = glt_gl_buffer_map(glt_gl_load(), b->name, offset, bytes, access, &m.data);
+        const glt_gl *gl = glt_gl_load();
+        int mappable = 1;
+        st = glt_gl_buffer_mappable(gl, b->name, access, &mappable);
+        if (st == GLT_OK && mappable) st = glt_gl_buffer_map(gl, b->name, offset, bytes, access, &m.data);
+        if (st == GLT_OK && !mappable) st = map_staged(b, gl, mode, offset, bytes, &m.data);
         if (st != GLT_OK) return st;
         m.memory = GLT_MEMORY_HOST;
     }
     b->mapped = 1;
+    b->mode = mode;
+    b->offset = offset;
     b->mapping = m;
     *out = m;
     return GLT_OK;
@@ -233,6 +263,11 @@ glt_status glt_buffer_unmap(glt_buffer *b) {
             b->cuda = NULL;
             b->size = 0;
         }
+    } else if (b->staging) {
+        if (alive && b->mode != GLT_MAP_READ)
+            st = glt_gl_buffer_put(gl, b->name, b->offset, b->mapping.bytes, b->staging);
+        free(b->staging);
+        b->staging = NULL;
     } else if (alive) {
         st = glt_gl_buffer_unmap(gl, b->name);
     }

@@ -118,6 +118,9 @@ typedef unsigned char GLubyte;
 #define GL_BUFFER_MAPPED 0x88BC
 #define GL_MAP_WRITE_BIT 0x0002
 #define GL_MAP_INVALIDATE_RANGE_BIT 0x0004
+#define GL_BUFFER_IMMUTABLE_STORAGE 0x821F
+#define GL_BUFFER_STORAGE_FLAGS 0x8220
+#define GL_STREAM_COPY 0x88E2
 #define GL_PIXEL_UNPACK_BUFFER 0x88EC
 #define GL_PIXEL_UNPACK_BUFFER_BINDING 0x88EF
 #define GL_UNPACK_SWAP_BYTES 0x0CF0
@@ -205,6 +208,7 @@ typedef GLboolean (*PFN_glIsBuffer)(GLuint);
 typedef void (*PFN_glGetBufferParameteriv)(GLenum, GLenum, GLint *);
 typedef void (*PFN_glGetBufferParameteri64v)(GLenum, GLenum, GLint64 *);
 typedef void (*PFN_glGetBufferSubData)(GLenum, GLintptr, GLsizeiptr, void *);
+typedef void (*PFN_glCopyBufferSubData)(GLenum, GLenum, GLintptr, GLintptr, GLsizeiptr);
 
 /* The GL entry points gltensor uses; filled once by glt_gl_load(). */
 typedef struct glt_gl {
@@ -281,6 +285,7 @@ typedef struct glt_gl {
     PFN_glGetBufferParameteriv GetBufferParameteriv;
     PFN_glGetBufferParameteri64v GetBufferParameteri64v;
     PFN_glGetBufferSubData GetBufferSubData;
+    PFN_glCopyBufferSubData CopyBufferSubData;
     int has_compute; /* every optional entry point above was found */
     /* GL 4.5 (ARB_get_texture_sub_image): reads a rectangle of a texture. Resolved on its own, NULL when absent;
      * usable only in a context of version 4.5 or later. */

@@ -146,6 +146,7 @@ static void load_gl(void) {
     LOAD_GL(GetBufferParameteriv);
     LOAD_GL(GetBufferParameteri64v);
     LOAD_GL(GetBufferSubData);
+    LOAD_GL(CopyBufferSubData);
 #undef LOAD_GL
     int all = 1;
 #define LOAD_OPT(fn)                                  \

@@ -555,3 +555,37 @@ glt_status glt_gl_buffer_get(const glt_gl *gl, GLuint name, size_t offset, size_
     gl->GetBufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)offset, (GLsizeiptr)bytes, dst);
     return buffer_unbind(gl, name, prev, "glGetBufferSubData");
 }
+
+glt_status glt_gl_buffer_mappable(const glt_gl *gl, GLuint name, GLbitfield access, int *mappable) {
+    GLint prev = 0, immutable = 0, flags = 0;
+    glt_status st = buffer_bind(gl, name, &prev);
+    if (st != GLT_OK) return st;
+    gl->GetBufferParameteriv(GL_COPY_WRITE_BUFFER, GL_BUFFER_IMMUTABLE_STORAGE, &immutable);
+    if (immutable) gl->GetBufferParameteriv(GL_COPY_WRITE_BUFFER, GL_BUFFER_STORAGE_FLAGS, &flags);
+    GLbitfield need = access & (GL_MAP_READ_BIT | GL_MAP_WRITE_BIT);
+    *mappable = !immutable || ((GLbitfield)flags & need) == need;
+    return buffer_unbind(gl, name, prev, "glGetBufferParameteriv(GL_BUFFER_STORAGE_FLAGS)");
+}
+
+/* Through a temporary buffer and glCopyBufferSubData: a GL-side copy may write immutable storage whatever
+ * its flags, where glBufferSubData needs GL_DYNAMIC_STORAGE_BIT. Both of the caller's copy bindings are kept. */
+glt_status glt_gl_buffer_put(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, const void *src) {
+    GLint prev_write = 0, prev_read = 0;
+    glt_status st = buffer_bind(gl, name, &prev_write);
+    if (st != GLT_OK) return st;
+    GLuint tmp = 0;
+    gl->GetIntegerv(GL_COPY_READ_BUFFER_BINDING, &prev_read);
+    gl->GenBuffers(1, &tmp);
+    gl->BindBuffer(GL_COPY_READ_BUFFER, tmp);
+    gl->BufferData(GL_COPY_READ_BUFFER, (GLsizeiptr)bytes, src, GL_STREAM_COPY);
+    gl->CopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, (GLintptr)offset, (GLsizeiptr)bytes);
+    GLenum err = gl->GetError();
+    gl->BindBuffer(GL_COPY_READ_BUFFER, (GLuint)prev_read);
+    gl->DeleteBuffers(1, &tmp);
+    st = buffer_unbind(gl, name, prev_write, "glCopyBufferSubData");
+    if (st == GLT_OK && err != GL_NO_ERROR)
+        st = glt_fail(GLT_GL_ERROR, "writing %zu bytes at %zu into buffer %u (glBufferData + glCopyBufferSubData) "
+                                    "failed with %s",
+                      bytes, offset, name, glt_gl_error_name(err));
+    return st;
+}

@@ -333,6 +333,10 @@ glt_status glt_gl_buffer_map(const glt_gl *gl, GLuint name, size_t offset, size_
                              void **out);
 glt_status glt_gl_buffer_unmap(const glt_gl *gl, GLuint name);
 glt_status glt_gl_buffer_get(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, void *dst);
+/* Whether glMapBufferRange with `access` is allowed: immutable storage (glBufferStorage) must carry the map bits. */
+glt_status glt_gl_buffer_mappable(const glt_gl *gl, GLuint name, GLbitfield access, int *mappable);
+/* Writes src into [offset, offset + bytes) of any buffer, immutable storage without GL_DYNAMIC_STORAGE_BIT too. */
+glt_status glt_gl_buffer_put(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, const void *src);
 
 /* backend_choice.c: the backend an upload or buffer of `what` uses (the rule capture follows: CUDA when
  * the current GL context runs on a CUDA device, unless 'cpu' was asked; 'cuda' fails when it cannot). */

@@ -489,3 +489,86 @@ def test_released_without_its_context_current(backend, current, ctx, make_buffer
     assert not GL.glGetBufferParameteriv(GL.GL_ARRAY_BUFFER, GL.GL_BUFFER_MAPPED), "the buffer must be unmapped"
     GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
     assert_array_equal(gl_contents(name, 64, np.float32), np.full(16, 7, np.float32))
+
+
+STORAGE_FLAGS = {
+    "none": 0,
+    "dynamic": GL.GL_DYNAMIC_STORAGE_BIT,
+    "map_read": GL.GL_MAP_READ_BIT,
+    "map_write": GL.GL_MAP_WRITE_BIT,
+    "map_both": GL.GL_MAP_READ_BIT | GL.GL_MAP_WRITE_BIT,
+}
+
+
+@pytest.fixture
+def make_immutable(gl):
+    """make_immutable(data, flags) -> a buffer with immutable storage (glBufferStorage) holding data."""
+    made = []
+
+    def make(data, flags):
+        name = int(GL.glGenBuffers(1))
+        data = np.ascontiguousarray(data)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, name)
+        GL.glBufferStorage(GL.GL_ARRAY_BUFFER, data.nbytes, data, flags)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+        made.append(name)
+        return name
+
+    yield make
+    gl.make_current()
+    GL.glDeleteBuffers(len(made), made)
+
+
+@pytest.mark.parametrize("flags", sorted(STORAGE_FLAGS))
+@pytest.mark.parametrize("mode", ["read", "write", "readwrite"])
+def test_immutable_storage_any_flags(backend, flags, mode, make_immutable):
+    """glBufferStorage buffers map in every mode whatever their flags (CUDA maps them itself; the CPU backend
+    lends a host copy where GL's flags forbid glMapBufferRange): reads see GL's content, writes reach GL, the
+    range outside the mapping is untouched, and the caller's copy bindings are left alone."""
+    torch = torch_or_skip(backend)
+    before = np.arange(256, dtype=np.float32)
+    name = make_immutable(before, STORAGE_FLAGS[flags])
+    buf = gltensor.Buffer(name, backend=backend)
+    GL.glBindBuffer(GL.GL_COPY_READ_BUFFER, name)
+    GL.glBindBuffer(GL.GL_COPY_WRITE_BUFFER, name)
+    new = torch.full((64,), -3.5)
+    with gltensor.map_buffer(buf, "float32", (64,), mode=mode, offset=64 * 4) as v:
+        if mode != "write":
+            seen = np.asarray(v) if backend == "cpu" else host(torch.from_dlpack(v))
+            assert_array_equal(seen, before[64:128])
+        if mode != "read":
+            t = torch.from_dlpack(v)
+            t.copy_(new.to(t.device))
+    check_gl("after unmap")
+    assert GL.glGetIntegerv(GL.GL_COPY_READ_BUFFER_BINDING) == name
+    assert GL.glGetIntegerv(GL.GL_COPY_WRITE_BUFFER_BINDING) == name
+    GL.glBindBuffer(GL.GL_COPY_READ_BUFFER, 0)
+    GL.glBindBuffer(GL.GL_COPY_WRITE_BUFFER, 0)
+    want = before.copy()
+    if mode != "read":
+        want[64:128] = -3.5
+    assert_array_equal(gl_contents(name, 1024, np.float32), want)
+    assert_array_equal(to_numpy(buf.read("float32", (256,))), want)
+    buf.close()
+
+
+def test_immutable_storage_write_mode_starts_from_zeros_on_cpu(make_immutable):
+    """Write mode lends what it discards: on the CPU backend's host copy that is zeros, never old heap memory."""
+    name = make_immutable(np.full(64, 7, np.uint8), 0)
+    buf = gltensor.Buffer(name, backend="cpu")
+    with gltensor.map_buffer(buf, "uint8", (64,), mode="write") as v:
+        assert_array_equal(np.asarray(v), np.zeros(64, np.uint8))
+        np.asarray(v)[:] = 9
+    assert_array_equal(gl_contents(name, 64, np.uint8), np.full(64, 9, np.uint8))
+
+
+def test_immutable_storage_deleted_while_mapped(backend, make_immutable):
+    """Immutable storage deleted while mapped (on the CPU backend: while its host copy is lent): refused at unmap
+    like any buffer, the copy freed (ASan's leak check runs this)."""
+    name = make_immutable(np.zeros(64, np.uint8), 0)
+    buf = gltensor.Buffer(name, backend=backend)
+    with pytest.raises(gltensor.InvalidObjectError, match="deleted while it was mapped"):
+        with gltensor.map_buffer(buf, "uint8", (64,), mode="readwrite") as v:
+            GL.glDeleteBuffers(1, [name])
+    assert not v.valid and not buf.mapped
+    buf.close()
