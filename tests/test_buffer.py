@@ -572,3 +572,26 @@ def test_immutable_storage_deleted_while_mapped(backend, make_immutable):
             GL.glDeleteBuffers(1, [name])
     assert not v.valid and not buf.mapped
     buf.close()
+
+
+def test_dlpack_arguments_refused_clearly(backend, make_buffer):
+    """A view's __dlpack__ refuses malformed arguments with the exception the DLPack spec names, never a
+    SystemError (a non-tuple dl_device once reached PyArg_ParseTuple); the frame's checks are the same code."""
+    buf = gltensor.Buffer(make_buffer(64), backend=backend)
+    other = (1, 0) if backend == "cuda" else (2, 0)
+    with gltensor.map_buffer(buf, "uint8") as v:
+        cases = [({"dl_device": "cpu"}, TypeError, "dl_device"), ({"dl_device": other}, BufferError, "device"),
+                 ({"max_version": 1}, TypeError, "max_version"), ({"copy": True}, BufferError, "read_buffer")]
+        if backend == "cuda":
+            cases += [({"stream": 0}, ValueError, "ambiguous"), ({"stream": -7}, ValueError, "stream"),
+                      ({"stream": "1"}, TypeError, "stream")]
+        else:
+            cases += [({"stream": 3}, BufferError, "host memory"), ({"stream": "1"}, BufferError, "host memory")]
+        for kwargs, exc, words in cases:
+            with pytest.raises(exc, match=words):
+                v.__dlpack__(**kwargs)
+        assert v.__dlpack__(stream=-1, max_version=(1, 0)) is not None
+    copy = buf.read()
+    with pytest.raises(TypeError, match="dl_device"):
+        copy.__dlpack__(dl_device="cpu")
+    buf.close()

@@ -15,10 +15,11 @@
 #include <stdlib.h>
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <structmember.h>
 
-#include "dlpack.h"
+#include "dlpack_export.h"
 
 /* ---- element types a view may have ---- */
 typedef struct {
@@ -73,7 +74,7 @@ static int parse_view_dtype(PyObject *obj) {
 }
 
 /* ---- BufferView ---- */
-#define MAX_DIMS 8
+#define MAX_DIMS GLT_PY_DL_MAX_DIMS
 
 typedef struct BufferObject BufferObject;
 
@@ -211,133 +212,20 @@ static void view_dealloc(ViewObject *self) {
     Py_DECREF(tp);
 }
 
-/* DLPack capsules (one allocation: managed struct, shape, strides), as frame.c makes them. */
-typedef struct {
-    DLManagedTensorVersioned managed;
-    int64_t shape[MAX_DIMS], strides[MAX_DIMS];
-} versioned_block;
-typedef struct {
-    DLManagedTensor managed;
-    int64_t shape[MAX_DIMS], strides[MAX_DIMS];
-} legacy_block;
-
-static void release_owner(void *owner) {
-    if (!Py_IsInitialized()) return;
-    PyGILState_STATE g = PyGILState_Ensure();
-    Py_XDECREF((PyObject *)owner);
-    PyGILState_Release(g);
-}
-static void versioned_deleter(DLManagedTensorVersioned *m) {
-    void *owner = m->manager_ctx;
-    free(m);
-    release_owner(owner);
-}
-static void legacy_deleter(DLManagedTensor *m) {
-    void *owner = m->manager_ctx;
-    free(m);
-    release_owner(owner);
-}
-static void versioned_capsule_destructor(PyObject *capsule) {
-    if (!PyCapsule_IsValid(capsule, "dltensor_versioned")) return;
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
-    if (m && m->deleter) m->deleter(m);
-    PyErr_Restore(t, v, tb);
-}
-static void legacy_capsule_destructor(PyObject *capsule) {
-    if (!PyCapsule_IsValid(capsule, "dltensor")) return;
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    DLManagedTensor *m = PyCapsule_GetPointer(capsule, "dltensor");
-    if (m && m->deleter) m->deleter(m);
-    PyErr_Restore(t, v, tb);
-}
-
-static void fill_tensor(const ViewObject *v, DLTensor *t, int64_t *shape, int64_t *strides) {
-    int64_t s = 1;
-    for (int i = v->ndim - 1; i >= 0; --i) {
-        shape[i] = v->shape[i];
-        strides[i] = s;
-        s *= v->shape[i];
-    }
-    t->data = v->data;
-    t->device.device_type = view_is_cuda(v) ? kDLCUDA : kDLCPU;
-    t->device.device_id = view_is_cuda(v) ? v->cuda_device : 0;
-    t->ndim = v->ndim;
-    t->dtype.code = dtypes[v->dtype].code;
-    t->dtype.bits = dtypes[v->dtype].bits;
-    t->dtype.lanes = 1;
-    t->shape = shape;
-    t->strides = strides;
-    t->byte_offset = 0;
-}
-
-static PyObject *make_capsule(ViewObject *v, int versioned) {
-    PyObject *capsule;
-    if (versioned) {
-        versioned_block *b = calloc(1, sizeof *b);
-        if (!b) return PyErr_NoMemory();
-        b->managed.version.major = DLPACK_MAJOR_VERSION;
-        b->managed.version.minor = DLPACK_MINOR_VERSION;
-        b->managed.flags = v->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
-        if (v->frame) b->managed.flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
-        b->managed.deleter = versioned_deleter;
-        fill_tensor(v, &b->managed.dl_tensor, b->shape, b->strides);
-        capsule = PyCapsule_New(&b->managed, "dltensor_versioned", versioned_capsule_destructor);
-        if (!capsule) {
-            free(b);
-            return NULL;
-        }
-        b->managed.manager_ctx = Py_NewRef(v);
-    } else {
-        legacy_block *b = calloc(1, sizeof *b);
-        if (!b) return PyErr_NoMemory();
-        b->managed.deleter = legacy_deleter;
-        fill_tensor(v, &b->managed.dl_tensor, b->shape, b->strides);
-        capsule = PyCapsule_New(&b->managed, "dltensor", legacy_capsule_destructor);
-        if (!capsule) {
-            free(b);
-            return NULL;
-        }
-        b->managed.manager_ctx = Py_NewRef(v);
-    }
-    return capsule;
-}
-
 static PyObject *view_dlpack(ViewObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
-    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OOO:__dlpack__", kwlist, &stream, &max_version, &dl_device,
-                                     &copy))
+    char what[64];
+    snprintf(what, sizeof what, "the view of buffer %u", self->name);
+    glt_py_dlpack_request req;
+    if (glt_py_dlpack_parse(args, kwargs, view_is_cuda(self) ? kDLCUDA : kDLCPU, view_is_cuda(self) ? self->cuda_device : 0,
+                            what, "copy it in your framework", &req) < 0)
         return NULL;
     if (!self->valid) return view_ended(self, PyExc_BufferError);
-    int major = 0;
-    if (max_version != Py_None) {
-        if (!PyTuple_Check(max_version) || PyTuple_Size(max_version) < 1) {
-            PyErr_SetString(PyExc_TypeError, "max_version must be None or a (major, minor) tuple");
-            return NULL;
-        }
-        major = (int)PyLong_AsLong(PyTuple_GetItem(max_version, 0));
-        if (major == -1 && PyErr_Occurred()) return NULL;
-    }
-    if (copy != Py_None && PyObject_IsTrue(copy) == 1) {
+    if (req.copy) {
         PyErr_SetString(PyExc_BufferError, "this view is the GL buffer's memory and gltensor does not copy it on "
                                            "export; use gltensor.read_buffer for a copy, or copy in your framework");
         return NULL;
     }
-    int my_type = view_is_cuda(self) ? kDLCUDA : kDLCPU, my_id = view_is_cuda(self) ? self->cuda_device : 0;
-    if (dl_device != Py_None) {
-        int t, id;
-        if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &t, &id)) return NULL;
-        if (t != my_type || id != my_id) {
-            PyErr_Format(PyExc_BufferError, "the view lives on DLPack device (%d, %d); gltensor does not copy "
-                                            "across devices",
-                         my_type, my_id);
-            return NULL;
-        }
-    }
-    if (major < 1 && self->read_only) {
+    if (!req.versioned && self->read_only) {
         /* A legacy capsule cannot say read-only: refuse rather than hand out writable memory GL reads back
          * as unchanged (mode='read' discards writes). */
         PyErr_Format(PyExc_BufferError,
@@ -346,36 +234,25 @@ static PyObject *view_dlpack(ViewObject *self, PyObject *args, PyObject *kwargs)
                      self->name);
         return NULL;
     }
-    if (view_is_cuda(self)) {
-        void *consumer = (void *)(uintptr_t)1;
-        int sync = 1;
-        if (stream != Py_None) {
-            long long h = PyLong_AsLongLong(stream);
-            if (h == -1 && PyErr_Occurred()) return NULL;
-            if (h == 0) {
-                PyErr_SetString(PyExc_ValueError, "stream=0 is ambiguous under the DLPack spec; pass 1 for the legacy "
-                                                  "default stream, 2 for the per-thread one, or a stream handle");
-                return NULL;
-            }
-            if (h == -1) sync = 0;
-            else if (h < -1) {
-                PyErr_Format(PyExc_ValueError, "stream=%lld is not a CUDA stream handle", h);
-                return NULL;
-            } else consumer = (void *)(uintptr_t)h;
-        }
-        if (sync) {
-            glt_status s;
-            if (self->frame) s = glt_frame_sync_stream(self->frame, consumer);
-            else s = glt_buffer_sync_stream(self->buffer->buf, consumer == (void *)(uintptr_t)1 && !self->stream
-                                                                   ? NULL
-                                                                   : consumer);
-            if (s != GLT_OK) return glt_py_raise(self->st, s);
-        }
-    } else if (stream != Py_None && !(PyLong_Check(stream) && PyLong_AsLong(stream) == -1)) {
-        PyErr_SetString(PyExc_BufferError, "stream must be None for a view in host memory (CPU backend)");
-        return NULL;
+    if (req.sync) {
+        glt_status s;
+        if (self->frame) s = glt_frame_sync_stream(self->frame, req.consumer);
+        /* the legacy default stream asked of a mapping made on it: nothing to order */
+        else s = glt_buffer_sync_stream(self->buffer->buf,
+                                        req.consumer == (void *)(uintptr_t)1 && !self->stream ? NULL : req.consumer);
+        if (s != GLT_OK) return glt_py_raise(self->st, s);
     }
-    return make_capsule(self, major >= 1);
+    glt_py_dl_tensor t;
+    t.data = self->data;
+    t.ndim = self->ndim;
+    for (int i = 0; i < self->ndim; ++i) t.shape[i] = self->shape[i];
+    t.dtype.code = dtypes[self->dtype].code;
+    t.dtype.bits = dtypes[self->dtype].bits;
+    t.dtype.lanes = 1;
+    t.device_type = view_is_cuda(self) ? kDLCUDA : kDLCPU;
+    t.device_id = view_is_cuda(self) ? self->cuda_device : 0;
+    t.flags = (self->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) | (self->frame ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
+    return glt_py_dlpack_capsule((PyObject *)self, &t, req.versioned);
 }
 
 static PyObject *view_dlpack_device(ViewObject *self, PyObject *unused) {

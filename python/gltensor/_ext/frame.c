@@ -4,16 +4,15 @@
  * backend, __array_interface__. The buffer goes back to the capture's pool when
  * the frame and every tensor made from it are gone.
  *
- * The capsule follows NumPy's pattern: one allocation holds the managed tensor,
- * shape and strides; the frame reference is taken only once the capsule exists;
- * the deleter may run without the GIL or after interpreter shutdown.
+ * The capsules and the __dlpack__ arguments are dlpack_export.c's, shared with
+ * the buffer views.
  */
 #include "ext.h"
 
 #include <stdlib.h>
 #include <structmember.h>
 
-#include "dlpack.h"
+#include "dlpack_export.h"
 
 typedef struct {
     PyObject_HEAD
@@ -66,59 +65,7 @@ static DLDataType dl_dtype(glt_dtype dtype) {
 
 static int is_cuda(const FrameObject *self) { return self->info.memory == GLT_MEMORY_CUDA; }
 
-/* ---- DLPack ---- */
-
-static const char VERSIONED_NAME[] = "dltensor_versioned";
-static const char LEGACY_NAME[] = "dltensor";
-
-/* One allocation: the managed struct, then shape[3] and strides[3]. */
-typedef struct {
-    DLManagedTensorVersioned managed;
-    int64_t shape[4], strides[4];
-} versioned_block;
-typedef struct {
-    DLManagedTensor managed;
-    int64_t shape[4], strides[4];
-} legacy_block;
-
-static void release_owner(void *owner) {
-    /* Consumers may call the deleter from any thread, with or without the GIL, even at exit. */
-    if (!Py_IsInitialized()) return;
-    PyGILState_STATE g = PyGILState_Ensure();
-    Py_XDECREF((PyObject *)owner);
-    PyGILState_Release(g);
-}
-
-static void versioned_deleter(DLManagedTensorVersioned *m) {
-    void *owner = m->manager_ctx;
-    free(m);
-    release_owner(owner);
-}
-
-static void legacy_deleter(DLManagedTensor *m) {
-    void *owner = m->manager_ctx;
-    free(m);
-    release_owner(owner);
-}
-
-/* Capsule destructors: only an unconsumed capsule still owns its tensor. */
-static void versioned_capsule_destructor(PyObject *capsule) {
-    if (!PyCapsule_IsValid(capsule, VERSIONED_NAME)) return;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, VERSIONED_NAME);
-    if (m && m->deleter) m->deleter(m);
-    PyErr_Restore(type, value, tb);
-}
-
-static void legacy_capsule_destructor(PyObject *capsule) {
-    if (!PyCapsule_IsValid(capsule, LEGACY_NAME)) return;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    DLManagedTensor *m = PyCapsule_GetPointer(capsule, LEGACY_NAME);
-    if (m && m->deleter) m->deleter(m);
-    PyErr_Restore(type, value, tb);
-}
+/* ---- DLPack (dlpack_export.c) ---- */
 
 /* The frame's axes: [count,] then (H, W, C) or (C, H, W). Returns the number of dimensions. */
 static int frame_dims(const glt_frame_info *info, int64_t *dims) {
@@ -136,140 +83,24 @@ static int frame_dims(const glt_frame_info *info, int64_t *dims) {
     return nd;
 }
 
-static void fill_tensor(DLTensor *t, const glt_frame_info *info, int64_t *shape, int64_t *strides) {
-    int nd = frame_dims(info, shape);
-    int64_t s = 1;
-    for (int i = nd - 1; i >= 0; --i) {
-        strides[i] = s;
-        s *= shape[i];
-    }
+static void dl_tensor_of(const glt_frame_info *info, glt_py_dl_tensor *t) {
     t->data = info->data;
-    t->device.device_type = info->memory == GLT_MEMORY_CUDA ? kDLCUDA : kDLCPU;
-    t->device.device_id = info->memory == GLT_MEMORY_CUDA ? info->cuda_device : 0;
-    t->ndim = nd;
+    t->ndim = frame_dims(info, t->shape);
     t->dtype = dl_dtype(info->dtype);
-    t->shape = shape;
-    t->strides = strides;
-    t->byte_offset = 0;
-}
-
-/* A capsule owning a reference to `owner` (this frame, or a copy of it). */
-static PyObject *make_capsule(PyObject *owner, const glt_frame_info *info, int versioned, int copied) {
-    PyObject *capsule;
-    if (versioned) {
-        versioned_block *b = calloc(1, sizeof *b);
-        if (!b) return PyErr_NoMemory();
-        b->managed.version.major = DLPACK_MAJOR_VERSION;
-        b->managed.version.minor = DLPACK_MINOR_VERSION;
-        b->managed.flags = copied ? DLPACK_FLAG_BITMASK_IS_COPIED : 0; /* consumers may write: the frame is theirs */
-        b->managed.deleter = versioned_deleter;
-        fill_tensor(&b->managed.dl_tensor, info, b->shape, b->strides);
-        capsule = PyCapsule_New(&b->managed, VERSIONED_NAME, versioned_capsule_destructor);
-        if (!capsule) {
-            free(b);
-            return NULL;
-        }
-        b->managed.manager_ctx = Py_NewRef(owner);
-    } else {
-        legacy_block *b = calloc(1, sizeof *b);
-        if (!b) return PyErr_NoMemory();
-        b->managed.deleter = legacy_deleter;
-        fill_tensor(&b->managed.dl_tensor, info, b->shape, b->strides);
-        capsule = PyCapsule_New(&b->managed, LEGACY_NAME, legacy_capsule_destructor);
-        if (!capsule) {
-            free(b);
-            return NULL;
-        }
-        b->managed.manager_ctx = Py_NewRef(owner);
-    }
-    return capsule;
-}
-
-static int parse_version(PyObject *obj, int *major) {
-    *major = 0;
-    if (obj == Py_None) return 0;
-    if (!PyTuple_Check(obj) || PyTuple_Size(obj) < 1) {
-        PyErr_SetString(PyExc_TypeError, "max_version must be None or a (major, minor) tuple");
-        return -1;
-    }
-    long m = PyLong_AsLong(PyTuple_GetItem(obj, 0));
-    if (m == -1 && PyErr_Occurred()) return -1;
-    *major = (int)m;
-    return 0;
+    t->device_type = info->memory == GLT_MEMORY_CUDA ? kDLCUDA : kDLCPU;
+    t->device_id = info->memory == GLT_MEMORY_CUDA ? info->cuda_device : 0;
+    t->flags = 0; /* consumers may write: the frame is theirs */
 }
 
 static PyObject *frame_dlpack(FrameObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
-    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OOO:__dlpack__", kwlist, &stream, &max_version, &dl_device,
-                                     &copy))
+    glt_py_dlpack_request req;
+    if (glt_py_dlpack_parse(args, kwargs, is_cuda(self) ? kDLCUDA : kDLCPU, is_cuda(self) ? self->info.cuda_device : 0,
+                            "the frame", "read it with the backend of the device you want, or copy it in your framework",
+                            &req) < 0)
         return NULL;
-    int major;
-    if (parse_version(max_version, &major) < 0) return NULL;
-    int versioned = major >= 1;
-    int my_type = is_cuda(self) ? kDLCUDA : kDLCPU;
-    int my_id = is_cuda(self) ? self->info.cuda_device : 0;
-    if (dl_device != Py_None) {
-        int t, id;
-        if (!PyTuple_Check(dl_device)) { /* PyArg_ParseTuple would raise SystemError on a non-tuple */
-            PyObject *type_name = glt_py_type_name(dl_device);
-            if (type_name)
-                PyErr_Format(PyExc_TypeError, "dl_device must be a (device_type, device_id) tuple, not %.80U",
-                             type_name);
-            Py_XDECREF(type_name);
-            return NULL;
-        }
-        if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &t, &id)) return NULL;
-        if (t != my_type || id != my_id) {
-            PyErr_Format(PyExc_BufferError,
-                         "frame lives on DLPack device (%d, %d) and gltensor does not copy across devices; read it "
-                         "with the backend of the device you want, or copy it in your framework",
-                         my_type, my_id);
-            return NULL;
-        }
-    }
-    int want_copy = 0;
-    if (copy != Py_None) {
-        want_copy = PyObject_IsTrue(copy);
-        if (want_copy < 0) return NULL;
-    }
-    /* Streams, as the DLPack Python spec defines them for CUDA: None = legacy default stream,
-     * -1 = do not synchronise, 1 = legacy default, 2 = per-thread default, else a handle. */
-    void *consumer = NULL;
-    int sync = 1;
-    if (!is_cuda(self)) {
-        if (stream != Py_None) {
-            long v = PyLong_Check(stream) ? PyLong_AsLong(stream) : 0;
-            if (!PyLong_Check(stream) || v != -1) {
-                PyErr_SetString(PyExc_BufferError,
-                                "stream must be None for a CPU frame (it lives in host memory; no stream applies)");
-                return NULL;
-            }
-        }
-        sync = 0;
-    } else if (stream == Py_None) {
-        consumer = (void *)(uintptr_t)1;
-    } else {
-        if (!PyLong_Check(stream)) {
-            PyErr_SetString(PyExc_TypeError, "stream must be None or an int CUDA stream handle");
-            return NULL;
-        }
-        long long v = PyLong_AsLongLong(stream);
-        if (v == -1 && PyErr_Occurred()) return NULL;
-        if (v == 0) {
-            PyErr_SetString(PyExc_ValueError, "stream=0 is ambiguous under the DLPack spec; pass 1 for the legacy "
-                                              "default stream, 2 for the per-thread one, or a stream handle");
-            return NULL;
-        }
-        if (v == -1) sync = 0;
-        else if (v < -1) {
-            PyErr_Format(PyExc_ValueError, "stream=%lld is not a CUDA stream handle", v);
-            return NULL;
-        } else consumer = (void *)(uintptr_t)v;
-    }
     PyObject *owner = (PyObject *)self;
     glt_frame *exported = self->frame;
-    if (want_copy) {
+    if (req.copy) {
         /* copy=True: an independent frame from the same pool, copied on the frame's stream. */
         glt_frame *clone = NULL;
         glt_status s;
@@ -285,14 +116,17 @@ static PyObject *frame_dlpack(FrameObject *self, PyObject *args, PyObject *kwarg
     } else {
         Py_INCREF(owner);
     }
-    if (sync) {
-        glt_status s = glt_frame_sync_stream(exported, consumer);
+    if (req.sync) {
+        glt_status s = glt_frame_sync_stream(exported, req.consumer);
         if (s != GLT_OK) {
             Py_DECREF(owner);
             return glt_py_raise(self->st, s);
         }
     }
-    PyObject *capsule = make_capsule(owner, &((FrameObject *)owner)->info, versioned, want_copy);
+    glt_py_dl_tensor t;
+    dl_tensor_of(&((FrameObject *)owner)->info, &t);
+    if (req.copy) t.flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+    PyObject *capsule = glt_py_dlpack_capsule(owner, &t, req.versioned);
     Py_DECREF(owner);
     return capsule;
 }
@@ -317,7 +151,7 @@ static PyObject *dims_tuple(const int64_t *v, int nd) {
 }
 
 static PyObject *shape_tuple(const glt_frame_info *i) {
-    int64_t dims[4];
+    int64_t dims[GLT_PY_DL_MAX_DIMS];
     return dims_tuple(dims, frame_dims(i, dims));
 }
 
