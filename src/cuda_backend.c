@@ -208,35 +208,52 @@ void glt_cuda_image_forget(glt_cuda_image *img) {
     free(img);
 }
 
-/* Learns the mapped array's layout and checks it can hold what the GL format promises. */
-static glt_status learn_array(glt_cuda_image *img, cudaArray_t array) {
+/* What CUDA made of a mapped GL image: checked against what its GL format promises (channels, bytes per
+ * channel, float or integer where check_kind, size). `what` and `name` name the object in the message; a
+ * mismatch is a driver surprise, reported as such. */
+typedef struct {
+    int channels, elem_bytes, is_float;
+} array_layout;
+
+static glt_status check_array(cudaArray_t array, const glt_format *fmt, int width, int height, int check_kind,
+                              const char *what, unsigned name, array_layout *out) {
     struct cudaChannelFormatDesc d;
     struct cudaExtent ext;
     unsigned int flags;
     cudaError_t e = cudaArrayGetInfo(&d, &ext, &flags, array);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaArrayGetInfo", "inspecting the mapped array of image %u", img->name);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaArrayGetInfo", "inspecting the mapped array of %s %u", what, name);
     int bits[4] = {d.x, d.y, d.z, d.w};
     int channels = 0;
     for (int i = 0; i < 4; ++i) channels += bits[i] > 0;
     int elem = d.x / 8;
     int is_float = d.f == cudaChannelFormatKindFloat;
-    size_t want_elem = glt_dtype_size(img->fmt->dtype);
-    int want_float = img->fmt->dtype == GLT_DTYPE_FLOAT16 || img->fmt->dtype == GLT_DTYPE_FLOAT32;
-    if ((size_t)elem != want_elem || channels < img->fmt->channels || channels == 3 || is_float != want_float ||
-        (int)ext.width != img->width || (int)ext.height != img->height)
+    int want_float = fmt->dtype == GLT_DTYPE_FLOAT16 || fmt->dtype == GLT_DTYPE_FLOAT32;
+    if ((size_t)elem != glt_dtype_size(fmt->dtype) || channels < fmt->channels || channels == 3 ||
+        (check_kind && is_float != want_float) || (int)ext.width != width || (int)ext.height != height)
         return glt_fail(GLT_UNSUPPORTED_FORMAT,
-                        "image %u is %s %dx%d in GL, but CUDA mapped it as a %zux%zu array of %d channel(s) of %d "
+                        "%s %u is %s %dx%d in GL, but CUDA mapped it as a %zux%zu array of %d channel(s) of %d "
                         "bits (%s); please report this with your GPU and driver, and use backend='cpu' meanwhile",
-                        img->name, img->fmt->name, img->width, img->height, ext.width, ext.height, channels, d.x,
+                        what, name, fmt->name, width, height, ext.width, ext.height, channels, d.x,
                         is_float ? "float" : "integer");
+    out->channels = channels;
+    out->elem_bytes = elem;
+    out->is_float = is_float;
+    return GLT_OK;
+}
+
+/* Learns the mapped array's layout and checks it can hold what the GL format promises. */
+static glt_status learn_array(glt_cuda_image *img, cudaArray_t array) {
+    array_layout l;
+    glt_status st = check_array(array, img->fmt, img->width, img->height, 1, "image", img->name, &l);
+    if (st != GLT_OK) return st;
     if (img->texture) {
         cudaDestroyTextureObject(img->texture);
         img->texture = 0;
     }
     img->array = array;
-    img->array_channels = channels;
-    img->elem_bytes = elem;
-    img->array_is_float = is_float;
+    img->array_channels = l.channels;
+    img->elem_bytes = l.elem_bytes;
+    img->array_is_float = l.is_float;
     return GLT_OK;
 }
 
@@ -725,34 +742,22 @@ void glt_cuda_surface_forget(glt_cuda_surface *s) {
 
 /* Learns the mapped array's layout, checks it holds what the format promises, makes its surface. */
 static glt_status learn_surface(glt_cuda_surface *s, cudaArray_t array) {
-    struct cudaChannelFormatDesc d;
-    struct cudaExtent ext;
-    unsigned int flags;
-    cudaError_t e = cudaArrayGetInfo(&d, &ext, &flags, array);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaArrayGetInfo", "inspecting the mapped array of texture %u", s->name);
-    int bits[4] = {d.x, d.y, d.z, d.w};
-    int channels = 0;
-    for (int i = 0; i < 4; ++i) channels += bits[i] > 0;
-    int elem = d.x / 8;
-    if ((size_t)elem != glt_dtype_size(s->fmt->dtype) || channels < s->fmt->channels || channels == 3 ||
-        (int)ext.width != s->width || (int)ext.height != s->height)
-        return glt_fail(GLT_UNSUPPORTED_FORMAT,
-                        "texture %u is %s %dx%d in GL, but CUDA mapped it as a %zux%zu array of %d channel(s) of %d "
-                        "bits; please report this with your GPU and driver, and use backend='cpu' meanwhile",
-                        s->name, s->fmt->name, s->width, s->height, ext.width, ext.height, channels, d.x);
+    array_layout l;
+    glt_status st = check_array(array, s->fmt, s->width, s->height, 0, "texture", s->name, &l);
+    if (st != GLT_OK) return st;
     if (s->surface) {
         cudaDestroySurfaceObject(s->surface);
         s->surface = 0;
     }
     s->array = array;
-    s->array_channels = channels;
-    s->elem_bytes = elem;
+    s->array_channels = l.channels;
+    s->elem_bytes = l.elem_bytes;
     if (s->linear) return GLT_OK; /* written through scratch and a 2D copy: no surface */
     struct cudaResourceDesc res;
     memset(&res, 0, sizeof res);
     res.resType = cudaResourceTypeArray;
     res.res.array.array = array;
-    e = cudaCreateSurfaceObject(&s->surface, &res);
+    cudaError_t e = cudaCreateSurfaceObject(&s->surface, &res);
     if (e != cudaSuccess) {
         s->surface = 0;
         s->array = NULL;
