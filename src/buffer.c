@@ -28,8 +28,7 @@ struct glt_buffer {
     glt_cuda_mapbuf *cuda;
     glt_pool *pool; /* frames of glt_buffer_read */
     int mapped;
-    glt_buffer_mapping mapping;
-    glt_map_mode mode;
+    glt_buffer_mapping mapping; /* its read_only says whether the staging copy goes back to GL */
     size_t offset;
     void *staging; /* CPU backend: the host copy lent out when GL may not map the buffer itself */
 };
@@ -231,7 +230,6 @@ glt_status glt_buffer_map(glt_buffer *b, glt_map_mode mode, size_t offset, size_
         m.memory = GLT_MEMORY_HOST;
     }
     b->mapped = 1;
-    b->mode = mode;
     b->offset = offset;
     b->mapping = m;
     *out = m;
@@ -264,7 +262,7 @@ glt_status glt_buffer_unmap(glt_buffer *b) {
             b->size = 0;
         }
     } else if (b->staging) {
-        if (alive && b->mode != GLT_MAP_READ)
+        if (alive && !b->mapping.read_only)
             st = glt_gl_buffer_put(gl, b->name, b->offset, b->mapping.bytes, b->staging);
         free(b->staging);
         b->staging = NULL;

@@ -585,7 +585,8 @@ glt_status glt_gl_buffer_put(const glt_gl *gl, GLuint name, size_t offset, size_
     st = buffer_unbind(gl, name, prev_write, "glCopyBufferSubData");
     if (st == GLT_OK && err != GL_NO_ERROR)
         st = glt_fail(GLT_GL_ERROR, "writing %zu bytes at %zu into buffer %u (glBufferData + glCopyBufferSubData) "
-                                    "failed with %s",
+                                    "failed with %s; the mapped view's writes did not reach GL. On GL_OUT_OF_MEMORY "
+                                    "free GL objects or map a smaller range, then map and write again",
                       bytes, offset, name, glt_gl_error_name(err));
     return st;
 }
