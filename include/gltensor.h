@@ -52,7 +52,9 @@ extern "C" {
     X(CUDA_ERROR, "a CUDA call failed")                                                     \
     X(GL_ERROR, "an OpenGL call failed")                                                    \
     X(EGL_ERROR, "an EGL call failed")                                                      \
-    X(OUT_OF_MEMORY, "out of memory")
+    X(OUT_OF_MEMORY, "out of memory")                                                       \
+    X(UNSUPPORTED, "the driver or device lacks a feature the call needs")                   \
+    X(STALE_SLOT, "a shared slot was not written since the last read")
 
 typedef enum glt_status {
 #define GLT_STATUS_ENUM_(name, text) GLT_##name,
@@ -437,6 +439,107 @@ GLT_API glt_status glt_buffer_unmap(glt_buffer *buf);
 /* A copy of bytes [offset, offset + bytes) (0: to the end) as a frame of (1, bytes, 1) uint8, from the
  * buffer's pool, on stream: like a capture's frame, never overwritten later. */
 GLT_API glt_status glt_buffer_read(glt_buffer *buf, size_t offset, size_t bytes, void *stream, glt_frame **out);
+
+/* ---- shared slots: engine processes write frames straight into the trainer's memory ----
+ *
+ * One process (the trainer) creates N slots of one image size and format; each engine process (a worker)
+ * attaches to one slot and writes its rendered image there with GL alone: no CUDA in the workers. The
+ * trainer reads all N slots as one (N, H, W, C) frame with the usual read options.
+ *
+ * CUDA backend: the slots are device memory of the trainer's GPU, allocated with CUDA's virtual memory API
+ * and exported as a POSIX file descriptor; a worker imports it into GL (GL_EXT_memory_object_fd) and packs
+ * its image into its slot with glReadPixels into that memory (a copy on the GPU), then waits on a GL
+ * fence. CPU backend: the slots are shared host memory (memfd); workers read back into it.
+ *
+ * The protocol every vector environment already follows: workers write, reply, and the trainer reads once
+ * all have replied. A read refuses slots not written since the previous read (GLT_STALE_SLOT, naming them
+ * and why: a write under way, a worker that died), so a stale or half-written image is never returned.
+ * With buffers = 2 (the default) the slots are double-buffered: workers write one set while the trainer's
+ * copy of the other may still be queued, so neither side waits for the other's GPU work. A frame read is a
+ * copy (fused with the conversions) and is never overwritten later. */
+typedef struct glt_slots glt_slots;             /* the trainer's side: owns the memory */
+typedef struct glt_slot_writer glt_slot_writer; /* a worker's side: GL only */
+
+typedef struct glt_slots_desc {
+    int count;                   /* number of slots (one per worker) */
+    int width, height;           /* every slot's image size */
+    unsigned gl_internal_format; /* what a slot stores: GL_RGBA8 (0x8058, the default), GL_R8, GL_RG8, GL_RGBA16F,
+                                    GL_R32F, GL_RG32F, GL_RGBA32F, GL_R16, GL_RGBA16, and the integer formats with 1, 2
+                                    or 4 channels; a worker's source is converted to it by glReadPixels */
+    glt_backend backend;         /* AUTO: CUDA when a CUDA device can export memory, else CPU */
+    int cuda_device;             /* GLT_CUDA_DEVICE_AUTO (the default): glt_default_cuda_device() */
+    int buffers;                 /* 2 (the default): double-buffered; 1: each read waits for its copy */
+} glt_slots_desc;
+
+typedef struct glt_slots_info {
+    int count, width, height, channels;
+    glt_dtype dtype;
+    unsigned gl_internal_format;
+    const char *format_name;
+    glt_backend backend;
+    const char *backend_reason;
+    int cuda_device; /* -1 on the CPU backend */
+    int buffers;
+    size_t slot_bytes;   /* one slot, rows padded to row_pitch */
+    size_t row_pitch;    /* bytes between a slot's rows */
+    size_t memory_bytes; /* the whole shared allocation */
+    uint64_t reads;      /* reads done so far */
+} glt_slots_info;
+
+typedef enum glt_slot_state {
+    GLT_SLOT_FRESH,       /* written since the last read */
+    GLT_SLOT_STALE,       /* not written since the last read, its writer (if any) alive */
+    GLT_SLOT_WRITING,     /* a write is under way */
+    GLT_SLOT_WRITER_GONE  /* its last writer's process has exited (mid-write, or before writing this step) */
+} glt_slot_state;
+
+GLT_API void glt_slots_desc_init(glt_slots_desc *desc);
+GLT_API glt_status glt_slots_create(const glt_slots_desc *desc, glt_slots **out);
+/* Frees the trainer's side. Writers attached already keep their mapping (nothing is freed under them); their
+ * next write fails with GLT_CLOSED. */
+GLT_API void glt_slots_destroy(glt_slots *slots);
+GLT_API glt_status glt_slots_get_info(const glt_slots *slots, glt_slots_info *info);
+/* New file descriptors for a writer (the caller owns and closes them): the shared memory (-1 on the CPU
+ * backend, whose data lives in the control memory) and the control memory. Send them to the worker
+ * (SCM_RIGHTS, or inheritance across fork). */
+GLT_API glt_status glt_slots_export(glt_slots *slots, int *memory_fd, int *control_fd);
+/* State of one slot now, and the pid of its last writer (0: none yet). */
+GLT_API glt_status glt_slots_state(const glt_slots *slots, int slot, glt_slot_state *state, int *writer_pid);
+/* All slots as one (count, height, width, channels) frame (CHW: (count, channels, height, width)), top row
+ * first when opts->flip. GLT_STALE_SLOT when a slot was not written since the last read. */
+GLT_API glt_status glt_slots_read(glt_slots *slots, const glt_read_options *opts, glt_frame **out);
+GLT_API glt_status glt_slots_read_into(glt_slots *slots, const glt_read_options *opts, const glt_buffer_view *dst);
+
+typedef struct glt_slot_writer_desc {
+    int memory_fd;  /* from glt_slots_export (-1 on the CPU backend); duplicated: the caller keeps its own */
+    int control_fd; /* from glt_slots_export; duplicated */
+    int slot;       /* which slot this process writes, 0 <= slot < count */
+} glt_slot_writer_desc;
+
+typedef struct glt_slot_writer_info {
+    int slot, count, width, height, channels;
+    glt_dtype dtype;
+    const char *format_name;
+    glt_backend backend;
+    uint64_t writes;
+} glt_slot_writer_info;
+
+/* Attaches to a slot in the GL context current in this thread (CUDA backend: imports the memory into GL, and
+ * refuses a context on another GPU with GLT_WRONG_DEVICE; GLT_UNSUPPORTED when the driver lacks
+ * GL_EXT_memory_object_fd). Creates no CUDA context. */
+GLT_API glt_status glt_slot_writer_create(const glt_slot_writer_desc *desc, glt_slot_writer **out);
+/* Releases the writer's GL objects (call with its context current where possible). */
+GLT_API void glt_slot_writer_destroy(glt_slot_writer *writer);
+GLT_API glt_status glt_slot_writer_get_info(const glt_slot_writer *writer, glt_slot_writer_info *info);
+/* Copies `region` (NULL or all zero: the whole image) of a texture or renderbuffer (multisampled ones are
+ * resolved) into the slot, on the GPU, and returns once the copy is complete. The region's size must be the
+ * slot's; colour sources convert to the slot's format as glReadPixels converts, integer formats only to
+ * integer slots. */
+GLT_API glt_status glt_slot_writer_write(glt_slot_writer *writer, unsigned gl_name, unsigned gl_target,
+                                         const glt_rect *region);
+/* Writes host pixels (height rows of width pixels in the slot's format, row_stride bytes apart, top row first)
+ * into the slot: for observations that are arrays already. */
+GLT_API glt_status glt_slot_writer_write_host(glt_slot_writer *writer, const void *pixels, size_t row_stride);
 
 #ifdef __cplusplus
 }

@@ -527,3 +527,21 @@ glt_status glt_capture_read_into(glt_capture *cap, const glt_read_options *opts_
                                                     "call glt_capture_read for a new frame");
     return read_to(cap, opts_in, dst, NULL);
 }
+
+/* For objects that read an image once per use without keeping a capture (slot_writer.c): its size, format
+ * and sample count, refused as a capture would refuse it. */
+glt_status glt_gl_image_query(const glt_gl *gl, GLuint name, GLenum target, int *width, int *height,
+                              const glt_format **fmt, int *samples) {
+    image_desc d;
+    glt_status st = query_image(gl, name, target, &d);
+    if (st == GLT_OK) st = check_format(name, target, &d, fmt);
+    if (st != GLT_OK) return st;
+    *width = d.width;
+    *height = d.height;
+    *samples = d.samples;
+    return GLT_OK;
+}
+
+glt_status glt_gl_region_check(const glt_rect *r, GLenum target, GLuint name, int width, int height) {
+    return check_requested_region(r, target, name, width, height);
+}

@@ -7,8 +7,8 @@
  * than the format, as RGB8 stored as RGBX) one kernel reads the array through a
  * texture object and writes the final layout, so no second pass is ever needed.
  *
- * This file is the only one that calls CUDA. Every entry point that does so on an object's behalf
- * starts with ON_DEVICE(the object's device): that device is current for the rest of the function and
+ * This file and cuda_vmm.c (exportable memory for shared slots) are the only ones that call CUDA. Every
+ * entry point that does so on an object's behalf starts with ON_DEVICE(the object's device, cuda_device.h): that device is current for the rest of the function and
  * the caller's is restored on every return. Allocations, events, streams, kernel launches and
  * map/unmap therefore always run on the object's GPU, whatever device the calling thread (torch, a
  * frame released on another thread) had current. tests/test_device_guard.py checks the rule.
@@ -17,7 +17,7 @@
 
 #ifdef GLT_WITH_CUDA
 
-#include <cuda_runtime_api.h>
+#include "cuda_device.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,15 +105,8 @@ void glt_device_guard_exit(glt_device_guard *g) {
     g->changed = 0;
 }
 
-/* Makes `dev` current until the enclosing function returns (the cleanup attribute restores the caller's
- * device on every return path); returns `on_fail` when the device cannot be entered (message set). */
-#define ON_DEVICE_OR(dev, on_fail)                                                                    \
-    __attribute__((cleanup(glt_device_guard_exit))) glt_device_guard device_guard_ = {0, 0};          \
-    if (glt_device_guard_enter(&device_guard_, (dev)) != GLT_OK) return on_fail
-#define ON_DEVICE(dev) ON_DEVICE_OR(dev, GLT_CUDA_ERROR)
 
-static glt_status cuda_fail(cudaError_t e, const char *call, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static glt_status cuda_fail(cudaError_t e, const char *call, const char *fmt, ...) {
+glt_status glt_cuda_fail(cudaError_t e, const char *call, const char *fmt, ...) {
     char what[512];
     va_list ap;
     va_start(ap, fmt);
@@ -177,7 +170,7 @@ glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, 
     cudaError_t e = cudaGraphicsGLRegisterImage(&img->resource, name, target, cudaGraphicsRegisterFlagsReadOnly);
     if (e != cudaSuccess) {
         free(img);
-        return cuda_fail(e, "cudaGraphicsGLRegisterImage",
+        return glt_cuda_fail(e, "cudaGraphicsGLRegisterImage",
                          "%s %u (%s, %dx%d, %s) could not be registered with CUDA device %d; check that the GL "
                          "context is current and runs on that GPU, and that the image has storage",
                          kind, name, fmt->name, width, height, glt_target_name(target), cuda_device);
@@ -221,7 +214,7 @@ static glt_status check_array(cudaArray_t array, const glt_format *fmt, int widt
     struct cudaExtent ext;
     unsigned int flags;
     cudaError_t e = cudaArrayGetInfo(&d, &ext, &flags, array);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaArrayGetInfo", "inspecting the mapped array of %s %u", what, name);
+    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaArrayGetInfo", "inspecting the mapped array of %s %u", what, name);
     int bits[4] = {d.x, d.y, d.z, d.w};
     int channels = 0;
     for (int i = 0; i < 4; ++i) channels += bits[i] > 0;
@@ -272,7 +265,7 @@ static glt_status ensure_texture(glt_cuda_image *img) {
     cudaError_t e = cudaCreateTextureObject(&img->texture, &res, &tex, NULL);
     if (e != cudaSuccess) {
         img->texture = 0;
-        return cuda_fail(e, "cudaCreateTextureObject", "reading image %u (%s) through a texture", img->name,
+        return glt_cuda_fail(e, "cudaCreateTextureObject", "reading image %u (%s) through a texture", img->name,
                          img->fmt->name);
     }
     return GLT_OK;
@@ -305,7 +298,7 @@ static glt_status copy_mapped(const glt_cuda_region *regions, int n, int flip, c
                                                    (size_t)r0->y0, (size_t)r0->width * bpp, (size_t)r0->height,
                                                    cudaMemcpyDeviceToDevice, stream);
         if (e != cudaSuccess)
-            return cuda_fail(e, "cudaMemcpy2DFromArrayAsync", "copying %s %u (%dx%d %s)", kind_of(r0->img),
+            return glt_cuda_fail(e, "cudaMemcpy2DFromArrayAsync", "copying %s %u (%dx%d %s)", kind_of(r0->img),
                              r0->img->name, r0->width, r0->height, r0->img->fmt->name);
         return GLT_OK;
     }
@@ -339,7 +332,7 @@ static glt_status copy_mapped(const glt_cuda_region *regions, int n, int flip, c
         sp.plane = r->plane;
         int rc = glt_launch_gather(items, end - first, &sp, stream);
         if (rc != 0)
-            return cuda_fail((cudaError_t)rc, "copy kernel launch", "%s %u (%s), %d region(s)", kind_of(img),
+            return glt_cuda_fail((cudaError_t)rc, "copy kernel launch", "%s %u (%s), %d region(s)", kind_of(img),
                              img->name, img->fmt->name, end - first);
         first = end;
     }
@@ -366,7 +359,7 @@ glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, co
     /* The one handoff: every image in a single map call, whatever their number. */
     cudaError_t e = cudaGraphicsMapResources(n_images, res, stream);
     if (e != cudaSuccess) {
-        st = cuda_fail(e, "cudaGraphicsMapResources",
+        st = glt_cuda_fail(e, "cudaGraphicsMapResources",
                        "%d image(s) starting with %s %u; make sure their GL context is current, the stream belongs "
                        "to CUDA device %d, and no image is mapped elsewhere",
                        n_images, kind_of(images[0]), images[0]->name, device);
@@ -376,7 +369,7 @@ glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, co
         cudaArray_t array = NULL;
         e = cudaGraphicsSubResourceGetMappedArray(&array, images[i]->resource, 0, 0);
         if (e != cudaSuccess)
-            st = cuda_fail(e, "cudaGraphicsSubResourceGetMappedArray", "%s %u", kind_of(images[i]), images[i]->name);
+            st = glt_cuda_fail(e, "cudaGraphicsSubResourceGetMappedArray", "%s %u", kind_of(images[i]), images[i]->name);
         else if (array != images[i]->array)
             st = learn_array(images[i], array);
         if (st == GLT_OK && !plain_copy(regions, n_regions, flip)) st = ensure_texture(images[i]);
@@ -384,11 +377,11 @@ glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, co
     if (st == GLT_OK) st = copy_mapped(regions, n_regions, flip, stream);
     for (int i = 0; i < n_ready && st == GLT_OK; ++i) {
         e = ready_events[i] ? cudaEventRecord((cudaEvent_t)ready_events[i], stream) : cudaSuccess;
-        if (e != cudaSuccess) st = cuda_fail(e, "cudaEventRecord", "marking a frame's copy as done");
+        if (e != cudaSuccess) st = glt_cuda_fail(e, "cudaEventRecord", "marking a frame's copy as done");
     }
     e = cudaGraphicsUnmapResources(n_images, res, stream);
     if (e != cudaSuccess && st == GLT_OK)
-        st = cuda_fail(e, "cudaGraphicsUnmapResources", "%d image(s) starting with %s %u", n_images,
+        st = glt_cuda_fail(e, "cudaGraphicsUnmapResources", "%d image(s) starting with %s %u", n_images,
                        kind_of(images[0]), images[0]->name);
 out:
     if (res != local) free(res);
@@ -405,7 +398,7 @@ glt_status glt_cuda_wait_events(void *consumer, void *const *events, int n, int 
         if (!events[i]) continue;
         cudaError_t e = cudaStreamWaitEvent((cudaStream_t)consumer, (cudaEvent_t)events[i], 0);
         if (e != cudaSuccess)
-            return cuda_fail(e, "cudaStreamWaitEvent",
+            return glt_cuda_fail(e, "cudaStreamWaitEvent",
                              "making stream %p wait for a frame's copy; pass a live CUDA stream of device %d",
                              consumer, cuda_device);
     }
@@ -415,28 +408,28 @@ glt_status glt_cuda_wait_events(void *consumer, void *const *events, int n, int 
 glt_status glt_cuda_record_event(void *event, void *stream, int cuda_device) {
     ON_DEVICE(cuda_device);
     cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaEventRecord", "marking a frame's copy as done");
+    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaEventRecord", "marking a frame's copy as done");
     return GLT_OK;
 }
 
 glt_status glt_cuda_stream_sync(void *stream, int cuda_device) {
     ON_DEVICE(cuda_device);
     cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaStreamSynchronize", "waiting for a frame's copy");
+    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaStreamSynchronize", "waiting for a frame's copy");
     return GLT_OK;
 }
 
 glt_status glt_cuda_device_sync(int cuda_device) {
     ON_DEVICE(cuda_device);
     cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceSynchronize", "waiting for reads in flight");
+    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaDeviceSynchronize", "waiting for reads in flight");
     return GLT_OK;
 }
 
 glt_status glt_cuda_copy_linear(void *dst, const void *src, size_t bytes, void *stream, int cuda_device) {
     ON_DEVICE(cuda_device);
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaMemcpyAsync", "copying a %zu-byte frame", bytes);
+    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaMemcpyAsync", "copying a %zu-byte frame", bytes);
     return GLT_OK;
 }
 
@@ -472,7 +465,7 @@ glt_status glt_cuda_event_create(int cuda_device, void **event) {
     cudaError_t e = cudaEventCreateWithFlags((cudaEvent_t *)event, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         *event = NULL;
-        return cuda_fail(e, "cudaEventCreateWithFlags", "an event to order a frame's reuse on CUDA device %d",
+        return glt_cuda_fail(e, "cudaEventCreateWithFlags", "an event to order a frame's reuse on CUDA device %d",
                          cuda_device);
     }
     return GLT_OK;
@@ -520,7 +513,7 @@ glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buf
     cudaError_t e = cudaGraphicsGLRegisterBuffer(&b->resource, buffer, cudaGraphicsRegisterFlagsReadOnly);
     if (e != cudaSuccess) {
         free(b);
-        return cuda_fail(e, "cudaGraphicsGLRegisterBuffer", "the depth readback buffer %u on CUDA device %d", buffer,
+        return glt_cuda_fail(e, "cudaGraphicsGLRegisterBuffer", "the depth readback buffer %u on CUDA device %d", buffer,
                          cuda_device);
     }
     *out = b;
@@ -551,26 +544,26 @@ glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const 
     glt_status st = GLT_OK;
     cudaError_t e = cudaGraphicsMapResources(1, &b->resource, (cudaStream_t)stream);
     if (e != cudaSuccess)
-        return cuda_fail(e, "cudaGraphicsMapResources", "the depth readback buffer %u; make sure its GL context is "
+        return glt_cuda_fail(e, "cudaGraphicsMapResources", "the depth readback buffer %u; make sure its GL context is "
                                                         "current",
                          b->name);
     void *src = NULL;
     size_t size = 0;
     e = cudaGraphicsResourceGetMappedPointer(&src, &size, b->resource);
     if (e != cudaSuccess)
-        st = cuda_fail(e, "cudaGraphicsResourceGetMappedPointer", "the depth readback buffer %u", b->name);
+        st = glt_cuda_fail(e, "cudaGraphicsResourceGetMappedPointer", "the depth readback buffer %u", b->name);
     else if (size < (size_t)width * height * sizeof(float))
         st = glt_fail(GLT_CUDA_ERROR, "the depth readback buffer %u holds %zu bytes, fewer than %dx%d floats", b->name,
                       size, width, height);
     else {
         int rc = glt_launch_depth(src, width, height, flip, spec->depth_mode, spec->near_plane, spec->far_plane, dst,
                                   pitch, stream);
-        if (rc != 0) st = cuda_fail((cudaError_t)rc, "depth kernel launch", "%dx%d depth", width, height);
+        if (rc != 0) st = glt_cuda_fail((cudaError_t)rc, "depth kernel launch", "%dx%d depth", width, height);
         else if (ready_event && (e = cudaEventRecord((cudaEvent_t)ready_event, (cudaStream_t)stream)) != cudaSuccess)
-            st = cuda_fail(e, "cudaEventRecord", "marking a depth frame's copy as done");
+            st = glt_cuda_fail(e, "cudaEventRecord", "marking a depth frame's copy as done");
     }
     e = cudaGraphicsUnmapResources(1, &b->resource, (cudaStream_t)stream);
-    if (e != cudaSuccess && st == GLT_OK) st = cuda_fail(e, "cudaGraphicsUnmapResources", "depth buffer %u", b->name);
+    if (e != cudaSuccess && st == GLT_OK) st = glt_cuda_fail(e, "cudaGraphicsUnmapResources", "depth buffer %u", b->name);
     return st;
 }
 
@@ -645,12 +638,12 @@ glt_status glt_cuda_describe_device(int cuda_device, char *name, size_t name_siz
                                     size_t pci_size, int *cc_major, int *cc_minor) {
     struct cudaDeviceProp prop;
     cudaError_t e = cudaGetDeviceProperties(&prop, cuda_device);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaGetDeviceProperties", "CUDA device %d", cuda_device);
+    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaGetDeviceProperties", "CUDA device %d", cuda_device);
     snprintf(name, name_size, "%s", prop.name);
     *cc_major = prop.major;
     *cc_minor = prop.minor;
     e = cudaDeviceGetPCIBusId(pci_bus_id, (int)pci_size, cuda_device);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetPCIBusId", "CUDA device %d", cuda_device);
+    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaDeviceGetPCIBusId", "CUDA device %d", cuda_device);
     return GLT_OK;
 }
 
@@ -704,7 +697,7 @@ glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device
     }
     if (e != cudaSuccess) {
         free(s);
-        return cuda_fail(e, "cudaGraphicsGLRegisterImage",
+        return glt_cuda_fail(e, "cudaGraphicsGLRegisterImage",
                          "texture %u (%s, %dx%d, %s) could not be registered for writing with CUDA device %d; check "
                          "that its GL context is current and runs on that GPU",
                          name, fmt->name, width, height, glt_target_name(target), cuda_device);
@@ -761,7 +754,7 @@ static glt_status learn_surface(glt_cuda_surface *s, cudaArray_t array) {
     if (e != cudaSuccess) {
         s->surface = 0;
         s->array = NULL;
-        return cuda_fail(e, "cudaCreateSurfaceObject", "writing texture %u (%s) through a surface", s->name,
+        return glt_cuda_fail(e, "cudaCreateSurfaceObject", "writing texture %u (%s) through a surface", s->name,
                          s->fmt->name);
     }
     return GLT_OK;
@@ -773,10 +766,10 @@ static glt_status write_linear(glt_cuda_surface *s, glt_scatter_spec *spec, cuda
     size_t need = pitch * spec->height;
     cudaError_t e;
     if (!s->scratch_done && (e = cudaEventCreateWithFlags(&s->scratch_done, cudaEventDisableTiming)) != cudaSuccess)
-        return cuda_fail(e, "cudaEventCreateWithFlags", "ordering writes into texture %u", s->name);
+        return glt_cuda_fail(e, "cudaEventCreateWithFlags", "ordering writes into texture %u", s->name);
     /* The previous write may have been issued on another stream and still read the scratch. */
     if ((e = cudaStreamWaitEvent(stream, s->scratch_done, 0)) != cudaSuccess)
-        return cuda_fail(e, "cudaStreamWaitEvent", "ordering writes into texture %u", s->name);
+        return glt_cuda_fail(e, "cudaStreamWaitEvent", "ordering writes into texture %u", s->name);
     if (s->scratch_size < need) {
         if (s->scratch) {
             cudaStreamSynchronize(stream); /* ordered after the last write above: it is done with the scratch */
@@ -786,22 +779,22 @@ static glt_status write_linear(glt_cuda_surface *s, glt_scatter_spec *spec, cuda
         s->scratch_size = 0;
         e = cudaMalloc(&s->scratch, need);
         if (e != cudaSuccess)
-            return cuda_fail(e, "cudaMalloc", "a %zu-byte staging buffer for writing texture %u", need, s->name);
+            return glt_cuda_fail(e, "cudaMalloc", "a %zu-byte staging buffer for writing texture %u", need, s->name);
         s->scratch_size = need;
     }
     spec->dst = s->scratch;
     spec->dst_pitch = (long long)pitch;
     int rc = glt_launch_scatter(0, spec, stream);
     if (rc != 0)
-        return cuda_fail((cudaError_t)rc, "write kernel launch", "texture %u (%s), %dx%d region", s->name,
+        return glt_cuda_fail((cudaError_t)rc, "write kernel launch", "texture %u (%s), %dx%d region", s->name,
                          s->fmt->name, spec->width, spec->height);
     e = cudaMemcpy2DToArrayAsync(s->array, (size_t)spec->x0 * texel, (size_t)spec->y0, s->scratch, pitch, pitch,
                                  (size_t)spec->height, cudaMemcpyDeviceToDevice, stream);
     if (e != cudaSuccess)
-        return cuda_fail(e, "cudaMemcpy2DToArrayAsync", "texture %u (%s), %dx%d region", s->name, s->fmt->name,
+        return glt_cuda_fail(e, "cudaMemcpy2DToArrayAsync", "texture %u (%s), %dx%d region", s->name, s->fmt->name,
                          spec->width, spec->height);
     if ((e = cudaEventRecord(s->scratch_done, stream)) != cudaSuccess)
-        return cuda_fail(e, "cudaEventRecord", "ordering writes into texture %u", s->name);
+        return glt_cuda_fail(e, "cudaEventRecord", "ordering writes into texture %u", s->name);
     return GLT_OK;
 }
 
@@ -812,19 +805,19 @@ glt_status glt_cuda_surface_write(glt_cuda_surface *s, glt_scatter_spec *spec, i
     cudaError_t e;
     if (flags != s->map_flags) {
         e = cudaGraphicsResourceSetMapFlags(s->resource, flags);
-        if (e != cudaSuccess) return cuda_fail(e, "cudaGraphicsResourceSetMapFlags", "texture %u", s->name);
+        if (e != cudaSuccess) return glt_cuda_fail(e, "cudaGraphicsResourceSetMapFlags", "texture %u", s->name);
         s->map_flags = flags;
     }
     e = cudaGraphicsMapResources(1, &s->resource, st);
     if (e != cudaSuccess)
-        return cuda_fail(e, "cudaGraphicsMapResources",
+        return glt_cuda_fail(e, "cudaGraphicsMapResources",
                          "texture %u for writing; make sure its GL context is current and the stream belongs to CUDA "
                          "device %d",
                          s->name, s->device);
     glt_status result = GLT_OK;
     cudaArray_t array = NULL;
     e = cudaGraphicsSubResourceGetMappedArray(&array, s->resource, 0, 0);
-    if (e != cudaSuccess) result = cuda_fail(e, "cudaGraphicsSubResourceGetMappedArray", "texture %u", s->name);
+    if (e != cudaSuccess) result = glt_cuda_fail(e, "cudaGraphicsSubResourceGetMappedArray", "texture %u", s->name);
     else if (array != s->array) result = learn_surface(s, array);
     if (result == GLT_OK) {
         spec->array_channels = s->array_channels; /* RGB8 is stored as RGBX: the fourth gets spec's alpha fill */
@@ -834,13 +827,13 @@ glt_status glt_cuda_surface_write(glt_cuda_surface *s, glt_scatter_spec *spec, i
         } else {
             int rc = glt_launch_scatter((unsigned long long)s->surface, spec, stream);
             if (rc != 0)
-                result = cuda_fail((cudaError_t)rc, "write kernel launch", "texture %u (%s), %dx%d region", s->name,
+                result = glt_cuda_fail((cudaError_t)rc, "write kernel launch", "texture %u (%s), %dx%d region", s->name,
                                    s->fmt->name, spec->width, spec->height);
         }
     }
     e = cudaGraphicsUnmapResources(1, &s->resource, st);
     if (e != cudaSuccess && result == GLT_OK)
-        result = cuda_fail(e, "cudaGraphicsUnmapResources", "texture %u after writing", s->name);
+        result = glt_cuda_fail(e, "cudaGraphicsUnmapResources", "texture %u after writing", s->name);
     s->last_stream = stream;
     s->wrote = 1;
     return result;
@@ -892,7 +885,7 @@ glt_status glt_cuda_mapbuf_register(GLuint name, int cuda_device, glt_cuda_mapbu
     cudaError_t e = cudaGraphicsGLRegisterBuffer(&b->resource, name, cudaGraphicsRegisterFlagsNone);
     if (e != cudaSuccess) {
         free(b);
-        return cuda_fail(e, "cudaGraphicsGLRegisterBuffer",
+        return glt_cuda_fail(e, "cudaGraphicsGLRegisterBuffer",
                          "buffer %u could not be registered with CUDA device %d; check that its GL context is current "
                          "and runs on that GPU, and that the buffer has storage",
                          name, cuda_device);
@@ -901,7 +894,7 @@ glt_status glt_cuda_mapbuf_register(GLuint name, int cuda_device, glt_cuda_mapbu
     if (e != cudaSuccess) {
         cudaGraphicsUnregisterResource(b->resource);
         free(b);
-        return cuda_fail(e, "cudaEventCreateWithFlags", "an event to order buffer %u's map", name);
+        return glt_cuda_fail(e, "cudaEventCreateWithFlags", "an event to order buffer %u's map", name);
     }
     *out = b;
     return GLT_OK;
@@ -913,7 +906,7 @@ static glt_status mapbuf_set_flags(glt_cuda_mapbuf *b, int mode) {
                                                  : cudaGraphicsMapFlagsNone;
     if (flags == b->map_flags) return GLT_OK;
     cudaError_t e = cudaGraphicsResourceSetMapFlags(b->resource, flags);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaGraphicsResourceSetMapFlags", "buffer %u", b->name);
+    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaGraphicsResourceSetMapFlags", "buffer %u", b->name);
     b->map_flags = flags;
     return GLT_OK;
 }
@@ -924,12 +917,12 @@ static glt_status mapbuf_map(glt_cuda_mapbuf *b, int mode, cudaStream_t stream, 
     if (st != GLT_OK) return st;
     cudaError_t e = cudaGraphicsMapResources(1, &b->resource, stream);
     if (e != cudaSuccess)
-        return cuda_fail(e, "cudaGraphicsMapResources",
+        return glt_cuda_fail(e, "cudaGraphicsMapResources",
                          "buffer %u; make sure its GL context is current and the stream belongs to CUDA device %d",
                          b->name, b->device);
     e = cudaGraphicsResourceGetMappedPointer(data, size, b->resource);
     if (e != cudaSuccess) {
-        st = cuda_fail(e, "cudaGraphicsResourceGetMappedPointer", "buffer %u", b->name);
+        st = glt_cuda_fail(e, "cudaGraphicsResourceGetMappedPointer", "buffer %u", b->name);
         cudaGraphicsUnmapResources(1, &b->resource, stream);
         cudaGetLastError();
         return st;
@@ -956,7 +949,7 @@ static glt_status mapbuf_unmap(glt_cuda_mapbuf *b) {
     b->mapped = 0;
     b->n_consumers = 0;
     e = cudaGraphicsUnmapResources(1, &b->resource, b->stream);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaGraphicsUnmapResources", "buffer %u", b->name);
+    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaGraphicsUnmapResources", "buffer %u", b->name);
     return GLT_OK;
 }
 
@@ -966,7 +959,7 @@ glt_status glt_cuda_mapbuf_map(glt_cuda_mapbuf *b, int mode, void *stream, void 
     if (st != GLT_OK) return st;
     cudaError_t e = cudaEventRecord(b->map_done, (cudaStream_t)stream);
     if (e != cudaSuccess) {
-        st = cuda_fail(e, "cudaEventRecord", "marking buffer %u's map", b->name);
+        st = glt_cuda_fail(e, "cudaEventRecord", "marking buffer %u's map", b->name);
         mapbuf_unmap(b);
     }
     return st;
@@ -976,7 +969,7 @@ glt_status glt_cuda_mapbuf_consumer(glt_cuda_mapbuf *b, void *consumer) {
     ON_DEVICE(b->device);
     cudaError_t e = cudaStreamWaitEvent((cudaStream_t)consumer, b->map_done, 0);
     if (e != cudaSuccess)
-        return cuda_fail(e, "cudaStreamWaitEvent",
+        return glt_cuda_fail(e, "cudaStreamWaitEvent",
                          "making stream %p wait for buffer %u's map; pass a live CUDA stream of device %d", consumer,
                          b->name, b->device);
     for (int i = 0; i < b->n_consumers; ++i)
@@ -1005,9 +998,9 @@ glt_status glt_cuda_mapbuf_copy(glt_cuda_mapbuf *b, size_t offset, size_t bytes,
                       size, b->name, bytes, offset);
     else if ((e = cudaMemcpyAsync(dst, (char *)base + offset, bytes, cudaMemcpyDeviceToDevice,
                                   (cudaStream_t)stream)) != cudaSuccess)
-        st = cuda_fail(e, "cudaMemcpyAsync", "copying %zu bytes of buffer %u", bytes, b->name);
+        st = glt_cuda_fail(e, "cudaMemcpyAsync", "copying %zu bytes of buffer %u", bytes, b->name);
     else if (ready_event && (e = cudaEventRecord((cudaEvent_t)ready_event, (cudaStream_t)stream)) != cudaSuccess)
-        st = cuda_fail(e, "cudaEventRecord", "marking buffer %u's copy as done", b->name);
+        st = glt_cuda_fail(e, "cudaEventRecord", "marking buffer %u's copy as done", b->name);
     glt_status u = mapbuf_unmap(b);
     return st != GLT_OK ? st : u;
 }

@@ -210,6 +210,34 @@ typedef void (*PFN_glGetBufferParameteri64v)(GLenum, GLenum, GLint64 *);
 typedef void (*PFN_glGetBufferSubData)(GLenum, GLintptr, GLsizeiptr, void *);
 typedef void (*PFN_glCopyBufferSubData)(GLenum, GLenum, GLintptr, GLintptr, GLsizeiptr);
 
+/* slot_writer.c: fences, and GL_EXT_memory_object(_fd) to write into memory another process exported */
+typedef struct __GLsync *GLsync;
+typedef uint64_t GLuint64;
+#define GL_SYNC_GPU_COMMANDS_COMPLETE 0x9117
+#define GL_SYNC_FLUSH_COMMANDS_BIT 0x00000001
+#define GL_ALREADY_SIGNALED 0x911A
+#define GL_TIMEOUT_EXPIRED 0x911B
+#define GL_CONDITION_SATISFIED 0x911C
+#define GL_WAIT_FAILED 0x911D
+#define GL_EXTENSIONS 0x1F03
+#define GL_NUM_EXTENSIONS 0x821D
+#define GL_HANDLE_TYPE_OPAQUE_FD_EXT 0x9586
+#define GL_NUM_DEVICE_UUIDS_EXT 0x9596
+#define GL_DEVICE_UUID_EXT 0x9597
+#define GL_UUID_SIZE_EXT 16
+#define GL_READ_BUFFER 0x0C02
+typedef GLsync (*PFN_glFenceSync)(GLenum, GLbitfield);
+typedef GLenum (*PFN_glClientWaitSync)(GLsync, GLbitfield, GLuint64);
+typedef void (*PFN_glDeleteSync)(GLsync);
+typedef void (*PFN_glFlush)(void);
+typedef const GLubyte *(*PFN_glGetStringi)(GLenum, GLuint);
+typedef void (*PFN_glBufferSubData)(GLenum, GLintptr, GLsizeiptr, const void *);
+typedef void (*PFN_glCreateMemoryObjectsEXT)(GLsizei, GLuint *);
+typedef void (*PFN_glDeleteMemoryObjectsEXT)(GLsizei, const GLuint *);
+typedef void (*PFN_glImportMemoryFdEXT)(GLuint, GLuint64, GLenum, GLint);
+typedef void (*PFN_glBufferStorageMemEXT)(GLenum, GLsizeiptr, GLuint, GLuint64);
+typedef void (*PFN_glGetUnsignedBytei_vEXT)(GLenum, GLuint, GLubyte *);
+
 /* The GL entry points gltensor uses; filled once by glt_gl_load(). */
 typedef struct glt_gl {
     PFN_glGetError GetError;
@@ -290,6 +318,18 @@ typedef struct glt_gl {
     /* GL 4.5 (ARB_get_texture_sub_image): reads a rectangle of a texture. Resolved on its own, NULL when absent;
      * usable only in a context of version 4.5 or later. */
     PFN_glGetTextureSubImage GetTextureSubImage;
+    /* slot_writer.c: each resolved on its own, NULL when absent (the writer says which is missing) */
+    PFN_glFenceSync FenceSync;
+    PFN_glClientWaitSync ClientWaitSync;
+    PFN_glDeleteSync DeleteSync;
+    PFN_glFlush Flush;
+    PFN_glGetStringi GetStringi;
+    PFN_glBufferSubData BufferSubData;
+    PFN_glCreateMemoryObjectsEXT CreateMemoryObjectsEXT;
+    PFN_glDeleteMemoryObjectsEXT DeleteMemoryObjectsEXT;
+    PFN_glImportMemoryFdEXT ImportMemoryFdEXT;
+    PFN_glBufferStorageMemEXT BufferStorageMemEXT;
+    PFN_glGetUnsignedBytei_vEXT GetUnsignedBytei_vEXT;
 } glt_gl;
 
 /* ---- EGL ---- */

@@ -191,6 +191,19 @@ static void load_gl(void) {
 #undef LOAD_OPT
     gl_table.has_compute = all;
     gl_table.GetTextureSubImage = (PFN_glGetTextureSubImage)gl_proc("glGetTextureSubImage");
+#define LOAD_ALONE(fn) gl_table.fn = (PFN_gl##fn)gl_proc("gl" #fn)
+    LOAD_ALONE(FenceSync);
+    LOAD_ALONE(ClientWaitSync);
+    LOAD_ALONE(DeleteSync);
+    LOAD_ALONE(Flush);
+    LOAD_ALONE(GetStringi);
+    LOAD_ALONE(BufferSubData);
+    LOAD_ALONE(CreateMemoryObjectsEXT);
+    LOAD_ALONE(DeleteMemoryObjectsEXT);
+    LOAD_ALONE(ImportMemoryFdEXT);
+    LOAD_ALONE(BufferStorageMemEXT);
+    LOAD_ALONE(GetUnsignedBytei_vEXT);
+#undef LOAD_ALONE
 }
 
 const glt_gl *glt_gl_load(void) {

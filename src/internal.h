@@ -210,6 +210,12 @@ struct glt_capture {
     glt_cuda_buffer *cuda_depth;  /* depth on the CUDA backend */
 };
 
+/* An image's size, format (refused as a capture refuses it) and sample count; its bindings restored. */
+glt_status glt_gl_image_query(const glt_gl *gl, GLuint name, GLenum target, int *width, int *height,
+                              const glt_format **fmt, int *samples);
+/* GLT_OK when r is all zero (the whole image) or a rectangle inside a width x height image. */
+glt_status glt_gl_region_check(const glt_rect *r, GLenum target, GLuint name, int width, int height);
+
 /* CPU backend: the capture's region, as stored and bottom-up, in cap->scratch (grown as needed). */
 glt_status glt_capture_read_scratch(glt_capture *cap);
 /* End of a read: a resizable capture drops its CUDA registration until the next one. */
@@ -384,5 +390,27 @@ glt_status glt_cuda_mapbuf_unmap(glt_cuda_mapbuf *b);
 /* Maps read-only, copies bytes at offset into dst, records ready_event (if any), unmaps: on stream. */
 glt_status glt_cuda_mapbuf_copy(glt_cuda_mapbuf *b, size_t offset, size_t bytes, void *dst, void *stream,
                                 void *ready_event);
+
+
+/* ---- cuda_vmm.c: exportable device memory for shared slots (slots.c) ---- */
+typedef struct glt_cuda_vmm glt_cuda_vmm;
+/* Compressible device memory of `device` exportable as a POSIX fd; GLT_UNSUPPORTED (with the reason and the
+ * fallback) where the driver or device cannot export it or cannot compress it. */
+glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out);
+void *glt_cuda_vmm_ptr(const glt_cuda_vmm *m);
+size_t glt_cuda_vmm_size(const glt_cuda_vmm *m);
+glt_status glt_cuda_vmm_export(glt_cuda_vmm *m, int *fd); /* a new fd each call; the caller closes it */
+void glt_cuda_vmm_free(glt_cuda_vmm *m);                  /* waits for the device's queued work first */
+/* The device's UUID (as GL_EXT_memory_object reports it) and name; creates no context. */
+glt_status glt_cuda_device_identity(int device, unsigned char uuid[16], char *name, size_t name_size);
+/* A texture object over width x height pixels of fmt at ptr, rows pitch bytes apart (pitch-linear memory). */
+glt_status glt_cuda_pitched_texture(int device, void *ptr, int width, int height, size_t pitch, const glt_format *fmt,
+                                    unsigned long long *texture);
+void glt_cuda_texture_destroy(int device, unsigned long long texture);
+/* The gather kernel over slots' textures on stream, then ready_event (if any) recorded there. */
+glt_status glt_cuda_slots_gather(int device, const glt_gather_item *items, int count, const glt_gather_spec *spec,
+                                 void *stream, void *const *events, int n_events);
+glt_status glt_cuda_event_sync(int device, void *event); /* blocks until the event's work is done */
+void glt_cuda_event_destroy(int device, void *event);
 
 #endif

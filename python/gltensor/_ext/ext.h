@@ -27,6 +27,9 @@ typedef struct gltensor_state {
     PyTypeObject *upload_type;
     PyTypeObject *buffer_type;
     PyTypeObject *buffer_view_type;
+    /* slots.c */
+    PyTypeObject *slots_type;
+    PyTypeObject *slot_writer_type;
 } gltensor_state;
 
 extern PyModuleDef gltensor_module_def;
@@ -45,6 +48,8 @@ extern PyType_Spec glt_atlas_spec;
 extern PyType_Spec glt_upload_spec;      /* upload.c */
 extern PyType_Spec glt_buffer_spec;      /* buffer.c */
 extern PyType_Spec glt_buffer_view_spec; /* buffer.c */
+extern PyType_Spec glt_slots_spec;       /* slots.c */
+extern PyType_Spec glt_slot_writer_spec; /* slots.c */
 
 /* gltensor.Capture's instance layout, shared with Batch (which reads its sources' handles). */
 typedef struct {

@@ -74,6 +74,8 @@ static const struct {
     {GLT_GL_ERROR, "GLError", 0, "An OpenGL call failed."},
     {GLT_EGL_ERROR, "EGLError", 0, "An EGL call failed."},
     {GLT_OUT_OF_MEMORY, "OutOfMemoryError", 2, "Host or device memory ran out."},
+    {GLT_UNSUPPORTED, "UnsupportedError", 0, "The driver or device lacks a feature the call needs."},
+    {GLT_STALE_SLOT, "StaleSlotError", 0, "A shared slot was not written since the last read (a worker died or skipped its write)."},
 };
 
 static int add_exceptions(PyObject *m, gltensor_state *st) {
@@ -227,6 +229,12 @@ static int module_exec(PyObject *m) {
     if (!st->upload_type || !st->buffer_type || !st->buffer_view_type || PyModule_AddType(m, st->upload_type) < 0 ||
         PyModule_AddType(m, st->buffer_type) < 0 || PyModule_AddType(m, st->buffer_view_type) < 0)
         return -1;
+    /* Shared slots: worker processes write into the trainer's memory. */
+    st->slots_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_slots_spec, NULL);
+    st->slot_writer_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_slot_writer_spec, NULL);
+    if (!st->slots_type || !st->slot_writer_type || PyModule_AddType(m, st->slots_type) < 0 ||
+        PyModule_AddType(m, st->slot_writer_type) < 0)
+        return -1;
     if (!(st->str_flip = intern("flip")) || !(st->str_stream = intern("stream")) || !(st->str_out = intern("out")) ||
         !(st->str_cuda_stream = intern("cuda_stream")) || !(st->str_ptr = intern("ptr")) ||
         !(st->str_handle = intern("handle")) || !(st->str_value = intern("value")))
@@ -252,6 +260,8 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
     Py_VISIT(st->upload_type);
     Py_VISIT(st->buffer_type);
     Py_VISIT(st->buffer_view_type);
+    Py_VISIT(st->slots_type);
+    Py_VISIT(st->slot_writer_type);
     for (int i = 0; i < GLT_STATUS_COUNT_; ++i) Py_VISIT(st->errors[i]);
     return 0;
 }
@@ -267,6 +277,8 @@ static int module_clear(PyObject *m) {
     Py_CLEAR(st->upload_type);
     Py_CLEAR(st->buffer_type);
     Py_CLEAR(st->buffer_view_type);
+    Py_CLEAR(st->slots_type);
+    Py_CLEAR(st->slot_writer_type);
     for (int i = 0; i < GLT_STATUS_COUNT_; ++i) Py_CLEAR(st->errors[i]);
     Py_CLEAR(st->str_flip);
     Py_CLEAR(st->str_stream);

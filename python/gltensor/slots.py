@@ -1,0 +1,267 @@
+"""Shared slots: many engine processes, one GPU batch, no CUDA in the workers.
+
+RL users run one environment per process (SB3 ``SubprocVecEnv``, Gymnasium ``AsyncVectorEnv``, MetaDrive's one
+engine per process). If each worker handed its frame to CUDA itself, each would pay the GPU's ~300 us switch
+from graphics to compute work per step, the switches would queue on the one GPU, and each worker would hold
+a CUDA context (hundreds of MiB). Instead the trainer owns the memory and the workers only use GL::
+
+    # trainer
+    slots = gltensor.SharedSlots(count=8, size=(84, 84))          # on the trainer's GPU
+    handles = [slots.handle(i) for i in range(8)]                 # picklable: pass them to the workers
+    ...                                                           # each worker renders and writes (below)
+    obs = torch.from_dlpack(slots.read(channels="rgb"))          # (8, 84, 84, 3) uint8 on cuda, top row first
+
+    # worker i (any start method: spawn, forkserver, fork)
+    handle.write(texture_id)                                      # GL copy into the slot; returns when complete
+    conn.send(reward)                                             # the usual reply is the trainer's signal
+
+A read copies the slots into a new frame (the conversions fused into the copy), so a frame is never
+overwritten by the workers' next step; the slots are double-buffered so that neither side waits for the
+other's GPU work. A read refuses slots not written since the previous read (``StaleSlotError``, naming them
+and why), so a dead or late worker never yields a stale image.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from multiprocessing.reduction import DupFd
+
+from . import _gltensor
+from ._gltensor import GL_RENDERBUFFER, GL_TEXTURE_2D, WrongContextError
+
+__all__ = ["SharedSlots", "SlotHandle", "SlotClient", "GLImage", "SLOT_FORMATS"]
+
+# Slot formats by name (GL internal formats of 1, 2 or 4 channels; CUDA textures have no 3-channel form).
+SLOT_FORMATS = {
+    "rgba8": 0x8058, "r8": 0x8229, "rg8": 0x822B,
+    "r16": 0x822A, "rg16": 0x822C, "rgba16": 0x805B,
+    "r16f": 0x822D, "rg16f": 0x822F, "rgba16f": 0x881A,
+    "r32f": 0x822E, "rg32f": 0x8230, "rgba32f": 0x8814,
+    "r8ui": 0x8232, "rg8ui": 0x8238, "rgba8ui": 0x8D7C, "r16ui": 0x8234, "rgba16ui": 0x8D76,
+    "r32ui": 0x8236, "rg32ui": 0x823C, "rgba32ui": 0x8D70,
+}
+
+
+def _format_enum(fmt):
+    if isinstance(fmt, str):
+        key = fmt.lower().removeprefix("gl_")
+        if key not in SLOT_FORMATS:
+            raise ValueError(f"format {fmt!r} is not a slot format; use one of {', '.join(SLOT_FORMATS)} "
+                             "(for RGB images: 'rgba8' and read(channels='rgb'))")
+        return SLOT_FORMATS[key]
+    if isinstance(fmt, int) and not isinstance(fmt, bool):
+        return fmt
+    raise TypeError(f"format must be a name such as 'rgba8' or a GL enum, not {type(fmt).__name__}")
+
+
+class GLImage:
+    """What a worker's observation can be when the image is on the GPU: a GL texture or renderbuffer name
+    (in the worker's current context) and the rectangle of it to write. ``SlotHandle.write`` and the
+    Gymnasium integration accept it."""
+
+    __slots__ = ("name", "target", "region")
+
+    def __init__(self, name, target=GL_TEXTURE_2D, region=None):
+        self.name, self.target, self.region = int(name), int(target), region
+
+    def __repr__(self):
+        return f"GLImage(name={self.name}, target={self.target:#x}, region={self.region})"
+
+
+def _gl_source(source, target, region):
+    """(name, target, region) for the sources write() accepts: a GL name, a GLImage, or an engine object."""
+    if isinstance(source, GLImage):
+        return source.name, source.target, source.region if region is None else region
+    glo = getattr(source, "glo", None)  # moderngl Texture / Renderbuffer
+    if glo is not None:
+        kind = type(source).__name__
+        return int(glo), GL_RENDERBUFFER if kind == "Renderbuffer" else (target or GL_TEXTURE_2D), region
+    return source, target if target is not None else GL_TEXTURE_2D, region
+
+
+class _Fds:
+    """Descriptors this process owns, closed once (by close() or when collected)."""
+
+    def __init__(self, memory_fd, control_fd):
+        self.memory_fd, self.control_fd = memory_fd, control_fd
+        self._finalizer = weakref.finalize(self, _Fds._close, memory_fd, control_fd)
+
+    @staticmethod
+    def _close(*fds):
+        for fd in fds:
+            if fd is not None and fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def close(self):
+        self._finalizer()
+
+
+class SlotClient:
+    """The shared slots as a worker sees them: write any slot from this process, with GL alone.
+
+    Made by unpickling a ``SharedSlots`` or a ``SlotHandle`` in a worker (or, after ``fork``, by using the
+    inherited ``SharedSlots``). Writers attach lazily, in the first ``write`` of each slot, to the GL context
+    current then (a GL context never pickles: the process that writes makes its own)."""
+
+    def __init__(self, memory_fd, control_fd, count, size, backend):
+        self._fds = _Fds(memory_fd, control_fd)
+        self.count, self.size, self.backend = count, size, backend
+        self._writers = {}
+
+    @classmethod
+    def _rebuild(cls, memory, control, count, size, backend):
+        mem = memory.detach() if memory is not None else -1
+        return cls(mem, control.detach(), count, size, backend)
+
+    def __reduce__(self):
+        mem = DupFd(self._fds.memory_fd) if self._fds.memory_fd >= 0 else None
+        return (SlotClient._rebuild, (mem, DupFd(self._fds.control_fd), self.count, self.size, self.backend))
+
+    def writer(self, slot):
+        """The attached ``_SlotWriter`` of `slot` (attaching it now, in the current GL context)."""
+        w = self._writers.get(slot)
+        if w is None or w.closed:
+            if self._fds.control_fd is None:
+                raise _gltensor.ClosedError("this slot client was closed")
+            w = _gltensor._SlotWriter(self._fds.memory_fd, self._fds.control_fd, slot)
+            self._writers[slot] = w
+        return w
+
+    def write(self, slot, source, target=None, *, region=None):
+        """Copy a rendered image into `slot` on the GPU; returns once the copy is complete.
+
+        `source`: a texture name (``target`` defaults to GL_TEXTURE_2D), a renderbuffer name with
+        ``target=GL_RENDERBUFFER``, a ``GLImage``, a moderngl Texture/Renderbuffer, or a host array (H, W, C)
+        of the slot's dtype (written with ``write_host``). `region` = (x, y, w, h) in GL window coordinates:
+        the part of a larger image to write (its size must be the slots')."""
+        if hasattr(source, "__array_interface__") or hasattr(source, "__array__") and not isinstance(source, int):
+            return self.write_host(slot, source)
+        name, target, region = _gl_source(source, target, region)
+        w = self.writer(slot)
+        try:
+            return w.write(name, target, region=region)
+        except WrongContextError:
+            # The engine made a new GL context (an environment closed and made again): attach there.
+            w.close()
+            return self.writer(slot).write(name, target, region=region)
+
+    def write_host(self, slot, array):
+        """Write a host image (H, W, C) of the slot's dtype, top row first (observations that are arrays)."""
+        import numpy as np
+
+        return self.writer(slot).write_host(np.ascontiguousarray(array))
+
+    def close(self):
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+        self._fds.close()
+        self._fds.memory_fd = self._fds.control_fd = None
+
+
+class SlotHandle:
+    """One slot, for the one worker that writes it: picklable into any ``multiprocessing`` start method."""
+
+    def __init__(self, client, slot):
+        self.client, self.slot = client, slot
+
+    def __reduce__(self):
+        return (SlotHandle, (self.client, self.slot))
+
+    def write(self, source, target=None, *, region=None):
+        """``SlotClient.write`` for this handle's slot."""
+        return self.client.write(self.slot, source, target, region=region)
+
+    def write_host(self, array):
+        return self.client.write_host(self.slot, array)
+
+    def close(self):
+        self.client.close()
+
+    def __repr__(self):
+        return f"SlotHandle(slot={self.slot} of {self.client.count}, size={self.client.size}, {self.client.backend})"
+
+
+class SharedSlots:
+    """N image slots that worker processes write with GL and this process reads as one (N, H, W, C) frame.
+
+    ``count`` slots of ``size`` = (width, height) pixels of ``format`` ('rgba8' by default; see
+    ``SLOT_FORMATS``). ``backend='cuda'``: device memory of this process's GPU (``cuda_device``, by default
+    ``LOCAL_RANK``'s or 0), which the workers' GL writes into; ``'cpu'``: shared host memory; ``'auto'``: CUDA
+    when this process can use it. ``buffers=2`` double-buffers the slots (reads never wait for the GPU);
+    ``buffers=1`` halves the memory and makes each read wait for its copy.
+
+    Pass ``slots.handle(i)`` (or the ``SharedSlots`` itself) to worker i; it pickles by descriptor, so any
+    ``multiprocessing`` start method works. ``read()`` takes the options of every gltensor read
+    (``channels``, ``dtype``, ``layout``, ``flip``, ``stream``, ``out``)."""
+
+    def __init__(self, count, size, *, format="rgba8", backend="auto", cuda_device=None, buffers=2):
+        width, height = size
+        self._core = _gltensor._Slots(count, width, height, _format_enum(format), backend=backend,
+                                      cuda_device=cuda_device, buffers=buffers)
+        self._owner = os.getpid()
+        # Descriptors kept for the workers: dup'ed for each pickle, inherited as they are by forked workers
+        # (which must not call CUDA to export new ones).
+        self._client = SlotClient(*self._core._export(), count, (width, height), self._core.backend)
+
+    # -- the trainer's side --
+    def read(self, *args, **kwargs):
+        """Every slot as one frame (see the class doc); ``StaleSlotError`` when a slot was not written since the
+        last read."""
+        return self._core.read(*args, **kwargs)
+
+    def state(self, slot):
+        """(state, pid): 'fresh' (written since the last read), 'stale', 'writing' or 'writer_gone'."""
+        return self._core.state(slot)
+
+    def states(self):
+        return [self._core.state(i)[0] for i in range(self._core.count)]
+
+    def handle(self, slot):
+        """A picklable handle with which worker `slot` writes its slot."""
+        if not 0 <= slot < self._core.count:
+            raise IndexError(f"slot {slot} does not exist: there are {self._core.count} slots")
+        return SlotHandle(self._client, slot)
+
+    def handles(self):
+        return [self.handle(i) for i in range(self._core.count)]
+
+    # -- the worker's side, for workers that got the SharedSlots itself (fork, or Gymnasium's shared memory) --
+    def write(self, slot, source, target=None, *, region=None):
+        return self._client.write(slot, source, target, region=region)
+
+    def write_host(self, slot, array):
+        return self._client.write_host(slot, array)
+
+    def __reduce__(self):
+        return (SlotClient._rebuild, self._client.__reduce__()[1])
+
+    def close(self):
+        """Free the slots here; workers' next writes fail with ClosedError (idempotent)."""
+        if os.getpid() == self._owner:
+            self._core.close()
+        self._client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __len__(self):
+        return self._core.count
+
+    def __getattr__(self, name):  # count, size, shape, dtype, format, backend, backend_reason, cuda_device, ...
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._core, name)
+
+    def __repr__(self):
+        if self._core.closed:
+            return "SharedSlots(closed)"
+        return (f"SharedSlots(count={self._core.count}, size={self._core.size}, format={self._core.format}, "
+                f"backend={self._core.backend!r}, cuda_device={self._core.cuda_device}, buffers={self._core.buffers})")

@@ -1,0 +1,464 @@
+/*
+ * Shared slots, a worker's side: write what this process rendered into its slot of the trainer's memory,
+ * with GL alone. No CUDA call is made here, so a worker never creates a CUDA context (hundreds of MiB of
+ * device memory each, and a GL->CUDA switch per step that would queue behind every other worker's).
+ *
+ * CUDA backend: the trainer's device memory is imported once (GL_EXT_memory_object_fd) as a buffer object;
+ * each write reads the source image with glReadPixels into that buffer at the slot's offset (a copy on the
+ * GPU) and waits on a fence, so that when write() returns the pixels are in the trainer's memory and the
+ * worker's usual reply is the trainer's signal. CPU backend: glReadPixels into the shared host memory.
+ *
+ * Rows land as glReadPixels gives them (bottom row first); the trainer's read flips them in its copy.
+ * Multisampled sources are resolved by a blit into a renderbuffer kept between writes.
+ */
+#include "slots_shared.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define GL_COPY_WRITE_BUFFER 0x8F37
+
+struct glt_slot_writer {
+    glt_slots_header *h; /* the control memory, mapped */
+    size_t control_bytes;
+    unsigned slot;
+    const glt_format *fmt;
+    glt_backend backend;
+    glt_gl_context_id gl_context;
+    GLuint memory_object, buffer; /* CUDA backend: the imported memory */
+    GLuint read_fbo;              /* the source attached for glReadPixels */
+    GLuint resolve_fbo, resolve_rb; /* multisampled sources */
+    uint64_t writes;
+};
+
+static glt_status map_header(int fd, glt_slots_header **out, size_t *bytes) {
+    glt_slots_header probe;
+    if (pread(fd, &probe, sizeof probe, 0) != (ssize_t)sizeof probe)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "the control descriptor %d is not gltensor's shared-slot memory (%s); pass the descriptors "
+                        "glt_slots_export gave, or the handle gltensor.SharedSlots.handle() gave",
+                        fd, errno ? strerror(errno) : "too short");
+    if (probe.magic != GLT_SLOTS_MAGIC || probe.version != GLT_SLOTS_VERSION)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "descriptor %d does not hold gltensor shared slots of this version (magic %#llx, version %u; "
+                        "expected %#llx, %u): the trainer and this worker must run the same gltensor",
+                        fd, (unsigned long long)probe.magic, probe.version, (unsigned long long)GLT_SLOTS_MAGIC,
+                        GLT_SLOTS_VERSION);
+    void *p = mmap(NULL, probe.control_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return glt_fail(GLT_OUT_OF_MEMORY, "mapping the slots' shared memory (%llu bytes) failed (%s)",
+                        (unsigned long long)probe.control_bytes, strerror(errno));
+    *out = p;
+    *bytes = probe.control_bytes;
+    return GLT_OK;
+}
+
+static int has_extension(const glt_gl *gl, const char *name) {
+    GLint n = 0;
+    gl->GetIntegerv(GL_NUM_EXTENSIONS, &n);
+    for (GLint i = 0; i < n; ++i) {
+        const GLubyte *e = gl->GetStringi(GL_EXTENSIONS, (GLuint)i);
+        if (e && !strcmp((const char *)e, name)) return 1;
+    }
+    return 0;
+}
+
+static void uuid_text(const unsigned char u[16], char out[40]) {
+    for (int i = 0; i < 16; ++i) snprintf(out + 2 * i, 3, "%02x", u[i]);
+}
+
+/* The trainer's GPU must be the one this GL context runs on: GL can import only its own device's memory. */
+static glt_status check_device(const glt_gl *gl, const glt_slots_header *h) {
+    GLint n = 0;
+    gl->GetIntegerv(GL_NUM_DEVICE_UUIDS_EXT, &n);
+    const char *renderer = (const char *)gl->GetString(GL_RENDERER);
+    unsigned char uuid[GL_UUID_SIZE_EXT];
+    for (GLint i = 0; i < n; ++i) {
+        memset(uuid, 0, sizeof uuid);
+        gl->GetUnsignedBytei_vEXT(GL_DEVICE_UUID_EXT, (GLuint)i, uuid);
+        if (!memcmp(uuid, h->device_uuid, sizeof uuid)) return GLT_OK;
+    }
+    char want[40], got[40] = "none";
+    uuid_text(h->device_uuid, want);
+    if (n > 0) uuid_text(uuid, got);
+    return glt_fail(GLT_WRONG_DEVICE,
+                    "the shared slots live on the trainer's CUDA device %d (%s, UUID %s), but this worker's GL "
+                    "context runs on another GPU (%s, UUID %s): GL can write only into its own GPU's memory; make "
+                    "the worker's context on the trainer's GPU (gltensor.Context.headless(cuda_device=...) with the "
+                    "worker's ordinal of that GPU, or the engine's EGL device index from gltensor.egl_device_index)",
+                    h->cuda_device, h->device_name, want, renderer ? renderer : "unknown renderer", got);
+}
+
+static glt_status import_memory(glt_slot_writer *w, const glt_gl *gl, int memory_fd) {
+    const char *missing = !gl->CreateMemoryObjectsEXT || !gl->ImportMemoryFdEXT || !gl->BufferStorageMemEXT ||
+                                  !gl->DeleteMemoryObjectsEXT || !gl->GetUnsignedBytei_vEXT
+                              ? "entry points"
+                          : !gl->GetStringi || !gl->FenceSync || !gl->ClientWaitSync || !gl->DeleteSync ? "GL 3.2"
+                          : !has_extension(gl, "GL_EXT_memory_object_fd") ? "extension"
+                                                                          : NULL;
+    if (missing)
+        return glt_fail(GLT_UNSUPPORTED,
+                        "this GL driver (%s) lacks GL_EXT_memory_object_fd (%s missing), which a worker needs to "
+                        "write into the trainer's CUDA memory; run the worker on NVIDIA's GL (EGL vendor "
+                        "libEGL_nvidia), or create the slots with backend='cpu' (shared host memory)",
+                        (const char *)gl->GetString(GL_RENDERER), missing);
+    glt_status st = check_device(gl, w->h);
+    if (st != GLT_OK) return st;
+    if (memory_fd < 0)
+        return glt_fail(GLT_INVALID_ARGUMENT, "the slots are CUDA memory but no memory descriptor was given");
+    int fd = fcntl(memory_fd, F_DUPFD_CLOEXEC, 0); /* GL takes ownership of the descriptor it imports */
+    if (fd < 0)
+        return glt_fail(GLT_INVALID_ARGUMENT, "duplicating the slots' memory descriptor %d failed (%s)", memory_fd,
+                        strerror(errno));
+    glt_gl_drain_errors(gl);
+    gl->CreateMemoryObjectsEXT(1, &w->memory_object);
+    gl->ImportMemoryFdEXT(w->memory_object, (GLuint64)w->h->memory_bytes, GL_HANDLE_TYPE_OPAQUE_FD_EXT, fd);
+    GLenum err = gl->GetError();
+    if (err != GL_NO_ERROR) {
+        close(fd); /* not imported: still ours */
+        return glt_fail(GLT_GL_ERROR,
+                        "glImportMemoryFdEXT of the shared slots (%llu bytes) failed with %s; the trainer and this "
+                        "worker must use the same GPU and driver",
+                        (unsigned long long)w->h->memory_bytes, glt_gl_error_name(err));
+    }
+    GLint prev = 0;
+    gl->GetIntegerv(GL_PIXEL_PACK_BUFFER_BINDING, &prev);
+    gl->GenBuffers(1, &w->buffer);
+    gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->buffer);
+    gl->BufferStorageMemEXT(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->memory_bytes, w->memory_object, 0);
+    gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)prev);
+    err = gl->GetError();
+    if (err != GL_NO_ERROR)
+        return glt_fail(GLT_GL_ERROR, "glBufferStorageMemEXT over the imported slots failed with %s",
+                        glt_gl_error_name(err));
+    return GLT_OK;
+}
+
+static void release_gl(glt_slot_writer *w) {
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return;
+    if (w->read_fbo) gl->DeleteFramebuffers(1, &w->read_fbo);
+    if (w->resolve_fbo) gl->DeleteFramebuffers(1, &w->resolve_fbo);
+    if (w->resolve_rb) gl->DeleteRenderbuffers(1, &w->resolve_rb);
+    if (w->buffer) gl->DeleteBuffers(1, &w->buffer);
+    if (w->memory_object && gl->DeleteMemoryObjectsEXT) gl->DeleteMemoryObjectsEXT(1, &w->memory_object);
+    w->read_fbo = w->resolve_fbo = w->resolve_rb = w->buffer = w->memory_object = 0;
+}
+
+glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer **out) {
+    if (!d || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_create: NULL argument");
+    *out = NULL;
+    glt_slot_writer *w = calloc(1, sizeof *w);
+    if (!w) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    glt_status st = map_header(d->control_fd, &w->h, &w->control_bytes);
+    if (st != GLT_OK) {
+        free(w);
+        return st;
+    }
+    if (d->slot < 0 || (unsigned)d->slot >= w->h->count) {
+        st = glt_fail(GLT_INVALID_ARGUMENT, "slot %d does not exist: the trainer made %u slots (0 to %u)", d->slot,
+                      w->h->count, w->h->count - 1);
+        glt_slot_writer_destroy(w);
+        return st;
+    }
+    w->slot = (unsigned)d->slot;
+    w->backend = (glt_backend)w->h->backend;
+    w->fmt = glt_format_find(w->h->gl_internal_format);
+    const glt_gl *gl = glt_gl_load();
+    if (!gl || !w->fmt) {
+        glt_slot_writer_destroy(w);
+        return gl ? glt_fail(GLT_INVALID_ARGUMENT, "the slots' format is unknown to this gltensor") : GLT_GL_ERROR;
+    }
+    w->gl_context = glt_current_gl_context();
+    if (w->gl_context.api == GLT_API_NONE) {
+        glt_slot_writer_destroy(w);
+        return glt_fail(GLT_NO_CONTEXT,
+                        "attaching to shared slot %d: no OpenGL context is current in this thread; attach in the "
+                        "worker, after its engine made its context current",
+                        d->slot);
+    }
+    if (w->backend == GLT_BACKEND_CUDA) st = import_memory(w, gl, d->memory_fd);
+    if (st != GLT_OK) {
+        glt_slot_writer_destroy(w);
+        return st;
+    }
+    *out = w;
+    return GLT_OK;
+}
+
+void glt_slot_writer_destroy(glt_slot_writer *w) {
+    if (!w) return;
+    if (w->read_fbo || w->resolve_fbo || w->resolve_rb || w->buffer || w->memory_object) {
+        glt_gl_context_saved saved;
+        /* Release in the writer's own context; where it is gone, the driver freed the objects with it. */
+        if (glt_gl_context_enter(w->gl_context, &saved)) release_gl(w);
+        glt_gl_context_leave(&saved);
+    }
+    if (w->h) munmap(w->h, w->control_bytes);
+    free(w);
+}
+
+glt_status glt_slot_writer_get_info(const glt_slot_writer *w, glt_slot_writer_info *info) {
+    if (!w || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_get_info: NULL argument");
+    info->slot = (int)w->slot;
+    info->count = (int)w->h->count;
+    info->width = w->h->width;
+    info->height = w->h->height;
+    info->channels = w->fmt->channels;
+    info->dtype = w->fmt->dtype;
+    info->format_name = w->fmt->name;
+    info->backend = w->backend;
+    info->writes = w->writes;
+    return GLT_OK;
+}
+
+/* Writes are refused once the trainer is gone: its memory may be freed, and nobody would read them. */
+static glt_status check_trainer(const glt_slot_writer *w) {
+    if (atomic_load(&w->h->closed))
+        return glt_fail(GLT_CLOSED,
+                        "shared slot %u: the trainer (pid %d) closed the slots; this worker's writes go nowhere: "
+                        "stop the worker, or attach it to the trainer's new slots",
+                        w->slot, w->h->trainer_pid);
+    if (!glt_process_alive(w->h->trainer_pid))
+        return glt_fail(GLT_CLOSED, "shared slot %u: the trainer process (pid %d) has exited; stop this worker",
+                        w->slot, w->h->trainer_pid);
+    return GLT_OK;
+}
+
+/* GL state a write changes, saved and put back as it was. */
+typedef struct write_state {
+    glt_pack_state pack;
+    GLint read_fbo, draw_fbo;
+    GLboolean scissor, srgb;
+} write_state;
+
+static void state_push(const glt_gl *gl, write_state *s) {
+    glt_pack_push(gl, &s->pack);
+    gl->GetIntegerv(GL_READ_FRAMEBUFFER_BINDING, &s->read_fbo);
+    gl->GetIntegerv(GL_DRAW_FRAMEBUFFER_BINDING, &s->draw_fbo);
+    s->scissor = gl->IsEnabled(GL_SCISSOR_TEST);
+    s->srgb = gl->IsEnabled(GL_FRAMEBUFFER_SRGB);
+    /* Blits obey the scissor and sRGB conversion; a copy of the stored values must not. */
+    if (s->scissor) gl->Disable(GL_SCISSOR_TEST);
+    if (s->srgb) gl->Disable(GL_FRAMEBUFFER_SRGB);
+}
+
+static void state_pop(const glt_gl *gl, const write_state *s) {
+    if (s->scissor) gl->Enable(GL_SCISSOR_TEST);
+    if (s->srgb) gl->Enable(GL_FRAMEBUFFER_SRGB);
+    gl->BindFramebuffer(GL_READ_FRAMEBUFFER, (GLuint)s->read_fbo);
+    gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, (GLuint)s->draw_fbo);
+    glt_pack_pop(gl, &s->pack);
+}
+
+static void attach(const glt_gl *gl, GLenum fbo_target, GLuint name, GLenum target) {
+    if (target == GL_RENDERBUFFER)
+        gl->FramebufferRenderbuffer(fbo_target, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, name);
+    else
+        gl->FramebufferTexture2D(fbo_target, GL_COLOR_ATTACHMENT0, target, name, 0);
+}
+
+/* Binds the framebuffer to read the region from: the source itself, or its resolve. Sets *x, *y. */
+static glt_status bind_source(glt_slot_writer *w, const glt_gl *gl, GLuint name, GLenum target, int samples,
+                              const glt_rect *r, int *x, int *y) {
+    if (!w->read_fbo) gl->GenFramebuffers(1, &w->read_fbo);
+    gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->read_fbo);
+    attach(gl, GL_READ_FRAMEBUFFER, name, target);
+    gl->ReadBuffer(GL_COLOR_ATTACHMENT0);
+    if (gl->CheckFramebufferStatus(GL_READ_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE)
+        return glt_fail(GLT_INVALID_OBJECT,
+                        "%s %u (%s) cannot be read through a framebuffer; pass a colour texture or renderbuffer",
+                        target == GL_RENDERBUFFER ? "renderbuffer" : "texture", name, glt_target_name(target));
+    *x = r->x;
+    *y = r->y;
+    if (samples <= 1) return GLT_OK;
+    if (!w->resolve_fbo) {
+        /* One single-sample renderbuffer of the slot's size, kept between writes. */
+        GLint prev = 0;
+        gl->GetIntegerv(GL_RENDERBUFFER_BINDING, &prev);
+        gl->GenRenderbuffers(1, &w->resolve_rb);
+        gl->BindRenderbuffer(GL_RENDERBUFFER, w->resolve_rb);
+        gl->RenderbufferStorage(GL_RENDERBUFFER, w->fmt->internal_format, w->h->width, w->h->height);
+        gl->BindRenderbuffer(GL_RENDERBUFFER, (GLuint)prev);
+        gl->GenFramebuffers(1, &w->resolve_fbo);
+    }
+    gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, w->resolve_fbo);
+    gl->FramebufferRenderbuffer(GL_DRAW_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, w->resolve_rb);
+    gl->DrawBuffer(GL_COLOR_ATTACHMENT0);
+    gl->BlitFramebuffer(r->x, r->y, r->x + r->width, r->y + r->height, 0, 0, r->width, r->height, GL_COLOR_BUFFER_BIT,
+                        GL_NEAREST);
+    gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->resolve_fbo);
+    gl->ReadBuffer(GL_COLOR_ATTACHMENT0);
+    *x = 0;
+    *y = 0;
+    return GLT_OK;
+}
+
+/* Waits until GL has finished the commands issued so far (the copy into the slot). */
+static glt_status wait_gl(const glt_gl *gl, unsigned slot) {
+    GLsync sync = gl->FenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0);
+    if (!sync) return glt_fail(GLT_GL_ERROR, "shared slot %u: glFenceSync failed", slot);
+    GLenum r;
+    /* Flush on the first wait only; a hung GPU is reported after ten seconds, not waited on forever. */
+    int tries = 0;
+    do {
+        r = gl->ClientWaitSync(sync, tries == 0 ? GL_SYNC_FLUSH_COMMANDS_BIT : 0, 100000000ull); /* 100 ms */
+    } while (r == GL_TIMEOUT_EXPIRED && ++tries < 100);
+    gl->DeleteSync(sync);
+    if (r == GL_ALREADY_SIGNALED || r == GL_CONDITION_SATISFIED) return GLT_OK;
+    return glt_fail(GLT_GL_ERROR, "shared slot %u: waiting for the copy into the slot failed (%s)", slot,
+                    r == GL_TIMEOUT_EXPIRED ? "not done after 10 s: the GPU is hung or lost" : "glClientWaitSync failed");
+}
+
+/* Starts a write: the record says who writes; returns the trainer's read count, whose set is written. */
+static uint64_t begin_write(glt_slot_writer *w) {
+    glt_slot_record *rec = &w->h->slots[w->slot];
+    atomic_store(&rec->writer_pid, (int32_t)getpid());
+    atomic_store(&rec->writing, 1u);
+    return atomic_load(&w->h->reads);
+}
+
+/* Ends it: fresh for the read after `reads` when the copy is complete, left stale otherwise. */
+static void end_write(glt_slot_writer *w, uint64_t reads, int done) {
+    glt_slot_record *rec = &w->h->slots[w->slot];
+    if (done) {
+        atomic_store(&rec->written, reads + 1);
+        atomic_fetch_add(&rec->writes, 1);
+        w->writes++;
+    }
+    atomic_store(&rec->writing, 0u);
+}
+
+static glt_status check_source(const glt_slot_writer *w, GLuint name, GLenum target, const glt_format *src,
+                               const glt_rect *r) {
+    int src_int = glt_format_kind(src) == GLT_KIND_UINT, slot_int = glt_format_kind(w->fmt) == GLT_KIND_UINT;
+    const char *kind = target == GL_RENDERBUFFER ? "renderbuffer" : "texture";
+    if (src->depth || src_int != slot_int)
+        return glt_fail(GLT_UNSUPPORTED_FORMAT,
+                        "%s %u is %s, which cannot be written into shared slots of %s: %s", kind, name, src->name,
+                        w->fmt->name,
+                        src->depth ? "depth images are not slot formats (write a colour image)"
+                                   : "integer formats go only into integer slots, and colour formats into colour slots");
+    if (r->width != w->h->width || r->height != w->h->height)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "%s %u: the image (or region) written is %dx%d, but shared slot %u is %dx%d; pass "
+                        "region=(x, y, %d, %d) or render at the slots' size",
+                        kind, name, r->width, r->height, w->slot, w->h->width, w->h->height, w->h->width, w->h->height);
+    return GLT_OK;
+}
+
+glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned target, const glt_rect *region) {
+    if (!w) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write: writer is NULL");
+    char what[64];
+    snprintf(what, sizeof what, "shared slot %u's writer", w->slot);
+    glt_status st = glt_check_gl_context(w->gl_context, what);
+    if (st == GLT_OK) st = check_trainer(w);
+    if (st != GLT_OK) return st;
+    if (target != GL_TEXTURE_2D && target != GL_TEXTURE_RECTANGLE && target != GL_TEXTURE_2D_MULTISAMPLE &&
+        target != GL_RENDERBUFFER)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "target %#x is not GL_TEXTURE_2D, GL_TEXTURE_RECTANGLE, GL_TEXTURE_2D_MULTISAMPLE or "
+                        "GL_RENDERBUFFER", target);
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return GLT_GL_ERROR;
+    int width, height, samples;
+    const glt_format *src;
+    st = glt_gl_image_query(gl, name, target, &width, &height, &src, &samples);
+    if (st != GLT_OK) return st;
+    glt_rect r = region ? *region : (glt_rect){0, 0, 0, 0};
+    st = glt_gl_region_check(&r, target, name, width, height);
+    if (st != GLT_OK) return st;
+    if (r.width == 0 && r.height == 0) r = (glt_rect){0, 0, width, height};
+    st = check_source(w, name, target, src, &r);
+    if (st != GLT_OK) return st;
+
+    uint64_t reads = begin_write(w);
+    unsigned set = (unsigned)(reads % w->h->buffers);
+    write_state saved;
+    state_push(gl, &saved);
+    glt_gl_drain_errors(gl);
+    int x = 0, y = 0;
+    st = bind_source(w, gl, name, target, samples, &r, &x, &y);
+    if (st == GLT_OK) {
+        size_t bpp = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels;
+        uint64_t offset = glt_slot_offset(w->h, set, w->slot);
+        gl->PixelStorei(GL_PACK_ALIGNMENT, 1);
+        gl->PixelStorei(GL_PACK_ROW_LENGTH, (GLint)(w->h->row_pitch / bpp));
+        gl->PixelStorei(GL_PACK_SKIP_ROWS, 0);
+        gl->PixelStorei(GL_PACK_SKIP_PIXELS, 0);
+        gl->PixelStorei(GL_PACK_SWAP_BYTES, 0);
+        void *dst;
+        if (w->backend == GLT_BACKEND_CUDA) {
+            gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->buffer);
+            dst = (void *)(uintptr_t)offset;
+        } else {
+            gl->BindBuffer(GL_PIXEL_PACK_BUFFER, 0);
+            dst = (char *)w->h + w->h->data_offset + offset;
+        }
+        gl->ReadPixels(x, y, r.width, r.height, w->fmt->read_format, w->fmt->read_type, dst);
+        /* Detach: an attachment would keep a texture the program deletes alive until the next write. */
+        gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->read_fbo);
+        attach(gl, GL_READ_FRAMEBUFFER, 0, target == GL_RENDERBUFFER ? GL_RENDERBUFFER : GL_TEXTURE_2D);
+        GLenum err = gl->GetError();
+        if (err != GL_NO_ERROR)
+            st = glt_fail(GLT_GL_ERROR,
+                          "writing %s %u (%s) into shared slot %u (%s) failed with %s; the slot keeps its last "
+                          "image and the trainer's next read will report it stale",
+                          target == GL_RENDERBUFFER ? "renderbuffer" : "texture", name, src->name, w->slot,
+                          w->fmt->name, glt_gl_error_name(err));
+    }
+    state_pop(gl, &saved);
+    if (st == GLT_OK && w->backend == GLT_BACKEND_CUDA) st = wait_gl(gl, w->slot);
+    end_write(w, reads, st == GLT_OK);
+    return st;
+}
+
+glt_status glt_slot_writer_write_host(glt_slot_writer *w, const void *pixels, size_t row_stride) {
+    if (!w || !pixels) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write_host: NULL argument");
+    size_t row = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels * (size_t)w->h->width;
+    if (row_stride < row)
+        return glt_fail(GLT_INVALID_ARGUMENT, "shared slot %u: rows of %zu bytes are %zu bytes apart, less than a row",
+                        w->slot, row, row_stride);
+    glt_status st = check_trainer(w);
+    const glt_gl *gl = NULL;
+    if (st == GLT_OK && w->backend == GLT_BACKEND_CUDA) {
+        char what[64];
+        snprintf(what, sizeof what, "shared slot %u's writer", w->slot);
+        st = glt_check_gl_context(w->gl_context, what);
+        if (st == GLT_OK && !(gl = glt_gl_load())) st = GLT_GL_ERROR;
+        if (st == GLT_OK && !gl->BufferSubData)
+            st = glt_fail(GLT_UNSUPPORTED, "glBufferSubData is missing from this GL driver");
+    }
+    if (st != GLT_OK) return st;
+    uint64_t reads = begin_write(w);
+    unsigned set = (unsigned)(reads % w->h->buffers);
+    uint64_t offset = glt_slot_offset(w->h, set, w->slot);
+    int height = w->h->height;
+    /* Slots hold GL's bottom-up rows; host images come top row first. */
+    if (w->backend == GLT_BACKEND_CPU) {
+        char *slot = (char *)w->h + w->h->data_offset + offset;
+        for (int y = 0; y < height; ++y)
+            memcpy(slot + (size_t)(height - 1 - y) * w->h->row_pitch, (const char *)pixels + (size_t)y * row_stride, row);
+    } else {
+        GLint prev = 0;
+        gl->GetIntegerv(GL_COPY_WRITE_BUFFER, &prev); /* the binding query shares the target's enum */
+        gl->BindBuffer(GL_COPY_WRITE_BUFFER, w->buffer);
+        glt_gl_drain_errors(gl);
+        for (int y = 0; y < height; ++y)
+            gl->BufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)(offset + (size_t)(height - 1 - y) * w->h->row_pitch),
+                              (GLsizeiptr)row, (const char *)pixels + (size_t)y * row_stride);
+        gl->BindBuffer(GL_COPY_WRITE_BUFFER, (GLuint)prev);
+        GLenum err = gl->GetError();
+        if (err != GL_NO_ERROR)
+            st = glt_fail(GLT_GL_ERROR, "writing host pixels into shared slot %u failed with %s", w->slot,
+                          glt_gl_error_name(err));
+        if (st == GLT_OK) st = wait_gl(gl, w->slot);
+    }
+    end_write(w, reads, st == GLT_OK);
+    return st;
+}

@@ -1,0 +1,445 @@
+/*
+ * Shared slots, the trainer's side: N images of one size and format that worker processes write with GL
+ * alone (slot_writer.c) and the trainer reads as one (N, H, W, C) frame.
+ *
+ * Why this shape: the GPU spends ~300 us switching from graphics to compute work, once per step per process
+ * that hands GL output to CUDA, and those switches queue on the one GPU. Workers that each read their frame
+ * into CUDA pay N switches per step (2x slower than host readback at 4-16 workers, measured on an H200) and
+ * hold a CUDA context each. Here only the trainer touches CUDA: one switch per step serves every worker.
+ *
+ * A read copies the slots into a frame from a pool (the conversions fused into the copy, as for captures),
+ * so a frame is never overwritten by the workers' next step. The slots are double-buffered by default:
+ * workers write set (reads % 2) while the copy of the other set may still be queued on the trainer's stream,
+ * so a read never blocks on the GPU. Before workers are let into a set again (the read count they see moves
+ * on at the end of a read), the copy that last read that set must be complete: with two sets that copy was
+ * queued a whole step earlier and is normally long done; with one set every read waits for its own copy.
+ */
+#include "slots_shared.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#define MAX_SLOTS 4096
+#define MAX_SIDE 32768
+
+struct glt_slots {
+    glt_slots_header *h; /* the control memory, mapped */
+    size_t control_bytes;
+    int control_fd;
+    const glt_format *fmt;
+    glt_backend backend;
+    char backend_reason[320];
+    int cuda_device;
+    glt_cuda_vmm *vmm;                 /* CUDA backend: the pixels */
+    unsigned long long *textures;      /* CUDA backend: buffers * count texture objects */
+    void *set_done[2];                 /* CUDA backend: recorded after the copy that last read each set */
+    int set_pending[2];                /* an event was recorded and not yet waited for */
+    glt_pool *pool;
+};
+
+int glt_process_alive(int pid) {
+    if (pid <= 0) return 0;
+    return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+const glt_format *glt_slot_format(unsigned gl_internal_format) {
+    const glt_format *f = glt_format_find(gl_internal_format);
+    if (!f || f->depth || f->channels == 3) {
+        glt_fail(GLT_UNSUPPORTED_FORMAT,
+                 "a shared slot cannot store %s: slot formats are colour formats of 1, 2 or 4 channels (GL_RGBA8, "
+                 "GL_R8, GL_RG8, GL_R16, GL_RG16, GL_RGBA16, GL_R16F, GL_RG16F, GL_RGBA16F, GL_R32F, GL_RG32F, "
+                 "GL_RGBA32F and their unsigned integer forms); for RGB images use GL_RGBA8 and read "
+                 "channels='rgb'",
+                 glt_format_name(gl_internal_format));
+        return NULL;
+    }
+    return f;
+}
+
+void glt_slots_desc_init(glt_slots_desc *d) {
+    memset(d, 0, sizeof *d);
+    d->gl_internal_format = 0x8058; /* GL_RGBA8 */
+    d->backend = GLT_BACKEND_AUTO;
+    d->cuda_device = GLT_CUDA_DEVICE_AUTO;
+    d->buffers = 2;
+}
+
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+static glt_status check_desc(const glt_slots_desc *d, const glt_format **fmt) {
+    if (d->count < 1 || d->count > MAX_SLOTS)
+        return glt_fail(GLT_INVALID_ARGUMENT, "shared slots: count must be 1 to %d slots, got %d", MAX_SLOTS, d->count);
+    if (d->width < 1 || d->height < 1 || d->width > MAX_SIDE || d->height > MAX_SIDE)
+        return glt_fail(GLT_INVALID_ARGUMENT, "shared slots: width and height must be 1 to %d pixels, got %dx%d",
+                        MAX_SIDE, d->width, d->height);
+    if (d->buffers != 1 && d->buffers != 2)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "shared slots: buffers must be 1 or 2 (2: workers write one set while the trainer's copy of "
+                        "the other is queued), got %d",
+                        d->buffers);
+    if (d->backend != GLT_BACKEND_AUTO && d->backend != GLT_BACKEND_CUDA && d->backend != GLT_BACKEND_CPU)
+        return glt_fail(GLT_INVALID_ARGUMENT, "shared slots: backend must be auto, cuda or cpu");
+    *fmt = glt_slot_format(d->gl_internal_format);
+    return *fmt ? GLT_OK : GLT_UNSUPPORTED_FORMAT;
+}
+
+/* The memfd both sides map: header, slot records, and (CPU backend) the pixels. */
+static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
+    size_t head = align_up(sizeof(glt_slots_header) + sizeof(glt_slot_record) * (size_t)count, GLT_SLOT_ALIGN);
+    size_t total = head + pixel_bytes;
+    int fd = memfd_create("gltensor-slots", MFD_CLOEXEC);
+    if (fd < 0)
+        return glt_fail(GLT_OUT_OF_MEMORY, "memfd_create failed (%s): cannot make shared memory for the slots",
+                        strerror(errno));
+    if (ftruncate(fd, (off_t)total) != 0) {
+        int err = errno;
+        close(fd);
+        return glt_fail(GLT_OUT_OF_MEMORY, "ftruncate of the slots' shared memory to %zu bytes failed (%s)", total,
+                        strerror(err));
+    }
+    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        int err = errno;
+        close(fd);
+        return glt_fail(GLT_OUT_OF_MEMORY, "mapping %zu bytes of shared memory for the slots failed (%s)", total,
+                        strerror(err));
+    }
+    s->h = p;
+    s->control_fd = fd;
+    s->control_bytes = total;
+    s->h->data_offset = pixel_bytes ? head : 0;
+    s->h->control_bytes = total;
+    return GLT_OK;
+}
+
+static glt_status choose_backend(glt_slots *s, const glt_slots_desc *d) {
+    if (d->backend == GLT_BACKEND_CPU) {
+        s->backend = GLT_BACKEND_CPU;
+        snprintf(s->backend_reason, sizeof s->backend_reason, "backend='cpu' was asked for: shared host memory");
+        return GLT_OK;
+    }
+    int dev = d->cuda_device;
+    glt_status st = GLT_OK;
+    if (!glt_cuda_compiled())
+        st = glt_fail(GLT_CUDA_UNAVAILABLE, "this gltensor was built without CUDA");
+    else if (dev == GLT_CUDA_DEVICE_AUTO)
+        st = glt_default_cuda_device(&dev);
+    if (st == GLT_OK && dev < 0) st = glt_fail(GLT_CUDA_UNAVAILABLE, "no CUDA device is usable in this process");
+    if (st == GLT_OK) {
+        int n = 0;
+        st = glt_cuda_probe(&n);
+        if (st == GLT_OK && dev >= n)
+            st = glt_fail(GLT_INVALID_ARGUMENT, "CUDA device %d does not exist (%d visible)", dev, n);
+    }
+    if (st != GLT_OK) {
+        if (d->backend == GLT_BACKEND_CUDA) return st;
+        s->backend = GLT_BACKEND_CPU;
+        snprintf(s->backend_reason, sizeof s->backend_reason, "CPU (shared host memory): %s", glt_last_error());
+        glt_clear_error();
+        return GLT_OK;
+    }
+    s->backend = GLT_BACKEND_CUDA;
+    s->cuda_device = dev;
+    snprintf(s->backend_reason, sizeof s->backend_reason,
+             "CUDA device %d: exportable, compressible device memory that workers' GL writes into", dev);
+    return GLT_OK;
+}
+
+static void free_cuda(glt_slots *s) {
+    for (int k = 0; k < 2; ++k) {
+        if (s->set_pending[k]) glt_cuda_event_sync(s->cuda_device, s->set_done[k]);
+        glt_cuda_event_destroy(s->cuda_device, s->set_done[k]);
+        s->set_done[k] = NULL;
+    }
+    if (s->textures) {
+        for (unsigned i = 0; i < s->h->buffers * s->h->count; ++i) glt_cuda_texture_destroy(s->cuda_device, s->textures[i]);
+        free(s->textures);
+        s->textures = NULL;
+    }
+    glt_cuda_vmm_free(s->vmm);
+    s->vmm = NULL;
+}
+
+static glt_status setup_cuda(glt_slots *s) {
+    glt_slots_header *h = s->h;
+    glt_status st = glt_cuda_vmm_alloc(s->cuda_device, (size_t)h->buffers * h->count * h->slot_bytes, &s->vmm);
+    if (st != GLT_OK) return st;
+    h->memory_bytes = glt_cuda_vmm_size(s->vmm);
+    st = glt_cuda_device_identity(s->cuda_device, h->device_uuid, h->device_name, sizeof h->device_name);
+    if (st != GLT_OK) return st;
+    s->textures = calloc((size_t)h->buffers * h->count, sizeof *s->textures);
+    if (!s->textures) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    char *base = glt_cuda_vmm_ptr(s->vmm);
+    for (unsigned set = 0; set < h->buffers; ++set)
+        for (unsigned i = 0; i < h->count; ++i) {
+            st = glt_cuda_pitched_texture(s->cuda_device, base + glt_slot_offset(h, set, i), h->width, h->height,
+                                          h->row_pitch, s->fmt, &s->textures[set * h->count + i]);
+            if (st != GLT_OK) return st;
+        }
+    for (unsigned k = 0; k < h->buffers; ++k) {
+        st = glt_cuda_event_create(s->cuda_device, &s->set_done[k]);
+        if (st != GLT_OK) return st;
+    }
+    return GLT_OK;
+}
+
+glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
+    if (!d || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_create: NULL argument");
+    *out = NULL;
+    const glt_format *fmt = NULL;
+    glt_status st = check_desc(d, &fmt);
+    if (st != GLT_OK) return st;
+    glt_slots *s = calloc(1, sizeof *s);
+    if (!s) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    s->fmt = fmt;
+    s->control_fd = -1;
+    s->cuda_device = -1;
+    st = choose_backend(s, d);
+    if (st != GLT_OK) {
+        free(s);
+        return st;
+    }
+    size_t bpp = glt_dtype_size(fmt->dtype) * (size_t)fmt->channels;
+    size_t pitch = align_up((size_t)d->width * bpp, GLT_SLOT_PITCH_ALIGN);
+    size_t slot_bytes = align_up(pitch * (size_t)d->height, GLT_SLOT_ALIGN);
+    size_t pixels = slot_bytes * (size_t)d->count * (size_t)d->buffers;
+    st = map_control(s, d->count, s->backend == GLT_BACKEND_CPU ? pixels : 0);
+    if (st != GLT_OK) {
+        free(s);
+        return st;
+    }
+    glt_slots_header *h = s->h;
+    h->version = GLT_SLOTS_VERSION;
+    h->backend = (uint32_t)s->backend;
+    h->count = (uint32_t)d->count;
+    h->buffers = (uint32_t)d->buffers;
+    h->width = d->width;
+    h->height = d->height;
+    h->gl_internal_format = fmt->internal_format;
+    h->cuda_device = s->cuda_device;
+    h->trainer_pid = (int32_t)getpid();
+    h->row_pitch = pitch;
+    h->slot_bytes = slot_bytes;
+    h->memory_bytes = pixels;
+    if (s->backend == GLT_BACKEND_CUDA) st = setup_cuda(s);
+    if (st == GLT_OK) {
+        s->pool = glt_pool_create(s->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, s->cuda_device);
+        if (!s->pool) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    }
+    if (st != GLT_OK) {
+        glt_slots_destroy(s);
+        return st;
+    }
+    /* Last: a worker that maps the header before this (it cannot: no fd has left yet) would refuse it. */
+    h->magic = GLT_SLOTS_MAGIC;
+    *out = s;
+    return GLT_OK;
+}
+
+void glt_slots_destroy(glt_slots *s) {
+    if (!s) return;
+    if (s->h && s->h->trainer_pid != (int32_t)getpid()) {
+        /* A forked child's copy (a worker started with fork that inherited the trainer's object): the memory,
+         * the CUDA objects and the closed flag are the trainer's, and CUDA must not be called here. */
+        munmap(s->h, s->control_bytes);
+        if (s->control_fd >= 0) close(s->control_fd);
+        free(s);
+        return;
+    }
+    if (s->h) atomic_store(&s->h->closed, 1u);
+    if (s->backend == GLT_BACKEND_CUDA && s->h) free_cuda(s);
+    glt_pool_release(s->pool);
+    if (s->h) munmap(s->h, s->control_bytes);
+    if (s->control_fd >= 0) close(s->control_fd);
+    free(s);
+}
+
+glt_status glt_slots_get_info(const glt_slots *s, glt_slots_info *info) {
+    if (!s || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_get_info: NULL argument");
+    const glt_slots_header *h = s->h;
+    info->count = (int)h->count;
+    info->width = h->width;
+    info->height = h->height;
+    info->channels = s->fmt->channels;
+    info->dtype = s->fmt->dtype;
+    info->gl_internal_format = s->fmt->internal_format;
+    info->format_name = s->fmt->name;
+    info->backend = s->backend;
+    info->backend_reason = s->backend_reason;
+    info->cuda_device = s->backend == GLT_BACKEND_CUDA ? s->cuda_device : -1;
+    info->buffers = (int)h->buffers;
+    info->slot_bytes = h->slot_bytes;
+    info->row_pitch = h->row_pitch;
+    info->memory_bytes = h->memory_bytes;
+    info->reads = atomic_load(&((glt_slots_header *)h)->reads);
+    return GLT_OK;
+}
+
+glt_status glt_slots_export(glt_slots *s, int *memory_fd, int *control_fd) {
+    if (!s || !memory_fd || !control_fd) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_export: NULL argument");
+    *memory_fd = -1;
+    *control_fd = fcntl(s->control_fd, F_DUPFD_CLOEXEC, 0);
+    if (*control_fd < 0)
+        return glt_fail(GLT_INVALID_ARGUMENT, "duplicating the slots' control descriptor failed (%s); too many open "
+                                              "files?", strerror(errno));
+    if (s->backend == GLT_BACKEND_CUDA) {
+        glt_status st = glt_cuda_vmm_export(s->vmm, memory_fd);
+        if (st != GLT_OK) {
+            close(*control_fd);
+            *control_fd = -1;
+            return st;
+        }
+    }
+    return GLT_OK;
+}
+
+static glt_slot_state state_of(const glt_slots_header *h, unsigned i, uint64_t reads, int *pid_out) {
+    glt_slot_record *r = (glt_slot_record *)&h->slots[i];
+    int pid = atomic_load(&r->writer_pid);
+    if (pid_out) *pid_out = pid;
+    int writing = atomic_load(&r->writing) != 0;
+    uint64_t written = atomic_load(&r->written);
+    if ((writing || written != reads + 1) && pid && !glt_process_alive(pid)) return GLT_SLOT_WRITER_GONE;
+    if (writing) return GLT_SLOT_WRITING;
+    return written == reads + 1 ? GLT_SLOT_FRESH : GLT_SLOT_STALE;
+}
+
+glt_status glt_slots_state(const glt_slots *s, int slot, glt_slot_state *state, int *writer_pid) {
+    if (!s || !state) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_state: NULL argument");
+    if (slot < 0 || (unsigned)slot >= s->h->count)
+        return glt_fail(GLT_INVALID_ARGUMENT, "slot %d does not exist: there are %u slots (0 to %u)", slot,
+                        s->h->count, s->h->count - 1);
+    *state = state_of(s->h, (unsigned)slot, atomic_load(&s->h->reads), writer_pid);
+    return GLT_OK;
+}
+
+/* GLT_STALE_SLOT naming every slot that is not fresh and why, or GLT_OK. */
+static glt_status check_fresh(const glt_slots *s, uint64_t reads) {
+    char msg[900];
+    size_t used = 0;
+    int bad = 0;
+    for (unsigned i = 0; i < s->h->count; ++i) {
+        int pid = 0;
+        glt_slot_state st = state_of(s->h, i, reads, &pid);
+        if (st == GLT_SLOT_FRESH) continue;
+        if (++bad > 6) continue;
+        const char *why = st == GLT_SLOT_WRITING ? "a write by pid %d is under way"
+                          : st == GLT_SLOT_WRITER_GONE
+                              ? "its writer (pid %d) has exited"
+                              : (pid ? "its writer (pid %d) has not written since the last read" : "never written%.0d");
+        if (used < sizeof msg) used += (size_t)snprintf(msg + used, sizeof msg - used, "%sslot %u: ", bad > 1 ? "; " : "", i);
+        if (used < sizeof msg) used += (size_t)snprintf(msg + used, sizeof msg - used, why, pid);
+    }
+    if (!bad) return GLT_OK;
+    return glt_fail(GLT_STALE_SLOT,
+                    "%d of %u shared slots were not written since the last read (%s%s); every worker must write its "
+                    "slot once per step before the trainer reads (restart the workers that died; the other slots' "
+                    "images are intact)",
+                    bad, s->h->count, msg, bad > 6 ? "; ..." : "");
+}
+
+static glt_status copy_cuda(glt_slots *s, unsigned set, const glt_read_dest *d, int flip, void *stream) {
+    const glt_slots_header *h = s->h;
+    glt_gather_item local[64];
+    glt_gather_item *items = h->count <= 64 ? local : malloc(sizeof *items * h->count);
+    if (!items) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    for (unsigned i = 0; i < h->count; ++i) {
+        items[i].texture = s->textures[set * h->count + i];
+        items[i].x0 = 0;
+        items[i].y0 = 0;
+        items[i].dst = (char *)d->data + d->strides.image * i;
+    }
+    glt_gather_spec sp;
+    sp.array_channels = s->fmt->channels;
+    sp.elem_bytes = (int)glt_dtype_size(s->fmt->dtype);
+    sp.array_is_float = s->fmt->dtype == GLT_DTYPE_FLOAT16 || s->fmt->dtype == GLT_DTYPE_FLOAT32;
+    sp.kind = d->spec.kind;
+    sp.out_type = d->spec.out_type;
+    sp.out_channels = d->spec.channels;
+    for (int c = 0; c < 4; ++c) sp.map[c] = d->spec.map[c];
+    sp.chw = d->spec.order == GLT_ORDER_CHW;
+    sp.width = h->width;
+    sp.height = h->height;
+    sp.flip = flip; /* slots hold GL's rows, bottom row first, as the mapped arrays of captures do */
+    sp.pitch = d->strides.pitch;
+    sp.plane = d->strides.plane;
+    void *events[2] = {d->ready_event, s->set_done[set]};
+    glt_status st = glt_cuda_slots_gather(s->cuda_device, items, (int)h->count, &sp, stream, events, 2);
+    if (items != local) free(items);
+    if (st == GLT_OK) s->set_pending[set] = 1;
+    return st;
+}
+
+static void copy_host(glt_slots *s, unsigned set, const glt_read_dest *d, int flip) {
+    const glt_slots_header *h = s->h;
+    const char *base = (const char *)h + h->data_offset;
+    ptrdiff_t pitch = (ptrdiff_t)h->row_pitch;
+    for (unsigned i = 0; i < h->count; ++i) {
+        const char *slot = base + glt_slot_offset(h, set, i);
+        const char *first = flip ? slot + pitch * (h->height - 1) : slot;
+        glt_convert_host(s->fmt, &d->spec, first, flip ? -pitch : pitch, h->width, h->height,
+                         (char *)d->data + d->strides.image * i, d->strides.pitch, d->strides.plane);
+    }
+}
+
+/* The workers may enter `set` once the copy that last read it is complete. */
+static glt_status release_set(glt_slots *s, unsigned set) {
+    if (s->backend != GLT_BACKEND_CUDA || !s->set_pending[set]) return GLT_OK;
+    glt_status st = glt_cuda_event_sync(s->cuda_device, s->set_done[set]);
+    if (st == GLT_OK) s->set_pending[set] = 0;
+    return st;
+}
+
+static glt_status read_to(glt_slots *s, const glt_read_options *opts_in, const glt_buffer_view *view,
+                          glt_frame **out) {
+    if (!s) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_read: slots is NULL");
+    glt_read_options opts = glt_read_options_or_default(opts_in);
+    glt_slots_header *h = s->h;
+    if (h->trainer_pid != (int32_t)getpid())
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "shared slots are read by the process that created them (pid %d), not by this one (pid %d, a "
+                        "forked copy): workers write, the trainer reads",
+                        h->trainer_pid, (int)getpid());
+    void *stream = NULL;
+    if (s->backend == GLT_BACKEND_CUDA) {
+        stream = opts.cuda_stream ? opts.cuda_stream : glt_pool_stream(s->pool);
+        if (opts.cuda_stream) {
+            glt_status st = glt_cuda_check_stream(opts.cuda_stream, s->cuda_device);
+            if (st != GLT_OK) return st;
+        }
+    }
+    uint64_t reads = atomic_load(&h->reads);
+    glt_status st = check_fresh(s, reads);
+    if (st != GLT_OK) return st;
+    unsigned set = (unsigned)(reads % h->buffers);
+    glt_dest_shape shape = {s->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, s->cuda_device, NULL,
+                            (int)h->count, h->height, h->width};
+    glt_read_dest d;
+    st = glt_read_dest_open(s->fmt, &opts, "shared slots", s->pool, stream, &shape, view, &d);
+    if (st != GLT_OK) return st;
+    if (s->backend == GLT_BACKEND_CUDA)
+        st = copy_cuda(s, set, &d, opts.flip != 0, stream);
+    else
+        copy_host(s, set, &d, opts.flip != 0);
+    /* Workers write set (reads + 1) % buffers next: with one set, this read's own copy. */
+    if (st == GLT_OK) st = release_set(s, (unsigned)((reads + 1) % h->buffers));
+    if (st == GLT_OK) atomic_store(&h->reads, reads + 1);
+    return glt_read_dest_close(&d, st, out);
+}
+
+glt_status glt_slots_read(glt_slots *s, const glt_read_options *opts, glt_frame **out) {
+    if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_read: out is NULL");
+    *out = NULL;
+    return read_to(s, opts, NULL, out);
+}
+
+glt_status glt_slots_read_into(glt_slots *s, const glt_read_options *opts, const glt_buffer_view *dst) {
+    if (!dst) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_read_into: dst is NULL");
+    return read_to(s, opts, dst, NULL);
+}
