@@ -1,0 +1,360 @@
+"""Shared slots: real worker processes (each with its own GL context) write into the trainer's slots, the
+trainer reads every slot as one batch. Every pixel of every slot is compared with what the worker drew.
+
+The `backend` fixture runs each test on the CPU backend (shared host memory: Mesa here, CI) and, where CUDA is
+usable, on the CUDA backend (device memory that the workers' GL imports: the GPU machine)."""
+import gc
+import multiprocessing as mp
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import gltensor
+import slot_workers
+from slot_workers import pattern
+
+W, H = 97, 61  # odd on purpose: no row is a multiple of any alignment
+
+
+def to_host(frame_or_array):
+    """A frame (CPU or CUDA) as a numpy array, through DLPack."""
+    try:
+        return np.from_dlpack(frame_or_array)
+    except (BufferError, RuntimeError, TypeError):
+        import torch
+
+        return torch.from_dlpack(frame_or_array).cpu().numpy()
+
+
+class Workers:
+    """N worker processes, one per slot, started with `method`; closed (and joined) by the test's end."""
+
+    def __init__(self, slots, method="spawn", slots_to_start=None, **kwargs):
+        self.ctx = mp.get_context(method)
+        self.slots, self.kwargs = slots, kwargs
+        self.conns, self.procs, self.pids = {}, {}, {}
+        for i in slots_to_start if slots_to_start is not None else range(len(slots)):
+            self.start(i)
+
+    def start(self, i):
+        parent, child = self.ctx.Pipe()
+        p = self.ctx.Process(target=slot_workers.run, args=(self.slots.handle(i), i, self.slots.size, child),
+                             kwargs=self.kwargs, daemon=True)
+        p.start()
+        child.close()
+        self.conns[i], self.procs[i] = parent, p
+        self.pids[i] = self.answer(i)
+
+    def answer(self, i):
+        if not self.conns[i].poll(120):
+            raise TimeoutError(f"worker {i} did not answer in 120 s")
+        msg = self.conns[i].recv()
+        if msg[0] == "error":
+            raise RuntimeError(f"worker {i}: {msg[1]}: {msg[2]}")
+        return msg[1]
+
+    def ask(self, i, *cmd):
+        """Sends a command to worker i and returns ('ok', value) or ('error', class name, message)."""
+        self.conns[i].send(cmd)
+        if not self.conns[i].poll(120):
+            raise TimeoutError(f"worker {i} did not answer {cmd} in 120 s")
+        return self.conns[i].recv()
+
+    def all(self, *cmd):
+        for i in self.conns:
+            self.conns[i].send(cmd)
+        out = {}
+        for i in self.conns:
+            msg = self.conns[i].recv()
+            assert msg[0] == "ok", f"worker {i} failed {cmd}: {msg[1]}: {msg[2]}"
+            out[i] = msg[1]
+        return out
+
+    def kill(self, i):
+        os.kill(self.procs[i].pid, signal.SIGKILL)
+        self.procs[i].join(10)
+        del self.conns[i]
+
+    def close(self):
+        for i, c in list(self.conns.items()):
+            try:
+                c.send(None)
+            except OSError:
+                pass
+        for p in self.procs.values():
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+
+
+@pytest.fixture
+def workers():
+    made = []
+
+    def start(slots, **kwargs):
+        w = Workers(slots, **kwargs)
+        made.append(w)
+        return w
+
+    yield start
+    for w in made:
+        w.close()
+
+
+def expected(count, step, channels=4, dtype=np.uint8, slots=None):
+    return np.stack([pattern(i, step, W, H, channels, dtype) for i in (slots if slots is not None else range(count))])
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+def test_every_pixel_of_every_slot(backend, workers, method):
+    slots = gltensor.SharedSlots(3, (W, H), backend=backend)
+    assert slots.backend == backend and slots.shape == (3, H, W, 4) and slots.dtype == "uint8"
+    w = workers(slots, method=method)
+    for step in range(3):
+        w.all("step", step)
+        np.testing.assert_array_equal(to_host(slots.read()), expected(3, step))
+    slots.close()
+
+
+@pytest.mark.parametrize("kind,pad", [("texture", 0), ("renderbuffer", 0), ("texture", 6), ("msaa", 4)])
+def test_sources_and_regions(backend, workers, kind, pad):
+    """Textures, renderbuffers, a region inside a larger (padded) image, a multisampled renderbuffer (resolved)."""
+    slots = gltensor.SharedSlots(2, (W, H), backend=backend)
+    w = workers(slots, kind=kind, pad=pad)
+    for step in range(2):
+        w.all("step", step)
+        np.testing.assert_array_equal(to_host(slots.read()), expected(2, step))
+
+
+def test_read_options_fused(backend, workers):
+    slots = gltensor.SharedSlots(2, (W, H), backend=backend)
+    w = workers(slots)
+    ref = expected(2, 0)
+    conversions = [
+        (dict(flip=False), ref[:, ::-1]),
+        (dict(channels="rgb"), ref[..., :3]),
+        (dict(channels="bgr", layout="chw"), ref[..., [2, 1, 0]].transpose(0, 3, 1, 2)),
+        (dict(dtype="float32"), ref.astype(np.float32) / 255),
+        (dict(channels="rgb", dtype="float32", layout="chw", flip=False),
+         (ref[:, ::-1, :, :3].astype(np.float32) / 255).transpose(0, 3, 1, 2)),
+    ]
+    for step, (opts, want) in enumerate(conversions):
+        w.all("step", 0)
+        got = to_host(slots.read(**opts))
+        assert got.shape == want.shape, opts
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6, err_msg=str(opts))
+
+
+def test_read_into_out(backend, workers):
+    slots = gltensor.SharedSlots(2, (W, H), backend=backend)
+    w = workers(slots)
+    w.all("step", 0)
+    if backend == "cpu":
+        out = np.zeros((2, H, W, 4), np.uint8)
+    else:
+        torch = pytest.importorskip("torch")
+        out = torch.zeros((2, H, W, 4), dtype=torch.uint8, device=f"cuda:{slots.cuda_device}")
+    assert slots.read(out=out) is out
+    np.testing.assert_array_equal(to_host(out), expected(2, 0))
+
+
+@pytest.mark.parametrize("buffers", [1, 2])
+def test_frames_are_never_overwritten(backend, workers, buffers):
+    """A frame read at step k keeps step k's pixels while the workers write steps k+1, k+2, ..."""
+    slots = gltensor.SharedSlots(2, (W, H), backend=backend, buffers=buffers)
+    w = workers(slots)
+    frames = []
+    for step in range(4):
+        w.all("step", step)
+        frames.append(slots.read())
+    for step, f in enumerate(frames):
+        np.testing.assert_array_equal(to_host(f), expected(2, step))
+
+
+@pytest.mark.parametrize("source_format,slot_format,channels,dtype", [
+    ("RGBA8", "rgba32f", 4, np.float32),   # GL converts unorm to float in the copy
+    ("RGBA32F", "rgba32f", 4, np.float32),
+    ("R8", "r8", 1, np.uint8),
+])
+def test_formats(backend, workers, source_format, slot_format, channels, dtype):
+    slots = gltensor.SharedSlots(2, (W, H), format=slot_format, backend=backend)
+    w = workers(slots, source_format=source_format)
+    w.all("step", 1)
+    src_dtype = np.float32 if source_format == "RGBA32F" else np.uint8
+    want = np.stack([pattern(i, 1, W, H, 1 if source_format == "R8" else 4, src_dtype) for i in range(2)])
+    if src_dtype == np.uint8 and dtype == np.float32:
+        want = want.astype(np.float32) / 255
+    got = to_host(slots.read())
+    assert got.shape == (2, H, W, channels)
+    np.testing.assert_allclose(got, want.astype(dtype), rtol=0, atol=1e-6)
+
+
+def test_host_arrays_as_observations(backend, workers):
+    slots = gltensor.SharedSlots(2, (W, H), backend=backend)
+    w = workers(slots)
+    w.all("write_host", 5)
+    np.testing.assert_array_equal(to_host(slots.read()), expected(2, 5))
+
+
+def test_a_killed_worker_is_named_and_the_others_are_intact(backend, workers):
+    slots = gltensor.SharedSlots(3, (W, H), backend=backend)
+    w = workers(slots)
+    w.all("step", 0)
+    slots.read()
+    dead_pid = w.pids[1]
+    w.kill(1)  # SIGKILL mid-step: it never writes step 1
+    w.all("step", 1)
+    with pytest.raises(gltensor.StaleSlotError, match=rf"slot 1: its writer \(pid {dead_pid}\) has exited"):
+        slots.read()
+    assert slots.state(0)[0] == "fresh" and slots.state(2)[0] == "fresh"
+    assert slots.state(1) == ("writer_gone", dead_pid)
+    w.start(1)  # a new worker takes the slot over
+    assert w.ask(1, "step", 1)[0] == "ok"
+    np.testing.assert_array_equal(to_host(slots.read()), expected(3, 1))
+
+
+def test_a_skipped_write_is_refused(backend, workers):
+    slots = gltensor.SharedSlots(2, (W, H), backend=backend)
+    w = workers(slots)
+    w.all("step", 0)
+    slots.read()
+    assert w.ask(0, "step", 1)[0] == "ok"
+    with pytest.raises(gltensor.StaleSlotError, match=r"1 of 2 .*slot 1: its writer \(pid \d+\) has not written"):
+        slots.read()
+    assert slots.states() == ["fresh", "stale"]
+    with pytest.raises(gltensor.StaleSlotError, match="slot 0: never written"):
+        gltensor.SharedSlots(1, (W, H), backend=backend).read()
+
+
+def test_wrong_size_and_format_are_refused(backend, workers):
+    slots = gltensor.SharedSlots(1, (W, H), backend=backend)
+    w = workers(slots)
+    msg = w.ask(0, "write_size", W + 1, H)
+    assert msg[0] == "error" and msg[1] == "InvalidArgumentError" and f"{W + 1}x{H}" in msg[2] and f"{W}x{H}" in msg[2]
+    msg = w.ask(0, "write_int")
+    assert msg[0] == "error" and msg[1] == "UnsupportedFormatError" and "GL_RGBA8UI" in msg[2]
+    assert slots.state(0)[0] == "stale"  # a refused write leaves the slot as it was
+
+
+def test_trainer_closing_first_fails_the_next_write(backend, workers):
+    slots = gltensor.SharedSlots(1, (W, H), backend=backend)
+    w = workers(slots)
+    w.all("step", 0)
+    slots.close()
+    msg = w.ask(0, "step", 1)
+    assert msg[0] == "error" and msg[1] == "ClosedError" and "closed the slots" in msg[2]
+    slots.close()  # idempotent
+    with pytest.raises(gltensor.ClosedError):
+        slots.read()
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="not a slot format"):
+        gltensor.SharedSlots(1, (8, 8), format="rgb8", backend="cpu")
+    with pytest.raises(gltensor.UnsupportedFormatError, match="GL_RGB8.*1, 2 or 4 channels"):
+        gltensor.SharedSlots(1, (8, 8), format=0x8051, backend="cpu")
+    with pytest.raises(gltensor.UnsupportedFormatError):
+        gltensor.SharedSlots(1, (8, 8), format=0x81A6, backend="cpu")  # GL_DEPTH_COMPONENT24
+    with pytest.raises(gltensor.InvalidArgumentError, match="count must be 1 to"):
+        gltensor.SharedSlots(0, (8, 8), backend="cpu")
+    with pytest.raises(gltensor.InvalidArgumentError, match="width and height"):
+        gltensor.SharedSlots(1, (0, 8), backend="cpu")
+    with pytest.raises(gltensor.InvalidArgumentError, match="buffers must be 1 or 2"):
+        gltensor.SharedSlots(1, (8, 8), backend="cpu", buffers=3)
+    slots = gltensor.SharedSlots(2, (8, 8), backend="cpu")
+    with pytest.raises(IndexError):
+        slots.handle(2)
+    with pytest.raises(gltensor.InvalidArgumentError, match="slot 5 does not exist"):
+        slots.state(5)
+
+
+def test_writer_refuses_a_slot_that_does_not_exist(gl):
+    slots = gltensor.SharedSlots(2, (8, 8), backend="cpu")
+    with pytest.raises(gltensor.InvalidArgumentError, match="slot 2 does not exist"):
+        slots.write(2, 1)
+    with pytest.raises(gltensor.InvalidArgumentError, match="not gltensor's shared-slot memory|does not hold"):
+        r, wr = os.pipe()
+        try:
+            gltensor._gltensor._SlotWriter(-1, r, 0)
+        finally:
+            os.close(r), os.close(wr)
+
+
+def test_no_descriptor_leaks_in_the_trainer(backend):
+    def fds():
+        return len(os.listdir("/proc/self/fd"))
+
+    gltensor.SharedSlots(2, (W, H), backend=backend).close()  # first use loads what stays loaded
+    before = fds()
+    for _ in range(10_000):
+        s = gltensor.SharedSlots(2, (W, H), backend=backend)
+        s.handle(0)
+        s.close()
+    gc.collect()
+    assert fds() == before
+
+
+def test_no_descriptor_leaks_in_a_worker(backend, workers):
+    slots = gltensor.SharedSlots(1, (W, H), backend=backend)
+    w = workers(slots)
+    w.all("step", 0)
+    before = w.all("fds")[0]
+    after = w.all("attach_cycles", 10_000)[0]
+    assert after == before
+    w.all("step", 1)
+    np.testing.assert_array_equal(to_host(slots.read()), expected(1, 1))
+
+
+def test_read_refused_in_a_forked_copy():
+    slots = gltensor.SharedSlots(1, (8, 8), backend="cpu")
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def child():
+        try:
+            slots.read()
+            q.put("read worked")
+        except gltensor.InvalidArgumentError as e:
+            q.put(str(e))
+        finally:
+            del_ok = True  # the copy's destruction must not close the trainer's slots
+            q.put(del_ok)
+
+    p = ctx.Process(target=child)
+    p.start()
+    assert "read by the process that created them" in q.get(timeout=30)
+    q.get(timeout=30)
+    p.join(30)
+    assert slots.state(0)[0] == "stale" and not slots.closed  # still the trainer's, still open
+
+
+@pytest.mark.gpu
+def test_no_cuda_context_in_workers(workers):
+    """Workers of CUDA slots use GL only: none appears among the GPU's compute processes."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        pytest.skip("nvidia-smi is not on PATH")
+    slots = gltensor.SharedSlots(4, (W, H), backend="cuda")
+    w = workers(slots)
+    for step in range(3):
+        w.all("step", step)
+        np.testing.assert_array_equal(to_host(slots.read()), expected(4, step))
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+                         capture_output=True, text=True, check=True).stdout
+    compute_pids = {int(line.split(",")[0]) for line in out.splitlines() if line.strip()}
+    assert not compute_pids & set(w.pids.values()), (out, w.pids)
+    assert not any(w.all("cuda_initialized").values())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("count", [16, 64])
+def test_many_workers_exact(workers, count):
+    slots = gltensor.SharedSlots(count, (W, H), backend="cuda")
+    w = workers(slots)
+    for step in range(2):
+        w.all("step", step)
+        np.testing.assert_array_equal(to_host(slots.read()), expected(count, step))
