@@ -1,8 +1,8 @@
-#!/usr/bin/env python3
-"""Fused conversions and depth: what flip + rgb + float32 + CHW costs inside the copy, against the plain
-copy and against the torch chain users write; and what a depth capture costs against a colour capture.
+"""`python -m gltensor.bench convert`: fused conversions and depth: what flip + rgb + float32 + CHW costs inside
+the copy, against the plain copy and against the torch chain users write; and what a depth capture costs against
+a colour capture.
 
-    python benchmarks/bench_convert.py [--size 1024] [--configs 64x128] [--steps 200] [--json PATH]
+    python -m gltensor.bench convert [--size 1024] [--configs 64x128] [--steps 200] [--json PATH]
 
 Configurations: one camera of --size² through gltensor.Capture (the lit Scene), and for each of --configs
 (CAMERASxSIZE) a gltensor.Batch of that many textures and a gltensor.Atlas holding the same cameras as tiles.
@@ -31,18 +31,15 @@ chain-exact (and x / 255 from glReadPixels) bit for bit.
 import argparse
 import datetime
 import json
-import os
 import sys
-from pathlib import Path
 
-os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_single import add_run_args, CheckFailed, open_run, fmt_us, median, print_table, time_calls, time_steps  # noqa: E402
-from bench_batch import Cameras, parse_configs  # noqa: E402  (both from gltensor._bench_paths)
+from . import MODES
+from .measure import CheckFailed, median, time_calls, time_steps
+from .options import add_run_args, open_run, parse_configs
+from .report import fmt_us, print_table
+from .scenes import Cameras, single_draw
 
 NEAR, FAR = 0.1, 50.0           # gltensor.scene's perspective projection
 FUSED_OVER_PLAIN_MAX = 1.3      # targets from the issue
@@ -278,7 +275,7 @@ def ratio(a, b):
 # ---------------------------------------------------------------- main
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m gltensor.bench convert", description=MODES["convert"][1])
     ap.add_argument("--size", type=int, default=1024, help="single camera and depth image size (default 1024)")
     ap.add_argument("--configs", type=parse_configs, default=parse_configs("64x128"),
                     help="comma-separated CAMERASxSIZE for Batch and Atlas (default 64x128)")
@@ -364,18 +361,7 @@ def main(argv=None):
                     scene = Scene(w, h)
                     src = gltensor.Capture(scene.texture, gltensor.GL_TEXTURE_2D, backend=args.backend)
                     backend, reason = src.backend, src.backend_reason
-                    if args.scene:
-                        draw = lambda i: scene.render(i / 60.0)  # noqa: E731
-                    else:
-                        def draw(i, scene=scene):
-                            scene.bind()
-                            GL.glClearColor((i % 256) / 255.0, 0.25, 0.5, 1.0)
-                            GL.glClear(GL.GL_COLOR_BUFFER_BIT)
-                            GL.glEnable(GL.GL_SCISSOR_TEST)
-                            GL.glScissor(0, 0, max(w // 2, 1), max(h // 4, 1))
-                            GL.glClearColor(1.0 - (i % 256) / 255.0, 0.8, 0.1, 1.0)
-                            GL.glClear(GL.GL_COLOR_BUFFER_BIT)
-                            GL.glDisable(GL.GL_SCISSOR_TEST)
+                    draw = single_draw(scene, args.scene)
                     reference = lambda: scene.read_pixels(flip=True)  # noqa: E731
                     textures = [(scene.texture, w, h)]
                     batched = False
