@@ -17,16 +17,15 @@ torch.from_numpy(...).cuda()).
 """
 import argparse
 import datetime
-import json
 import sys
 
 import numpy as np
 
 from . import MODES
 from .measure import CheckFailed, Skip, median, time_steps
-from .options import add_run_args, open_run, parse_configs
+from .options import add_run_args, check_failed, gl_torch_sync, open_run, parse_configs, print_start
 from .paths import BenchPath, cpu_round_trip, cuda_python_recipe, torch_stream_arg
-from .report import fmt_us, print_table
+from .report import fmt_us, print_table, save_json
 from .scenes import Cameras
 
 
@@ -126,24 +125,15 @@ def main(argv=None):
         return 1
     torch, ctx, info, json_path = run
     import gltensor
-    from OpenGL import GL
 
     report = {"benchmark": "batch", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "argv": sys.argv[1:], "machine": info,
               "config": {"configs": args.configs, "steps": args.steps, "warmup": warmup, "runs": args.runs,
                          "scene": args.scene, "backend": args.backend, "torch_threads": torch.get_num_threads()},
               "results": [], "status": "running"}
-    print("GL: %s | %s | torch %s | GPU: %s" % (ctx.renderer, ctx.version, torch.__version__,
-                                                info["gpu_name"] or "none"))
+    print_start(ctx, torch, info)
 
-    def save():
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=1))
-
-    def sync():
-        GL.glFinish()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+    sync = gl_torch_sync(torch)
 
     rows = []
     try:
@@ -213,15 +203,12 @@ def main(argv=None):
                                  "%.2fx" % vs_f if vs_f else "-", p.note])
                 report["results"].append(entry)
     except CheckFailed as e:
-        print("FAIL: %s" % e, file=sys.stderr)
-        report["status"] = "check failed: %s" % e
-        save()
-        return 1
+        return check_failed(report, json_path, e)
     finally:
         ctx.close()
 
     report["status"] = "ok"
-    save()
+    save_json(json_path, report)
     mode = "Scene" if args.scene else "clear + scissored clear"
     print_table("N cameras, RGBA8, one step = render N (%s) + transfer + x.float().mean() on the (N, H, W, 4) "
                 "batch; median of %d runs of %d steps" % (mode, args.runs, args.steps),

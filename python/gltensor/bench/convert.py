@@ -30,15 +30,14 @@ chain-exact (and x / 255 from glReadPixels) bit for bit.
 """
 import argparse
 import datetime
-import json
 import sys
 
 import numpy as np
 
 from . import MODES
 from .measure import CheckFailed, median, time_calls, time_steps
-from .options import add_run_args, open_run, parse_configs
-from .report import fmt_us, print_table
+from .options import add_run_args, check_failed, gl_torch_sync, open_run, parse_configs, print_start
+from .report import fmt_us, print_table, save_json
 from .scenes import Cameras, single_draw
 
 NEAR, FAR = 0.1, 50.0           # gltensor.scene's perspective projection
@@ -310,19 +309,11 @@ def main(argv=None):
                                      "depth_over_colour_max": DEPTH_OVER_COLOUR_MAX}},
               "timers": None, "conversions": [], "conversion_ratios": [], "depth": [], "depth_ratios": [],
               "status": "running"}
-    print("GL: %s | %s | torch %s | GPU: %s" % (ctx.renderer, ctx.version, torch.__version__,
-                                                info["gpu_name"] or "none"))
-
-    def save():
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=1))
+    print_start(ctx, torch, info)
 
     state = {"cycles": None}
 
-    def sync():
-        GL.glFinish()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+    sync = gl_torch_sync(torch)
 
     def timer_setup(backend):
         """The view (1) timers for this backend; told once."""
@@ -565,15 +556,12 @@ def main(argv=None):
             finally:
                 scene.close()
     except CheckFailed as e:
-        print("FAIL: %s" % e, file=sys.stderr)
-        report["status"] = "check failed: %s" % e
-        save()
-        return 1
+        return check_failed(report, json_path, e)
     finally:
         ctx.close()
 
     report["status"] = "ok"
-    save()
+    save_json(json_path, report)
     cuda_timers = report["timers"] and "sleep_cycles_per_us" in report["timers"]
     v1 = "GPU us/call (CUDA events)" if cuda_timers else "wall us/call (CPU timers)"
     print_table("Conversions: view (1) = the read (+ torch ops) alone, frame rendered once, %d calls per run; "

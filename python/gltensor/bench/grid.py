@@ -32,7 +32,7 @@ from .grid_report import Bar, from_json, headlines, plot, summarize
 from .grid_spec import (DESCRIPTION, FULL_CAMERAS, FULL_SIZES, LABEL, MULTI_ONLY, PATH_KEYS, PATHS, QUICK_CELLS,
                         cell_label)
 from .measure import CheckFailed, Skip, median, time_steps
-from .options import arg, parse_cameras, parse_sizes
+from .options import arg, parse_cameras, parse_sizes, settle_timing_args
 from .panda3d_paths import Panda3DCameras, panda3d_available
 from .paths import (BenchPath, cpu_round_trip, cpu_round_trip_as_usually_written, cuda_python_recipe,
                     pinned_pbo_round_trip, torch_stream_arg)
@@ -510,9 +510,7 @@ def _atlas_size(n, w, h):
 def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
-    if args.runs < 1 or args.min_steps < 1:
-        ap.error("--runs and --min-steps must be positive")
-    args.warmup = max(args.warmup, 10)
+    settle_timing_args(ap, args)
     if args.from_json:
         return from_json(args.from_json, args.plot)
     if args.seconds is None:

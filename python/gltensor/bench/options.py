@@ -3,7 +3,7 @@ and start of the fixed-step modes (single, batch, convert)."""
 import argparse
 import sys
 
-from .report import machine_info, results_path
+from .report import machine_info, results_path, save_json
 
 
 def parse_sizes(text):
@@ -63,6 +63,14 @@ def arg(parse):
     return f
 
 
+def settle_timing_args(ap, args):
+    """The adaptive modes' (grid, upload) timing options: --runs and --min-steps positive (a usage error
+    otherwise), --warmup at least 10 (the method)."""
+    if args.runs < 1 or args.min_steps < 1:
+        ap.error("--runs and --min-steps must be positive")
+    args.warmup = max(args.warmup, 10)
+
+
 def add_run_args(ap, kind, warmup_what="steps"):
     """The options every fixed-step mode shares: --steps, --warmup, --runs, --backend, --torch-threads, --json.
     Mode-specific options go before or after; open_run() reads these."""
@@ -97,3 +105,28 @@ def open_run(kind, args):
     return torch, ctx, info, json_path
 
 
+
+
+def print_start(ctx, torch, info):
+    """The first line of a fixed-step mode's output: what renders, what torch, what GPU."""
+    print("GL: %s | %s | torch %s | GPU: %s" % (ctx.renderer, ctx.version, torch.__version__,
+                                                info["gpu_name"] or "none"))
+
+
+def gl_torch_sync(torch):
+    """sync() for the end of a timed loop: glFinish, then torch's device when it has one."""
+    from OpenGL import GL
+
+    def sync():
+        GL.glFinish()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    return sync
+
+
+def check_failed(report, json_path, e):
+    """A path's check failed: say so, keep the report with that status, exit status 1 (the method)."""
+    print("FAIL: %s" % e, file=sys.stderr)
+    report["status"] = "check failed: %s" % e
+    save_json(json_path, report)
+    return 1

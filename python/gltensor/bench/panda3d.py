@@ -54,7 +54,7 @@ from pathlib import Path
 from . import MODES
 from .measure import CheckFailed, Skip, median, time_steps
 from .panda3d_paths import metadrive_recipe, ram_rgb
-from .report import fmt_us, machine_info, print_table, results_path
+from .report import fmt_us, machine_info, print_table, results_path, save_json
 
 PRCS = ("default", "configure")
 
@@ -330,8 +330,7 @@ def main(argv=None):
               "config": {"cases": args.cases, "steps": args.steps, "warmup": args.warmup, "runs": args.runs,
                          "backend": args.backend, "prc": args.prc},
               "results": results, "status": "ok" if failed is None else failed}
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(report, indent=1))
+    save_json(json_path, report)
     if failed:
         print("FAIL: %s" % failed, file=sys.stderr)
         return 1

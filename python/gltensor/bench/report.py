@@ -1,4 +1,5 @@
 """What every mode reports with: tables, the machine description, where its JSON goes by default."""
+import json
 import os
 import platform
 import socket
@@ -121,3 +122,9 @@ def results_path(kind, host, given=None):
     root = Path(__file__).resolve().parents[3]
     base = root / "benchmarks" / "results" if (root / "benchmarks").is_dir() else Path.cwd() / "benchmarks" / "results"
     return base / ("%s_%s.json" % (kind, "".join(c if c.isalnum() or c in "-_." else "_" for c in host)))
+
+
+def save_json(path, report):
+    """The report as indented JSON at path (its folder made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1))

@@ -25,9 +25,9 @@ import numpy as np
 
 from . import MODES
 from .measure import CheckFailed, Skip, median, time_calls, time_steps
-from .options import add_run_args, open_run, parse_sizes
+from .options import add_run_args, check_failed, gl_torch_sync, open_run, parse_sizes, print_start
 from .paths import BenchPath, cpu_round_trip, cpu_round_trip_as_usually_written, cuda_python_recipe
-from .report import fmt_us, print_table
+from .report import fmt_us, print_table, save_json
 from .scenes import single_draw
 
 # The plain C loop of the checkout this package runs from (an installed package has none: listed as skipped).
@@ -125,7 +125,6 @@ def main(argv=None):
         return 1
     torch, ctx, info, json_path = run
     import gltensor
-    from OpenGL import GL
     from gltensor.scene import Scene
     report = {"benchmark": "single_camera", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "argv": sys.argv[1:], "machine": info,
@@ -133,12 +132,7 @@ def main(argv=None):
                          "calls": args.calls, "scene": args.scene, "backend": args.backend,
                          "torch_threads": torch.get_num_threads()},
               "results": [], "read_call_cpu_us": [], "raw_read_loop": [], "status": "running"}
-    print("GL: %s | %s | torch %s | GPU: %s" % (ctx.renderer, ctx.version, torch.__version__,
-                                                info["gpu_name"] or "none"))
-
-    def save():
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=1))
+    print_start(ctx, torch, info)
 
     main_rows, call_rows = [], []
     try:
@@ -155,10 +149,7 @@ def main(argv=None):
             report["machine"].setdefault("backend", cap.backend)
             report["machine"].setdefault("backend_reason", cap.backend_reason)
 
-            def sync():
-                GL.glFinish()
-                if torch.cuda.is_available():
-                    torch.cuda.synchronize()
+            sync = gl_torch_sync(torch)
 
             draw = single_draw(scene, args.scene)
             paths = build_paths(scene, cap, torch, device, cuda_in_use)
@@ -225,15 +216,12 @@ def main(argv=None):
             row.append("" if raw["status"] == "ok" else "C skipped: " + reason)
             call_rows.append(row)
     except CheckFailed as e:
-        print("FAIL: %s" % e, file=sys.stderr)
-        report["status"] = "check failed: %s" % e
-        save()
-        return 1
+        return check_failed(report, json_path, e)
     finally:
         ctx.close()
 
     report["status"] = "ok"
-    save()
+    save_json(json_path, report)
     mode = "Scene" if args.scene else "scissored clear"
     print_table("Single camera, RGBA8, one step = render (%s) + transfer + x.float().mean(); median of %d runs "
                 "of %d steps" % (mode, args.runs, args.steps),

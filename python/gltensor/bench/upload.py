@@ -36,7 +36,7 @@ from gltensor.scene import _link
 
 from . import MODES
 from .measure import median
-from .options import arg, parse_sizes
+from .options import arg, parse_sizes, settle_timing_args
 from .report import fmt_us, machine_info, print_table, results_path
 
 TARGETS = {"speedup": 5.0, "floor": 1.10}
@@ -290,9 +290,7 @@ def build_parser():
 def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
-    if args.runs < 1 or args.min_steps < 1:
-        ap.error("--runs and --min-steps must be positive")
-    args.warmup = max(args.warmup, 10)
+    settle_timing_args(ap, args)
     try:
         import torch
     except ImportError:
