@@ -21,7 +21,7 @@ test:
 
 bench:
 	./tools/bootstrap.sh
-	$(PYTHON) benchmarks/bench_single.py
+	$(PYTHON) -m gltensor.bench single
 
 CORE_SRC := $(wildcard src/*.c)
 CFLAGS_LIB := -std=c11 -O2 -fPIC -fvisibility=hidden -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc

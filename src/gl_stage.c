@@ -11,7 +11,7 @@
  *     kernel (flip, optional linearisation) and no host copy happens.
  *     The pixel-pack copy is the default because it equals glReadPixels by
  *     construction and needs no program or state of ours in the caller's
- *     context. Measured on an H200 at 1024^2 (benchmarks/bench_convert.py), it
+ *     context. Measured on an H200 at 1024^2 (python -m gltensor.bench convert), it
  *     costs 1.5x a colour read for DEPTH32F but 5.6x for DEPTH24, whose
  *     readback NVIDIA converts slowly; for 16/24-bit depth on the CUDA backend
  *     the compute-shader path below replaces it where a check on the driver
@@ -44,7 +44,7 @@ struct glt_gl_stage {
 
 /* Fixed-point depth formats are slow to read back on NVIDIA: glReadPixels(GL_DEPTH_COMPONENT,
  * GL_FLOAT) of a 1024x1024 image took 1,715-2,008 us for DEPTH24 and ~4,200 us for DEPTH16 on an H200,
- * against 82 us for DEPTH32F (benchmarks/bench_convert.py measures both paths). A compute shader that
+ * against 82 us for DEPTH32F (python -m gltensor.bench convert measures both paths). A compute shader that
  * texelFetches the depth into a shader storage buffer (the same buffer CUDA maps) read the same images
  * in 340 us (texture) / 430 us (renderbuffer, blitted to a texture first) there. Its first version,
  * returning the sampled float, differed from glReadPixels in the last bit for a few DEPTH16 values

@@ -1,4 +1,4 @@
-"""The benchmark cameras' draws (gltensor/_bench_paths.Cameras): what every suite path is checked against.
+"""The benchmark cameras' draws (gltensor/bench/scenes.py, Cameras): what every suite path is checked against.
 
 The suite checks each path against glReadPixels of the cameras, so a draw that gave every camera or every step
 the same picture would let swapped cameras, flips or stale frames pass. These tests pin the pictures down:
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("OpenGL")
 from OpenGL import GL  # noqa: E402
 
-from gltensor._bench_paths import DRAWS, Cameras  # noqa: E402
+from gltensor.bench.scenes import DRAWS, Cameras  # noqa: E402
 
 
 def expected_pattern(n, w, h, step):

@@ -17,7 +17,7 @@ gltensor = pytest.importorskip("gltensor")
 pytest.importorskip("torch")
 pytest.importorskip("OpenGL")
 
-from gltensor import bench  # noqa: E402
+from gltensor.bench import grid_spec, scenes  # noqa: E402
 
 TINY = ["--quick", "--sizes", "16,24x8", "--cameras", "1,2", "--seconds", "0.02", "--path-budget", "1",
         "--runs", "2", "--min-steps", "5", "--no-progress"]
@@ -74,7 +74,7 @@ def test_grid_and_raw_timings(tiny_run):
         n = cell["cameras"]
         listed = [r["path"] for r in cell["results"]]
         # every selected path is in every cell (batch and atlas need 2 cameras): never silently dropped
-        assert listed == [k for k in bench.PATH_KEYS if not (n == 1 and k in bench.MULTI_ONLY)]
+        assert listed == [k for k in grid_spec.PATH_KEYS if not (n == 1 and k in grid_spec.MULTI_ONLY)]
         for r in cell["results"]:
             if r["status"] == "ok":
                 timed.add(r["path"])
@@ -107,7 +107,7 @@ def test_skipped_paths_have_reasons(tiny_run):
 def test_headlines_reported(tiny_run):
     proc, report, _ = tiny_run
     names = [h["name"] for h in report["headlines"]]
-    assert len(names) == len(bench.HEADLINES) == 4
+    assert len(names) == len(grid_spec.HEADLINES) == 4
     for h in report["headlines"]:
         # none of the headline cells is in this tiny grid
         assert h["verdict"] == "NOT RUN" and "not in the grid" in h["reason"]
@@ -135,7 +135,7 @@ def test_other_draws_pass_the_checks(tmp_path, draw):
                      "--min-steps", "3", "--runs", "1", "--no-progress", "--draw", draw)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads((tmp_path / "suite.json").read_text())
-    assert report["config"]["draw"] == draw and bench.DRAWS[draw] in report["method"]
+    assert report["config"]["draw"] == draw and scenes.DRAWS[draw] in report["method"]
     assert [r["status"] for r in report["cells"][0]["results"]] == ["ok"] * 3
     assert report["cells"][0]["elapsed_s"] > 0
 

@@ -1,7 +1,8 @@
-"""benchmarks/bench_panda3d.py runs end to end (--quick): both Panda3D configurations, every path checked
+"""`python -m gltensor.bench panda3d` runs end to end (--quick): both Panda3D configurations, every path checked
 against getRamImage before it is timed, the table and the JSON written."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,14 +12,17 @@ import pytest
 pytest.importorskip("panda3d")
 pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parent.parent
+gltensor = pytest.importorskip("gltensor")
 
 
 def test_bench_panda3d_quick(tmp_path):
     out = tmp_path / "p3.json"
-    script = str(ROOT / "benchmarks" / "bench_panda3d.py")
-    proc = subprocess.run([sys.executable, script, "--quick", "--json", str(out)], capture_output=True, text=True,
-                          timeout=600, cwd=str(ROOT))
+    env = dict(os.environ)
+    # The same gltensor as this test process, wherever it was imported from.
+    root = str(Path(gltensor.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    proc = subprocess.run([sys.executable, "-m", "gltensor.bench", "panda3d", "--quick", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     report = json.loads(out.read_text())
     assert report["status"] == "ok"

@@ -1,4 +1,4 @@
-"""`python -m gltensor.bench --upload`: the tensor -> GL benchmark's command line on tiny cases, in a subprocess.
+"""`python -m gltensor.bench upload` (and its old spelling `--upload`): the tensor -> GL benchmark's command line on tiny cases, in a subprocess.
 
 Checks the exit status, the table, the JSON report (every path timed for every case, floors and ratios
 derived from the timings) and that the paths were checked against GL before timing (a run that got that
@@ -18,12 +18,13 @@ pytest.importorskip("torch")
 pytest.importorskip("OpenGL")
 
 
-def run_bench(tmp_path, *extra, timeout=180):
+def run_bench(tmp_path, *extra, mode="upload", timeout=180):
+    """mode: "upload" (the mode) or "--upload" (the flag that named it before modes existed): both must work."""
     env = dict(os.environ)
     root = str(Path(gltensor.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("PYOPENGL_PLATFORM", "egl")
-    cmd = [sys.executable, "-m", "gltensor.bench", "--upload", "--json", str(tmp_path / "upload.json"), *extra]
+    cmd = [sys.executable, "-m", "gltensor.bench", mode, "--json", str(tmp_path / "upload.json"), *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -52,14 +53,14 @@ def test_upload_benchmark_tiny(tmp_path):
 
 def test_upload_benchmark_without_vertex_case(tmp_path):
     proc = run_bench(tmp_path, "--sizes", "8", "--vertices", "0", "--runs", "1", "--min-steps", "2",
-                     "--seconds", "0.01")
+                     "--seconds", "0.01", mode="--upload")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((tmp_path / "upload.json").read_text())
     assert [r["case"] for r in report["results"]] == ["texture 8²"]
 
 
 def _result(case, host, gltensor, handoff, draw, nohandoff, copy_us=16.0):
-    from gltensor import _bench_upload as b
+    from gltensor.bench import upload as b
 
     us = {"host": host, "gltensor": gltensor, "handoff": handoff, "draw": draw, "nohandoff": nohandoff}
     floor = handoff + copy_us
@@ -70,7 +71,7 @@ def _result(case, host, gltensor, handoff, draw, nohandoff, copy_us=16.0):
 def test_verdicts():
     """PASS/FAIL against the targets, and the out-of-reach explanation only when no handoff could reach 5x
     (the H100's 1M points: the draw and the handoff's ordering alone take ~1.35 ms of a ~5 ms host step)."""
-    from gltensor._bench_upload import verdict_of
+    from gltensor.bench.upload import verdict_of
 
     v = verdict_of(_result("texture 1024²", 2482, 427.9, 418.7, 80.3, 400.0, copy_us=11.9))
     assert "5.80x vs host (target >= 5x) PASS" in v and "0.99 x floor (target <= 1.10) PASS" in v

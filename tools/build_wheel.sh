@@ -47,6 +47,10 @@ wheel=$(ls dist/*.whl)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$TOOLS/bin/python" -m zipfile -e "$wheel" "$tmp"
+# The benchmark ships as its own subpackage (pyproject.toml's packages): `python -m gltensor.bench` from the wheel.
+for f in gltensor/bench/__init__.py gltensor/bench/__main__.py gltensor/bench/grid.py; do
+    [ -f "$tmp/$f" ] || { echo "build_wheel: the wheel lacks $f (pyproject.toml packages)" >&2; exit 1; }
+done
 exported=$(nm -D --defined-only "$tmp"/gltensor/_gltensor*.so | awk '{print $3}')
 if [ "$exported" != "PyInit__gltensor" ]; then
     echo "build_wheel: the extension exports more than PyInit__gltensor:" >&2

@@ -32,9 +32,9 @@ for step in "$@"; do
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/pytest.log" | tail -40 ;;
     bench)
         (make lib CUDA_ARCHS=90 && make -C benchmarks/c) > "$OUT/make.log" 2>&1
-        timeout 200 python3 benchmarks/bench_single.py --json "$OUT/single.json" > "$OUT/single.log" 2>&1; tail -28 "$OUT/single.log"
-        timeout 200 python3 benchmarks/bench_batch.py --json "$OUT/batch.json" > "$OUT/batch.log" 2>&1; tail -30 "$OUT/batch.log"
-        timeout 150 python3 benchmarks/bench_convert.py --json "$OUT/convert.json" > "$OUT/convert.log" 2>&1; tail -40 "$OUT/convert.log" ;;
+        timeout 200 python3 -m gltensor.bench single --json "$OUT/single.json" > "$OUT/single.log" 2>&1; tail -28 "$OUT/single.log"
+        timeout 200 python3 -m gltensor.bench batch --json "$OUT/batch.json" > "$OUT/batch.log" 2>&1; tail -30 "$OUT/batch.log"
+        timeout 150 python3 -m gltensor.bench convert --json "$OUT/convert.json" > "$OUT/convert.log" 2>&1; tail -40 "$OUT/convert.log" ;;
     suite) # the full grid of issue #6 with its defaults; the time limit keeps it inside one device call
            # (10 minutes, the build included): cells it could not start are listed as skipped for time
         timeout 535 python3 -m gltensor.bench --time-limit 470 \
@@ -47,20 +47,20 @@ for step in "$@"; do
             --plot "$OUT/quick_clears.png" > "$OUT/quick_clears.log" 2>&1
         grep -v "glgsg(error)" "$OUT/quick_clears.log" | grep -E "render only|gltensor (single|Batch|Atlas)|cuda-python|usually|Headline|vs " | head -40 ;;
     convert)
-        timeout 200 python3 benchmarks/bench_convert.py --json "$OUT/convert.json" > "$OUT/convert.log" 2>&1; tail -45 "$OUT/convert.log" ;;
+        timeout 200 python3 -m gltensor.bench convert --json "$OUT/convert.json" > "$OUT/convert.log" 2>&1; tail -45 "$OUT/convert.log" ;;
     quick)
         timeout 120 python3 -m gltensor.bench --quick --no-progress --json "$OUT/suite_quick.json" --plot "$OUT/suite_quick.png" > "$OUT/suite_quick.log" 2>&1
         tail -40 "$OUT/suite_quick.log" ;;
     depth) # the compute-shader depth path (the CUDA default where exact): the driver check and exactness
            # (tests/test_depth.py), with the default choice and with the pixel-pack copy forced; speed:
-           # benchmarks/bench_convert.py (`convert` step)
+           # python -m gltensor.bench convert (`convert` step)
         python3 -c "import gltensor; ctx = gltensor.Context.headless(); print('compute depth path exact on this driver:', gltensor._gltensor._depth_compute_exact())" | tee "$OUT/depth.log"
         timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_depth.py tests/test_msaa.py > "$OUT/depth_default.log" 2>&1
         tail -1 "$OUT/depth_default.log"
         GLTENSOR_DEPTH_PATH=readpixels timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_depth.py tests/test_msaa.py > "$OUT/depth_tests.log" 2>&1
         tail -3 "$OUT/depth_tests.log" ;;
     panda3d) # Panda's default PRC and configure(), a subprocess each: getRamImage, MetaDrive's recipe, gltensor
-        timeout 240 python3 benchmarks/bench_panda3d.py --json "$OUT/panda3d.json" > "$OUT/panda3d.log" 2>&1; tail -60 "$OUT/panda3d.log" ;;
+        timeout 240 python3 -m gltensor.bench panda3d --json "$OUT/panda3d.json" > "$OUT/panda3d.log" 2>&1; tail -60 "$OUT/panda3d.log" ;;
     engines)
         timeout 420 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_panda3d_prc.py \
             tests/test_mujoco.py tests/test_moderngl.py tests/test_c_example.py > "$OUT/engines.log" 2>&1
@@ -79,7 +79,7 @@ for step in "$@"; do
         timeout 120 python3 examples/torch_particles.py --million --frames 30 --size 512 512 \
             --out "$OUT/particles.gif" 2>&1 | tail -3
         timeout 60 python3 examples/torch_texture_viewer.py --size 1024 1024 --frames 60 --out "$OUT/viewer.png" 2>&1 | tail -2
-        timeout 180 python3 -m gltensor.bench --upload --json "$OUT/upload.json" > "$OUT/upload_bench.log" 2>&1
+        timeout 180 python3 -m gltensor.bench upload --json "$OUT/upload.json" > "$OUT/upload_bench.log" 2>&1
         tail -16 "$OUT/upload_bench.log" ;;
     memcheck-upload) # out-of-bounds surface writes or buffer accesses of the upload and buffer paths
         GLTENSOR_UNDER_SANITIZER=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 99 \

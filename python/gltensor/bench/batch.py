@@ -1,12 +1,12 @@
-#!/usr/bin/env python3
-"""Many cameras, RGBA8: what one training step pays to get N rendered frames into one torch batch.
+"""`python -m gltensor.bench batch`: many cameras, RGBA8: what one training step pays to get N rendered frames
+into one torch batch.
 
 One step = render all N cameras + transfer into an (N, H, W, 4) batch + consumer op (`x.float().mean()`
 on the batch), as the method in benchmarks/README.md prescribes: warm-up, >= 200 timed steps, one synchronisation at the
 end of the timed loop, median of 3 runs, every path in the same process, each path's batch checked
 against per-camera glReadPixels before it is timed.
 
-    python benchmarks/bench_batch.py [--configs 16x256,64x128,256x84] [--steps 200] [--scene] [--json PATH]
+    python -m gltensor.bench batch [--configs 16x256,64x128,256x84] [--steps 200] [--scene] [--json PATH]
 
 Paths: (a) render only (one texture per camera), (a2) render only (atlas tiles), (b) per-camera
 cuda-python recipe (register once; per camera map, mapped array, cudaMemcpy2DFromArrayAsync into a
@@ -17,42 +17,24 @@ torch.from_numpy(...).cuda()).
 """
 import argparse
 import datetime
-import json
-import os
 import sys
-from pathlib import Path
 
-os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_single import add_run_args, CheckFailed, open_run, Skip, fmt_us, median, print_table, shared, time_steps  # noqa: E402
-
-# Shared with `python -m gltensor.bench`: the cameras (a texture + FBO each, and an atlas of the same tiles),
-# the cuda-python recipe, the CPU round trip.
-Cameras, parse_configs, atlas_grid, torch_stream_arg = (shared.Cameras, shared.parse_configs, shared.atlas_grid,
-                                                        shared.torch_stream_arg)
-
-
-# ---------------------------------------------------------------- the compared paths
-
-class BenchPath:
-    """One way of getting the N frames into a torch batch. transfer() returns the (N, H, W, 4) batch."""
-
-    def __init__(self, key, name, draw, transfer=None, flipped=True, atlas=False, note="", skipped=None,
-                 close=None):
-        self.key, self.name, self.draw, self.transfer, self.flipped = key, name, draw, transfer, flipped
-        self.atlas, self.note, self.skipped, self.close = atlas, note, skipped, close
+from . import MODES
+from .measure import CheckFailed, Skip, median, time_steps
+from .options import add_run_args, check_failed, gl_torch_sync, open_run, parse_configs, print_start
+from .paths import BenchPath, cpu_round_trip, cuda_python_recipe, torch_stream_arg
+from .report import fmt_us, print_table, save_json
+from .scenes import Cameras
 
 
 def cuda_python_path(cams, torch, cuda_in_use):
     """(b) The per-camera recipe users write with cuda-python today (the Panda3D forum recipe):
-    gltensor._bench_paths.cuda_python_recipe over the N textures."""
+    paths.cuda_python_recipe over the N textures."""
     key, name = "b", "per-camera cuda-python map/copy/unmap"
     try:
-        transfer, close = shared.cuda_python_recipe([t.texture for t in cams.targets], cams.w, cams.h, torch,
+        transfer, close = cuda_python_recipe([t.texture for t in cams.targets], cams.w, cams.h, torch,
                                                     cuda_in_use)
     except Skip as e:
         return BenchPath(key, name, None, skipped="skipped: %s" % e)
@@ -94,7 +76,7 @@ def build_paths(cams, caps, batch, atlas, torch, device, cuda_in_use):
                                    "one map per step" if cuda_in_use else "CPU backend: one readback")))
 
     to_cuda = torch.cuda.is_available()
-    round_trip = shared.cpu_round_trip([t.fbo for t in cams.targets], w, h, torch, to_cuda)
+    round_trip = cpu_round_trip([t.fbo for t in cams.targets], w, h, torch, to_cuda)
 
     paths.append(BenchPath("f", "CPU round trip: glReadPixels per camera -> numpy -> torch"
                            + (".cuda()" if to_cuda else ""), cams.draw_targets, round_trip, flipped=False,
@@ -128,7 +110,7 @@ def time_path(path, steps, warmup, sync):
 # ---------------------------------------------------------------- main
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m gltensor.bench batch", description=MODES["batch"][1])
     ap.add_argument("--configs", type=parse_configs, default=parse_configs("16x256,64x128,256x84"),
                     help="comma-separated CAMERASxSIZE or CAMERASxWxH (default 16x256,64x128,256x84)")
     add_run_args(ap, "batch")
@@ -143,24 +125,15 @@ def main(argv=None):
         return 1
     torch, ctx, info, json_path = run
     import gltensor
-    from OpenGL import GL
 
     report = {"benchmark": "batch", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "argv": sys.argv[1:], "machine": info,
               "config": {"configs": args.configs, "steps": args.steps, "warmup": warmup, "runs": args.runs,
                          "scene": args.scene, "backend": args.backend, "torch_threads": torch.get_num_threads()},
               "results": [], "status": "running"}
-    print("GL: %s | %s | torch %s | GPU: %s" % (ctx.renderer, ctx.version, torch.__version__,
-                                                info["gpu_name"] or "none"))
+    print_start(ctx, torch, info)
 
-    def save():
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=1))
-
-    def sync():
-        GL.glFinish()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+    sync = gl_torch_sync(torch)
 
     rows = []
     try:
@@ -230,15 +203,12 @@ def main(argv=None):
                                  "%.2fx" % vs_f if vs_f else "-", p.note])
                 report["results"].append(entry)
     except CheckFailed as e:
-        print("FAIL: %s" % e, file=sys.stderr)
-        report["status"] = "check failed: %s" % e
-        save()
-        return 1
+        return check_failed(report, json_path, e)
     finally:
         ctx.close()
 
     report["status"] = "ok"
-    save()
+    save_json(json_path, report)
     mode = "Scene" if args.scene else "clear + scissored clear"
     print_table("N cameras, RGBA8, one step = render N (%s) + transfer + x.float().mean() on the (N, H, W, 4) "
                 "batch; median of %d runs of %d steps" % (mode, args.runs, args.steps),

@@ -1,4 +1,6 @@
-"""`python -m gltensor.bench --upload`: tensor -> OpenGL, gltensor against the host round trip.
+"""`python -m gltensor.bench upload` (or `--upload`): tensor -> OpenGL, gltensor against the host round trip.
+
+    python -m gltensor.bench upload [--sizes 256,1024] [--vertices 1000000] [--runs 3] [--json PATH] [--strict]
 
 Cases (one step = produce the data in torch + hand it to GL + the GL draw that uses it):
   texture W²  an RGBA8 uint8 (H, W, 4) tensor changed in place each step (x.add_(1)), written into an RGBA8
@@ -24,16 +26,18 @@ and the verdict says so; host / nohandoff (no ordering at all) and the cost beyo
 one synchronisation at its end (glFinish + torch.cuda.synchronize), median of --runs runs, runs interleaved.
 On the CPU backend (no CUDA here) the same code runs with host tensors and the timings only describe the host.
 """
+import argparse
 import datetime
 import json
 import sys
 import time
-from pathlib import Path
 
-import numpy as np
+from gltensor.scene import _link
 
-from ._bench_paths import fmt_us, machine_info, median, print_table
-from .scene import _link
+from . import MODES
+from .measure import median
+from .options import arg, parse_sizes, settle_timing_args
+from .report import fmt_us, machine_info, print_table, results_path
 
 TARGETS = {"speedup": 5.0, "floor": 1.10}
 GPU_SIZES, CPU_SIZES = [(256, 256), (1024, 1024)], [(64, 64), (256, 256)]
@@ -62,7 +66,7 @@ void main() { o_color = vec4(1.0); }"""
 
 class _TextureCase:
     def __init__(self, GL, gltensor, torch, w, h, device):
-        from .scene import RenderTarget
+        from gltensor.scene import RenderTarget
         self.GL, self.torch, self.w, self.h = GL, torch, w, h
         self.name = "texture %d²" % w if w == h else "texture %dx%d" % (w, h)
         self.nbytes = w * h * 4
@@ -130,7 +134,7 @@ class _TextureCase:
 
 class _VertexCase:
     def __init__(self, GL, gltensor, torch, n, device):
-        from .scene import RenderTarget
+        from gltensor.scene import RenderTarget
         self.GL, self.torch, self.gt, self.n = GL, torch, gltensor, n
         self.name = "vertices %s" % ("%dM" % (n // 1_000_000) if n % 1_000_000 == 0 else "{:,}".format(n))
         self.nbytes = n * 16
@@ -265,7 +269,28 @@ def _time_path(case, path, steps, sync):
     return (time.perf_counter() - t0) / steps * 1e6
 
 
-def run_upload(args):
+def build_parser():
+    ap = argparse.ArgumentParser(prog="python -m gltensor.bench upload", description=MODES["upload"][1])
+    ap.add_argument("--sizes", type=arg(parse_sizes), default=None,
+                    help="texture sizes, N or WxH, comma-separated (default %s; CPU backend %s)"
+                         % (",".join("%dx%d" % s for s in GPU_SIZES), ",".join("%dx%d" % s for s in CPU_SIZES)))
+    ap.add_argument("--vertices", type=int, default=None,
+                    help="float4 vertices of the vertex-buffer case (default {:,}; CPU backend {:,}; 0: no vertex "
+                         "case)".format(GPU_VERTICES, CPU_VERTICES))
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="timed seconds per path per case, over all runs (default 0.6; CPU backend 0.2)")
+    ap.add_argument("--runs", type=int, default=3, help="runs per path per case; the median is reported (default 3)")
+    ap.add_argument("--min-steps", type=int, default=20, help="timed steps per run at least (default 20)")
+    ap.add_argument("--warmup", type=int, default=10, help="warm-up steps before the first run (at least 10)")
+    ap.add_argument("--json", help="JSON output (default benchmarks/results/upload_<host>.json)")
+    ap.add_argument("--strict", action="store_true", help="exit 3 when a verdict is FAIL")
+    return ap
+
+
+def main(argv=None):
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    settle_timing_args(ap, args)
     try:
         import torch
     except ImportError:
@@ -368,13 +393,7 @@ def _run(args, torch, GL, gltensor, ctx):
               "config": {"sizes": [list(s) for s in sizes], "vertices": n_vertices, "runs": args.runs,
                          "min_steps": args.min_steps, "warmup": args.warmup, "seconds_per_path": seconds},
               "results": results, "verdicts": verdicts}
-    if args.json:
-        path = Path(args.json)
-    else:
-        root = Path(__file__).resolve().parents[2]
-        base = root / "benchmarks" / "results" if (root / "benchmarks").is_dir() else Path.cwd()
-        host = "".join(c if c.isalnum() or c in "-_." else "_" for c in info["host"])
-        path = base / ("upload_%s.json" % host)
+    path = results_path("upload", info["host"], args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1))
     print("\nJSON: %s" % path)

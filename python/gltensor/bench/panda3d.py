@@ -1,12 +1,20 @@
-"""Machinery of benchmarks/bench_panda3d.py: Panda3D sensors, the compared paths, their checks and timings.
+"""`python -m gltensor.bench panda3d`: Panda3D cameras into torch under Panda's default PRC and under
+gltensor.panda3d.configure(): getRamImage, MetaDrive's image_on_cuda recipe, and gltensor (one camera; N agents
+as a Batch of buffers and as one buffer read as an Atlas), with Panda's render alone as the floor.
 
-Not public API. One process runs one Panda3D configuration (Panda reads its PRC when ShowBase opens its
-window): `run_config(prc, cases, ...)` returns the rows of that configuration; the script runs one
-subprocess per configuration and prints the table.
+    python -m gltensor.bench panda3d [--cases 84x1,256x1,1024x1,128x16] [--prc default,configure]
+                                     [--steps 200] [--json PATH] [--quick]
 
-Besides wall-clock µs per step, each path reports the process's CPU time per step (all threads: Python, Panda,
-the GL and CUDA drivers), which tells a CPU-bound step (Panda's per-buffer work, Python per camera) from a
-GPU-bound one.
+One step = renderFrame() + every camera's frame into torch + a consumer op (x.float().mean()); warm-up, timed
+steps with one synchronisation at the end, median of --runs runs, all paths of a configuration in one process.
+One process runs one Panda3D configuration (Panda reads its PRC when ShowBase opens its window):
+`run_config(prc, cases, ...)` returns the rows of that configuration; main() runs one subprocess per
+configuration (this mode again, with --one-config) and prints the table. Each path's frames must equal
+Panda's getRamImage readback of the same frames (two different frames) before it is timed.
+
+Besides wall-clock µs per step, each path reports the process's CPU time per step ("CPU us/step": all threads:
+Python, Panda, the GL and CUDA drivers), which tells a CPU-bound step (Panda's per-buffer work, Python per
+camera) from a GPU-bound one.
 
 Paths of a case (SIZE² x N cameras), each checked against Panda's own readback before it is timed:
   render          renderFrame() alone, cameras in their own buffers (the floor)
@@ -22,13 +30,31 @@ Paths of a case (SIZE² x N cameras), each checked against Panda's own readback 
   round-trip      (N > 1) render + a gltensor read of one tiny (4x4) texture that is not re-rendered + the
                   consumer op on it: minus `render` (timed just before it), it is one GL<->CUDA round trip as
                   this run pays it
+
+Ratios printed: "vs MetaDrive" = MetaDrive recipe µs / path µs (> 1: faster than MetaDrive's recipe).
+"vs render+RT" (N > 1) = path µs / (render floor of that layout + one GL<->CUDA round trip). The round trip is
+measured in the same run: (render + a gltensor read of one tiny 4x4 texture that Panda does not re-render +
+the consumer op on it) minus render alone, timed one after the other in each run: what one hand-off adds to a
+step whatever its size (on the GPU the GL->CUDA switch, ~300 us on an H200; on the CPU backend it is noise).
+MetaDrive's recipe needs cuda-python (cuda.bindings) and CuPy and a GL context on a CUDA device; otherwise
+it is listed as skipped with the reason. On a machine without a GPU gltensor runs its CPU backend and the
+numbers compare host readbacks only; there (Mesa llvmpipe) a read also waits for the rasterisation of the
+texture it reads, which `render` alone does not, so render floors and ratios say little.
 """
+import argparse
+import datetime
+import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
-import numpy as np
-
-from ._bench_paths import CheckFailed, Skip, machine_info, median, time_steps
+from . import MODES
+from .measure import CheckFailed, Skip, median, time_steps
+from .panda3d_paths import metadrive_recipe, ram_rgb
+from .report import fmt_us, machine_info, print_table, results_path, save_json
 
 PRCS = ("default", "configure")
 
@@ -51,67 +77,6 @@ def open_showbase(prc):
     base.render.setLight(sun)
     base.render.setLight(amb)
     return base, model
-
-
-def ram_rgb(base, tex, to_cuda, torch):
-    """The usual CPU path, and the reference: RGB uint8, top row first, padding cropped."""
-    from gltensor.panda3d import image_size
-    base.graphicsEngine.extractTextureData(tex, base.win.getGsg())
-    w, h = image_size(tex)
-    a = np.frombuffer(tex.getRamImage(), np.uint8).reshape(tex.getYSize(), tex.getXSize(), -1)
-    x = torch.from_numpy(np.ascontiguousarray(a[:h, :w][::-1, :, [2, 1, 0]]))
-    return x.cuda() if to_cuda else x
-
-
-def metadrive_recipe(textures, gsg, torch):
-    """MetaDrive's BaseCamera image_on_cuda code path, per camera. Returns (transfer, close); raises Skip."""
-    try:
-        import cupy as cp
-        from cuda.bindings import runtime as cudart
-    except ImportError as e:
-        raise Skip("needs cuda-python (cuda.bindings) and CuPy: %s" % e)
-    from gltensor import panda3d as gp
-
-    def check(result, call):
-        err = result[0] if isinstance(result, tuple) else result
-        if err != cudart.cudaError_t.cudaSuccess:
-            raise Skip("%s failed: %s" % (call, err))
-        if not isinstance(result, tuple) or len(result) == 1:
-            return None
-        return result[1] if len(result) == 2 else result[1:]
-
-    flags = cudart.cudaGraphicsRegisterFlags.cudaGraphicsRegisterFlagsReadOnly
-    cams = []
-    for tex in textures:
-        res = check(cudart.cudaGraphicsGLRegisterImage(gp.native_id(tex, gsg), 0x0DE1, flags),
-                    "cudaGraphicsGLRegisterImage")
-        X, Y = tex.getXSize(), tex.getYSize()
-        ptr = check(cudart.cudaMalloc(X * Y * 4), "cudaMalloc")
-        arr = cp.ndarray((Y, X, 4), cp.uint8, cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(ptr, X * Y * 4, None), 0))
-        cams.append((res, ptr, arr, gp.image_size(tex)))
-    d2d = cudart.cudaMemcpyKind.cudaMemcpyDeviceToDevice
-
-    def one(res, ptr, arr, size):
-        check(cudart.cudaGraphicsMapResources(1, res, 0), "cudaGraphicsMapResources")
-        array = check(cudart.cudaGraphicsSubResourceGetMappedArray(res, 0, 0), "cudaGraphicsSubResourceGetMappedArray")
-        _, extent, _ = check(cudart.cudaArrayGetInfo(array), "cudaArrayGetInfo")
-        check(cudart.cudaMemcpy2DFromArray(ptr, extent.width * 4, array, 0, 0, extent.width * 4, extent.height, d2d),
-              "cudaMemcpy2DFromArray")
-        check(cudart.cudaGraphicsUnmapResources(1, res, 0), "cudaGraphicsUnmapResources")
-        w, h = size
-        return arr[:h, :w][..., :3][..., ::-1][::-1].astype(cp.uint8, copy=False, order="C")
-
-    def transfer():
-        imgs = [one(*c) for c in cams]
-        return torch.from_dlpack(imgs[0] if len(imgs) == 1 else cp.stack(imgs))
-
-    def close():
-        cp.cuda.Device().synchronize()
-        for res, ptr, _, _ in cams:
-            cudart.cudaGraphicsUnregisterResource(res)
-            cudart.cudaFree(ptr)
-
-    return transfer, close
 
 
 class _Case:
@@ -305,5 +270,90 @@ def _fmt(v):
     return "%.0f" % v
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("run benchmarks/bench_panda3d.py")
+def parse_cases(s):
+    return [tuple(int(v) for v in item.lower().split("x")) for item in s.split(",")]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m gltensor.bench panda3d", description=MODES["panda3d"][1])
+    ap.add_argument("--cases", type=parse_cases, default=parse_cases("84x1,256x1,1024x1,128x16"),
+                    help="SIZExCAMERAS, comma-separated (default 84x1,256x1,1024x1,128x16)")
+    ap.add_argument("--prc", default="default,configure", help="Panda3D configurations: default,configure")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 84x1,64x4, 5 steps, 1 run")
+    ap.add_argument("--json", help="output file (default benchmarks/results/panda3d_<host>.json)")
+    ap.add_argument("--one-config", help=argparse.SUPPRESS)  # child: run one configuration, JSON to this file
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.cases, args.steps, args.warmup, args.runs = [(84, 1), (64, 4)], 5, 2, 1
+
+    if args.one_config:
+        prc, out = args.one_config.split(":", 1)
+        info, results = run_config(prc, args.cases, args.steps, args.warmup, args.runs, args.backend,
+                                   log=lambda m: print(m, flush=True))
+        Path(out).write_text(json.dumps({"machine": info, "results": results}))
+        return 0
+
+    results, machine, failed = [], None, None
+    # Each child imports the gltensor this process runs, wherever that was imported from.
+    import gltensor
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(gltensor.__file__).resolve().parent.parent)] +
+                                        [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    for prc in args.prc.split(","):
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+            part = f.name
+        cmd = [sys.executable, "-m", "gltensor.bench", "panda3d", "--one-config", "%s:%s" % (prc, part), "--steps", str(args.steps),
+               "--warmup", str(args.warmup), "--runs", str(args.runs), "--backend", args.backend,
+               "--cases", ",".join("%dx%d" % c for c in args.cases)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        lines = [l for l in (proc.stdout + proc.stderr).splitlines() if l.startswith(("  ", "FAIL", "Traceback"))
+                 or "Error" in l]
+        print("\n".join(lines))
+        if proc.returncode != 0:
+            failed = "%s configuration failed (rc %d):\n%s" % (prc, proc.returncode,
+                                                                (proc.stdout + proc.stderr)[-3000:])
+            break
+        part_report = json.loads(Path(part).read_text())
+        os.unlink(part)
+        results += part_report["results"]
+        machine = machine or part_report["machine"]
+    ratios(results)
+
+    import socket
+    json_path = results_path("panda3d", socket.gethostname(), args.json)
+    report = {"benchmark": "panda3d", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "argv": sys.argv[1:], "machine": machine,
+              "config": {"cases": args.cases, "steps": args.steps, "warmup": args.warmup, "runs": args.runs,
+                         "backend": args.backend, "prc": args.prc},
+              "results": results, "status": "ok" if failed is None else failed}
+    save_json(json_path, report)
+    if failed:
+        print("FAIL: %s" % failed, file=sys.stderr)
+        return 1
+    rows = []
+    for r in results:
+        case = "%s %d² x%d%s" % (r["prc"], r["size"], r["cameras"], " (padded)" if r.get("padded") else "")
+        if "skipped" in r:
+            rows.append([case, r["path"], "skipped", "-", "-", "-", r["skipped"]])
+            continue
+        vs_md = "%.2fx" % r["vs_metadrive"] if r.get("vs_metadrive") else "-"
+        vs_rt = "%.2f" % r["vs_render_plus_round_trip"] if r.get("vs_render_plus_round_trip") else "-"
+        note = "round trip %s us" % fmt_us(r["round_trip_us"]) if r.get("round_trip_us") is not None else ""
+        rows.append([case, "%s [%s]" % (r["path"], r["backend"]), fmt_us(r["us_per_step"]),
+                     fmt_us(r["cpu_us_per_step"]), vs_md, vs_rt, note])
+    print_table("Panda3D cameras, µs per step (renderFrame + frames into torch + x.float().mean()), median of %d "
+                "runs of %d steps" % (args.runs, args.steps),
+                ["case", "path", "us/step", "CPU us/step", "vs MetaDrive", "vs render+RT", "note"], rows, left=(0, 1))
+    print("\nHeadlines (GL: %s):" % (machine or {}).get("gl_renderer"))
+    for line in headlines(results):
+        print("  " + line)
+    print("\nJSON: %s" % json_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

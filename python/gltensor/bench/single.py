@@ -1,177 +1,78 @@
-#!/usr/bin/env python3
-"""Single camera, RGBA8: what one training step pays to get a rendered frame into torch.
+"""`python -m gltensor.bench single`: one camera, RGBA8: what one training step pays to get a rendered frame
+into torch.
 
 One step = render + transfer + consumer op (`x.float().mean()`), as the method in benchmarks/README.md prescribes:
 warm-up, >= 200 timed steps, one synchronisation at the end of the timed loop, median of 3 runs,
 every path in the same process, each path's frame checked against glReadPixels before it is timed.
 
-    python benchmarks/bench_single.py [--sizes 84,256,1024] [--steps 200] [--no-scene] [--json PATH]
+    python -m gltensor.bench single [--sizes 84,256,1024] [--steps 200] [--no-scene] [--json PATH]
 
 Paths: (a) render only, (b) gltensor read() + torch.from_dlpack, (c) gltensor read(out=preallocated),
-(d) CPU round trip glReadPixels -> numpy -> torch.from_numpy(...).cuda(), (e) the cuda-python recipe
-(register once; per frame map, mapped array, cudaMemcpy2DFromArrayAsync, unmap).
+(d) CPU round trip glReadPixels -> numpy -> torch.from_numpy(...).cuda(), (d2) the same as usually written
+(new array, np.flipud), (e) the cuda-python recipe (register once; per frame map, mapped array,
+cudaMemcpy2DFromArrayAsync, unmap); (d), (d2) and (e) are paths.py's, with one camera.
 Also: CPU time of one cap.read() call (no rendering), against a plain C loop when
 benchmarks/c/build/raw_read_loop exists.
 """
 import argparse
 import datetime
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
+import numpy as np
 
-import numpy as np  # noqa: E402
+from . import MODES
+from .measure import CheckFailed, Skip, median, time_calls, time_steps
+from .options import add_run_args, check_failed, gl_torch_sync, open_run, parse_sizes, print_start
+from .paths import BenchPath, cpu_round_trip, cpu_round_trip_as_usually_written, cuda_python_recipe
+from .report import fmt_us, print_table, save_json
+from .scenes import single_draw
 
-HERE = Path(__file__).resolve().parent
-RAW_READ_LOOP = HERE / "c" / "build" / "raw_read_loop"
-
-
-def _shared():
-    """gltensor._bench_paths: what `python -m gltensor.bench` (the suite) and the scripts here share. An
-    installed gltensor older than this checkout lacks it: then the checkout's file is loaded directly."""
-    try:
-        from gltensor import _bench_paths
-        return _bench_paths
-    except ImportError:
-        import importlib.util
-        spec = importlib.util.spec_from_file_location(
-            "gltensor_bench_paths", HERE.parent / "python" / "gltensor" / "_bench_paths.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-
-shared = _shared()
-# Re-exported: bench_batch.py and bench_convert.py import these from here.
-(CheckFailed, Skip, cuda_python_recipe, fmt_us, machine_info, median, parse_sizes, print_table, time_calls,
- time_steps) = (
-    shared.CheckFailed, shared.Skip, shared.cuda_python_recipe, shared.fmt_us, shared.machine_info, shared.median,
-    shared.parse_sizes, shared.print_table, shared.time_calls, shared.time_steps)
-
-
-# ---------------------------------------------------------------- the compared paths
-
-class BenchPath:
-    """One way of getting the frame into torch. transfer() returns the frame as a tensor."""
-
-    def __init__(self, key, name, transfer=None, flipped=True, note="", skipped=None, close=None):
-        self.key, self.name, self.transfer, self.flipped = key, name, transfer, flipped
-        self.note, self.skipped, self.close = note, skipped, close
+# The plain C loop of the checkout this package runs from (an installed package has none: listed as skipped).
+RAW_READ_LOOP = Path(__file__).resolve().parents[3] / "benchmarks" / "c" / "build" / "raw_read_loop"
 
 
 def cuda_python_path(scene, torch, cuda_in_use):
-    """(e) The per-frame recipe users write with cuda-python today (gltensor._bench_paths.cuda_python_recipe
-    with one texture)."""
+    """(e) The per-frame recipe users write with cuda-python today (paths.cuda_python_recipe with one texture)."""
     key, name = "e", "cuda-python map/copy/unmap per frame"
     try:
         transfer, close = cuda_python_recipe([scene.texture], scene.width, scene.height, torch, cuda_in_use)
     except Skip as e:
         return BenchPath(key, name, skipped="skipped: %s" % e)
-    return BenchPath(key, name, lambda: transfer()[0], flipped=False, note="GL's bottom-up rows (no flip)",
+    return BenchPath(key, name, transfer=lambda: transfer()[0], flipped=False, note="GL's bottom-up rows (no flip)",
                      close=close)
-
-
-def add_run_args(ap, kind, warmup_what="steps"):
-    """The options every benchmark script shares: --steps, --warmup, --runs, --backend, --torch-threads, --json.
-    Script-specific options go before or after; open_run() reads these."""
-    ap.add_argument("--steps", type=int, default=200, help="timed steps per run (the method: >= 200)")
-    ap.add_argument("--warmup", type=int, default=10, help="warm-up %s before each run (at least 10)" % warmup_what)
-    ap.add_argument("--runs", type=int, default=3, help="runs per path; the median is reported")
-    ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
-    ap.add_argument("--torch-threads", type=int, default=0,
-                    help="torch.set_num_threads(N) first; 0 leaves torch's default. On a CPU-only machine "
-                         "with llvmpipe, 1 keeps torch's spinning OpenMP workers from starving the renderer")
-    ap.add_argument("--json", help="output file (default benchmarks/results/%s_<host>.json)" % kind)
-
-
-def open_run(kind, args):
-    """The start every benchmark script shares: torch (with --torch-threads), a headless GL context, the
-    machine description and where the JSON goes. Returns (torch, ctx, info, json_path), or None when torch
-    is missing (the message is printed)."""
-    if args.steps < 200:
-        print("note: --steps %d is below the 200 the method asks for; fine for a smoke test" % args.steps)
-    try:
-        import torch
-    except ImportError:
-        print("error: this benchmark needs torch", file=sys.stderr)
-        return None
-    if args.torch_threads > 0:
-        torch.set_num_threads(args.torch_threads)
-    import gltensor
-
-    ctx = gltensor.Context.headless()
-    info = machine_info(ctx, torch)
-    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in info["host"])
-    json_path = Path(args.json) if args.json else HERE / "results" / ("%s_%s.json" % (kind, host))
-    return torch, ctx, info, json_path
 
 
 def build_paths(scene, cap, torch, device, cuda_in_use):
     stream = torch.cuda.current_stream() if cap.backend == "cuda" else None
     paths = [BenchPath("a", "render only")]
     paths.append(BenchPath("b", "gltensor read() + torch.from_dlpack",
-                       lambda: torch.from_dlpack(cap.read()), note="flip in the copy"))
+                           transfer=lambda: torch.from_dlpack(cap.read()), note="flip in the copy"))
     out = torch.empty(cap.shape, dtype=torch.uint8, device=device)
     # read(out=) returns the torch tensor itself, so no DLPack hand-off orders the consumer after the
     # copy: on CUDA the copy is issued on torch's current stream instead.
     paths.append(BenchPath("c", "gltensor read(out=preallocated)",
-                       lambda: cap.read(out=out, stream=stream),
-                       note="flip in the copy" + (", copy on torch's stream" if stream is not None else "")))
+                           transfer=lambda: cap.read(out=out, stream=stream),
+                           note="flip in the copy" + (", copy on torch's stream" if stream is not None else "")))
     to_cuda = torch.cuda.is_available()
-
-    def round_trip():
-        x = torch.from_numpy(scene.read_pixels(flip=False))
-        return x.cuda() if to_cuda else x
-
+    # paths.py's trips over the one camera, which give (1, H, W, 4): [0] is a view. (d) is the lean trip (one
+    # numpy array per step, no flip), the strongest CPU baseline; (d2) the trip as simulator code writes it
+    # (a fresh buffer from PyOpenGL, rows flipped upright with NumPy); both are reported.
+    lean = cpu_round_trip([scene.fbo], scene.width, scene.height, torch, to_cuda)
+    usual = cpu_round_trip_as_usually_written([scene.fbo], scene.width, scene.height, torch, to_cuda)
     paths.append(BenchPath("d", "CPU round trip: glReadPixels -> numpy -> torch" + (".cuda()" if to_cuda else ""),
-                       round_trip, flipped=False,
-                       note="no flip" + ("" if to_cuda else "; '.cuda()' skipped: no CUDA device")))
-
-    from OpenGL import GL
-
-    def round_trip_as_usually_written():
-        # The common pattern in simulator code: PyOpenGL returns a fresh buffer each call, rows are flipped
-        # upright with NumPy, and the result is copied to the GPU. (d) is the same trip written lean
-        # (a reused array, no flip), the strongest CPU baseline; both are reported.
-        scene.bind()
-        GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)
-        w, h = scene.width, scene.height
-        data = GL.glReadPixels(0, 0, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE)
-        img = np.flipud(np.frombuffer(data, np.uint8).reshape(h, w, 4))
-        x = torch.from_numpy(np.ascontiguousarray(img))
-        return x.cuda() if to_cuda else x
-
+                           transfer=lambda: lean()[0], flipped=False,
+                           note="no flip" + ("" if to_cuda else "; '.cuda()' skipped: no CUDA device")))
     paths.append(BenchPath("d2", "CPU round trip as usually written: new array, np.flipud, torch" +
-                           (".cuda()" if to_cuda else ""), round_trip_as_usually_written,
+                           (".cuda()" if to_cuda else ""), transfer=lambda: usual()[0],
                            note="flipped with NumPy" + ("" if to_cuda else "; '.cuda()' skipped: no CUDA device")))
     paths.append(cuda_python_path(scene, torch, cuda_in_use))
     return paths
 
 
 # ---------------------------------------------------------------- correctness, timing
-
-def make_draw(scene, use_scene):
-    from OpenGL import GL
-    if use_scene:
-        return lambda i: scene.render(i / 60.0)
-    w, h = scene.width, scene.height
-
-    def clear_draw(i):
-        # A cheap frame of clears, plus a scissored clear so that the image is not symmetric (a
-        # wrong flip or a stale frame shows in the correctness check).
-        scene.bind()
-        GL.glClearColor((i % 256) / 255.0, 0.25, 0.5, 1.0)
-        GL.glClear(GL.GL_COLOR_BUFFER_BIT)
-        GL.glEnable(GL.GL_SCISSOR_TEST)
-        GL.glScissor(0, 0, max(w // 2, 1), max(h // 4, 1))
-        GL.glClearColor(1.0 - (i % 256) / 255.0, 0.8, 0.1, 1.0)
-        GL.glClear(GL.GL_COLOR_BUFFER_BIT)
-        GL.glDisable(GL.GL_SCISSOR_TEST)
-    return clear_draw
-
 
 def check_path(path, scene, draw):
     """Two different frames, each equal to glReadPixels: catches wrong pixels, flips and stale frames."""
@@ -210,7 +111,7 @@ def run_raw_read_loop(w, h, calls):
 # ---------------------------------------------------------------- main
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m gltensor.bench single", description=MODES["single"][1])
     ap.add_argument("--sizes", type=parse_sizes, default=parse_sizes("84,256,1024"),
                     help="comma-separated sizes, N or WxH (default 84,256,1024)")
     add_run_args(ap, "single")
@@ -224,7 +125,6 @@ def main(argv=None):
         return 1
     torch, ctx, info, json_path = run
     import gltensor
-    from OpenGL import GL
     from gltensor.scene import Scene
     report = {"benchmark": "single_camera", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "argv": sys.argv[1:], "machine": info,
@@ -232,12 +132,7 @@ def main(argv=None):
                          "calls": args.calls, "scene": args.scene, "backend": args.backend,
                          "torch_threads": torch.get_num_threads()},
               "results": [], "read_call_cpu_us": [], "raw_read_loop": [], "status": "running"}
-    print("GL: %s | %s | torch %s | GPU: %s" % (ctx.renderer, ctx.version, torch.__version__,
-                                                info["gpu_name"] or "none"))
-
-    def save():
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=1))
+    print_start(ctx, torch, info)
 
     main_rows, call_rows = [], []
     try:
@@ -254,12 +149,9 @@ def main(argv=None):
             report["machine"].setdefault("backend", cap.backend)
             report["machine"].setdefault("backend_reason", cap.backend_reason)
 
-            def sync():
-                GL.glFinish()
-                if torch.cuda.is_available():
-                    torch.cuda.synchronize()
+            sync = gl_torch_sync(torch)
 
-            draw = make_draw(scene, args.scene)
+            draw = single_draw(scene, args.scene)
             paths = build_paths(scene, cap, torch, device, cuda_in_use)
             try:
                 for p in paths:  # correctness first, for every path, before any timing
@@ -324,15 +216,12 @@ def main(argv=None):
             row.append("" if raw["status"] == "ok" else "C skipped: " + reason)
             call_rows.append(row)
     except CheckFailed as e:
-        print("FAIL: %s" % e, file=sys.stderr)
-        report["status"] = "check failed: %s" % e
-        save()
-        return 1
+        return check_failed(report, json_path, e)
     finally:
         ctx.close()
 
     report["status"] = "ok"
-    save()
+    save_json(json_path, report)
     mode = "Scene" if args.scene else "scissored clear"
     print_table("Single camera, RGBA8, one step = render (%s) + transfer + x.float().mean(); median of %d runs "
                 "of %d steps" % (mode, args.runs, args.steps),

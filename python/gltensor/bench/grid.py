@@ -1,5 +1,7 @@
 """The benchmark suite: every way of getting rendered OpenGL frames into torch, over sizes and camera counts.
 
+Mode grid, the default of `python -m gltensor.bench` (gltensor/bench/__init__.py lists the other modes):
+
     python -m gltensor.bench                 # the full grid (meant for < 10 minutes on the GPU machine)
     python -m gltensor.bench --quick         # a subset holding the three headline rows (meant for < 1 minute)
     python -m gltensor.bench --sizes 128,1920x1080 --cameras 1,16 --paths cpu,single,batch
@@ -19,70 +21,23 @@ import argparse
 import datetime
 import gc
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from ._bench_paths import (  # noqa: E402
-    BenchPath, Cameras, CheckFailed, DRAWS, Skip, cpu_round_trip, cpu_round_trip_as_usually_written, cuda_python_recipe,
-    fmt_us, machine_info, median, panda3d_available, Panda3DCameras, parse_sizes, pinned_pbo_round_trip, print_table, time_steps, torch_stream_arg)
-
-# key, short label (table, plot), what one step does after rendering
-PATHS = [
-    ("render", "render only",
-     "the N cameras drawn, nothing handed over: the floor under every other path"),
-    ("cpu", "CPU round trip, lean (Python)",
-     "glReadPixels (PyOpenGL) per camera into one new numpy batch -> torch.from_numpy(...).cuda(); GL's rows "
-     "(no flip): the strongest Python CPU baseline"),
-    ("cpu_usual", "CPU round trip as usually written",
-     "glReadPixels (PyOpenGL) returning a new buffer per camera -> np.flipud -> np.ascontiguousarray -> "
-     "torch.from_numpy(np.stack(...)).cuda() (no np.stack for one camera); upright, the image gltensor gives"),
-    ("cpu_pinned", "CPU round trip, pinned PBO",
-     "glReadPixels per camera into one GL_PIXEL_PACK_BUFFER -> glMapBufferRange -> memcpy into a pinned torch "
-     "tensor (two alternating, event-guarded) -> .cuda(non_blocking=True); GL's rows"),
-    ("cuda_python", "cuda-python recipe",
-     "each texture registered once; per camera per step cudaGraphicsMapResources, SubResourceGetMappedArray, "
-     "cudaMemcpy2DFromArrayAsync into slice k of a torch batch, Unmap, on torch's stream; GL's rows"),
-    ("panda3d", "Panda3D getRamImage()",
-     "Panda3D offscreen buffers (RTMCopyRam) -> tex.getRamImage() per camera -> numpy -> torch.cuda(), BGRA->RGBA "
-     "on the device; Panda3D's own GL context"),
-    ("single", "gltensor single",
-     "1 camera: torch.from_dlpack(cap.read()); N cameras: cap.read(out=batch[k], stream=torch's) per camera; "
-     "flipped in the copy"),
-    ("batch", "gltensor Batch",
-     "torch.from_dlpack(Batch.read()): one map of all N textures, one kernel; flipped in the copy (N >= 2)"),
-    ("atlas", "gltensor Atlas",
-     "cameras drawn into the tiles of one texture, torch.from_dlpack(Atlas.read()): one map, one kernel (N >= 2)"),
-    ("fused", "gltensor fused conversion",
-     "read(channels='rgb', dtype='float32', layout='chw') of the Capture (1 camera) or the Batch (N): flip, "
-     "RGB, /255, CHW in the one copy pass"),
-]
-PATH_KEYS = [k for k, _, _ in PATHS]
-LABEL = {k: label for k, label, _ in PATHS}
-DESCRIPTION = {k: d for k, _, d in PATHS}
-MULTI_ONLY = {"batch", "atlas"}
-
-FULL_SIZES = "84,128,256,512,1024,1920x1080,3840x2160"
-FULL_CAMERAS = "1,16,64,256"
-QUICK_CELLS = [(1, 84, 84), (1, 256, 256), (1, 1024, 1024), (16, 128, 128), (64, 128, 128), (256, 84, 84)]
-
-# The single-camera target is judged against the Python CPU round trip as simulator code writes it (same
-# upright image as gltensor's); the same ratio against the lean trip (no flip, GL's rows) is listed beside it.
-HEADLINES = [
-    {"name": "1024² single vs Python CPU round trip (as usually written)", "cameras": 1, "size": (1024, 1024),
-     "path": "single", "baseline": "cpu_usual", "target": 8.0},
-    {"name": "1024² single vs lean Python CPU round trip (no flip)", "cameras": 1, "size": (1024, 1024),
-     "path": "single", "baseline": "cpu", "target": 8.0},
-    {"name": "64×128² batch vs cuda-python recipe", "cameras": 64, "size": (128, 128), "path": "batch",
-     "baseline": "cuda_python", "target": 10.0},
-    {"name": "256×84² atlas vs cuda-python recipe", "cameras": 256, "size": (84, 84), "path": "atlas",
-     "baseline": "cuda_python", "target": 25.0},
-]
+from . import MODES
+from .grid_report import Bar, from_json, headlines, plot, summarize
+from .grid_spec import (DESCRIPTION, FULL_CAMERAS, FULL_SIZES, LABEL, MULTI_ONLY, PATH_KEYS, PATHS, QUICK_CELLS,
+                        cell_label)
+from .measure import CheckFailed, Skip, median, time_steps
+from .options import arg, parse_cameras, parse_sizes, settle_timing_args
+from .panda3d_paths import Panda3DCameras, panda3d_available
+from .paths import (BenchPath, cpu_round_trip, cpu_round_trip_as_usually_written, cuda_python_recipe,
+                    pinned_pbo_round_trip, torch_stream_arg)
+from .report import fmt_us, machine_info, results_path
+from .scenes import DRAWS, Cameras, atlas_grid
 
 GIB = 1 << 30
 # Device memory a cell may need, in multiples of its pixel bytes (N*W*H*4): the camera textures and the atlas,
@@ -91,25 +46,8 @@ GPU_BYTES_FACTOR = 20
 HOST_BYTES_FACTOR = 6   # numpy batch, two pinned buffers, the pixel-pack buffer's shadow, Panda3D's RAM images
 
 
-def _size_label(w, h):
-    return "%d²" % w if w == h else "%dx%d" % (w, h)
-
-
-def _cell_label(n, w, h):
-    return "%d × %s" % (n, _size_label(w, h))
-
-
 def _fmt_bytes(b):
     return "%.1f GB" % (b / 1e9) if b >= 1e8 else "%.1f MB" % (b / 1e6)
-
-
-def _fmt_ratio(v):
-    return "-" if v is None else "%.2fx" % v
-
-
-def _short(text, n=90):
-    text = str(text)
-    return text if len(text) <= n else text[:n - 1] + "…"
 
 
 def _host_available_bytes():
@@ -132,20 +70,6 @@ def _is_oom(e):
 
 # ---------------------------------------------------------------- arguments
 
-def _parse_cameras(text):
-    out = []
-    for item in str(text).split(","):
-        item = item.strip()
-        if item:
-            v = int(item)
-            if v <= 0:
-                raise ValueError("camera counts must be positive")
-            out.append(v)
-    if not out:
-        raise ValueError("no camera count given")
-    return out
-
-
 def _parse_paths(text):
     keys = [k.strip() for k in str(text).split(",") if k.strip()]
     bad = [k for k in keys if k not in PATH_KEYS]
@@ -154,27 +78,20 @@ def _parse_paths(text):
     return [k for k in PATH_KEYS if k in keys]  # table order
 
 
-def _arg(parse):
-    def f(text):
-        try:
-            return parse(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e))
-    return f
-
-
 def build_parser():
     ap = argparse.ArgumentParser(prog="python -m gltensor.bench", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="paths:\n" + "\n".join("  %-12s %s" % (k, d) for k, _, d in PATHS))
+                                 epilog="paths:\n" + "\n".join("  %-12s %s" % (k, d) for k, _, d in PATHS) +
+                                 "\n\nmodes (python -m gltensor.bench MODE [options]; MODE --help for its options):\n" +
+                                 "\n".join("  %-12s %s" % (k, d) for k, (_, d) in MODES.items()))
     ap.add_argument("--quick", action="store_true",
                     help="a small subset (%s) with shorter timing; still holds the headline rows"
-                         % ", ".join(_cell_label(*c) for c in QUICK_CELLS))
-    ap.add_argument("--sizes", type=_arg(parse_sizes), default=None,
+                         % ", ".join(cell_label(*c) for c in QUICK_CELLS))
+    ap.add_argument("--sizes", type=arg(parse_sizes), default=None,
                     help="image sizes, N or WxH, comma-separated (default %s)" % FULL_SIZES)
-    ap.add_argument("--cameras", type=_arg(_parse_cameras), default=None,
+    ap.add_argument("--cameras", type=arg(parse_cameras), default=None,
                     help="camera counts, comma-separated (default %s); the grid is sizes x cameras" % FULL_CAMERAS)
-    ap.add_argument("--paths", type=_arg(_parse_paths), default=list(PATH_KEYS),
+    ap.add_argument("--paths", type=arg(_parse_paths), default=list(PATH_KEYS),
                     help="paths to run, comma-separated (default all): %s" % ",".join(PATH_KEYS))
     ap.add_argument("--json", help="JSON output (default benchmarks/results/suite_<host>.json)")
     ap.add_argument("--plot", help="PNG output (default: the JSON's path with .png)")
@@ -200,15 +117,6 @@ def build_parser():
     ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto", help="gltensor backend")
     ap.add_argument("--strict", action="store_true", help="exit 3 when a headline verdict is FAIL")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
-    # Tensor -> GL (python/gltensor/_bench_upload.py): its own cases and paths; --sizes, --runs, --min-steps,
-    # --warmup, --seconds, --json and --strict apply.
-    ap.add_argument("--upload", action="store_true",
-                    help="benchmark tensor -> OpenGL instead: tensor -> texture (default sizes 256,1024; CPU "
-                         "backend 64,256) and tensor -> vertex buffer (--vertices) against the numpy -> "
-                         "glTexSubImage2D / glBufferSubData round trip, with the draw that uses the data")
-    ap.add_argument("--vertices", type=int, default=None,
-                    help="--upload: float4 vertices of the vertex-buffer case (default 1,000,000; CPU backend "
-                         "16,384; 0: no vertex case)")
     # For the tests: corrupts one byte of this path's output in the check, which must then fail the run.
     ap.add_argument("--inject-mismatch", metavar="PATH", default=None, help=argparse.SUPPRESS)
     return ap
@@ -369,7 +277,7 @@ class Suite:
                     if viewports != cams.tiles:
                         k = next(k for k in range(n) if viewports[k] != cams.tiles[k])
                         raise CheckFailed("%s: atlas.viewport(%d) is %s, docs/python-api.md's layout (tile 0 "
-                                          "top-left) gives %s" % (_cell_label(n, w, h), k, viewports[k],
+                                          "top-left) gives %s" % (cell_label(n, w, h), k, viewports[k],
                                                                   cams.tiles[k]))
                     add("atlas", lambda: torch.from_dlpack(atlas.read()), draw=cams.draw_atlas, atlas=True,
                         note="%d x %d tiles of a %dx%d texture; one map" % (cams.rows, cams.cols, atlas_w, atlas_h))
@@ -477,7 +385,7 @@ class Suite:
     # ---------------------------------------------------------- one cell
 
     def run_cell(self, n, w, h, skips, bar):
-        label = _cell_label(n, w, h)
+        label = cell_label(n, w, h)
         cell = {"cameras": n, "size": [w, h], "label": label, "pixel_bytes": n * w * h * 4, "results": []}
         res = {}
         paths = []
@@ -593,191 +501,18 @@ class Suite:
 
 
 def _atlas_size(n, w, h):
-    from ._bench_paths import atlas_grid
     rows, cols = atlas_grid(n)
     return cols * w, rows * h
 
 
-# ---------------------------------------------------------------- progress bar
-
-class _Bar:
-    """tqdm on a terminal; elsewhere (logs, pipes) one line per cell on stderr, unless --no-progress."""
-
-    def __init__(self, total, enabled):
-        self.bar, self.lines = None, enabled
-        if enabled and sys.stderr.isatty():
-            try:
-                from tqdm import tqdm
-                self.bar = tqdm(total=total, unit="run", desc="suite", file=sys.stderr, dynamic_ncols=True,
-                                disable=None)
-            except ImportError:
-                pass
-
-    def add(self, n):
-        if self.bar is not None and n:
-            self.bar.total += n
-            self.bar.refresh()
-
-    def update(self, n=1):
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def describe(self, text):
-        if self.bar is not None:
-            self.bar.set_postfix_str(text, refresh=False)
-
-    def write(self, text):
-        if self.bar is not None:
-            self.bar.write(text, file=sys.stderr)
-        elif self.lines:
-            print(text, file=sys.stderr, flush=True)
-
-    def cell_done(self, text):
-        if self.bar is None and self.lines:
-            print(text, file=sys.stderr, flush=True)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
-
-
-# ---------------------------------------------------------------- output
-
-def headlines(report, cuda):
-    out = []
-    by = {(r["cameras"], tuple(r["size"]), r["path"]): r for c in report["cells"] for r in c.get("results", [])}
-    cells = {(c["cameras"], tuple(c["size"])): c for c in report["cells"]}
-    for hl in HEADLINES:
-        key = (hl["cameras"], tuple(hl["size"]))
-        entry = {"name": hl["name"], "cameras": hl["cameras"], "size": list(hl["size"]), "path": hl["path"],
-                 "baseline": hl["baseline"], "target": ">= %gx" % hl["target"], "ratio": None}
-        p, b = by.get(key + (hl["path"],)), by.get(key + (hl["baseline"],))
-        if key not in cells:
-            entry.update(verdict="NOT RUN", reason="cell %s not in the grid" % _cell_label(hl["cameras"], *hl["size"]))
-        elif cells[key].get("status") != "ok":
-            entry.update(verdict="NOT RUN", reason="cell skipped: %s" % cells[key].get("reason"))
-        elif p is None or b is None:
-            entry.update(verdict="NOT RUN", reason="path %s not selected" % (hl["path"] if p is None else hl["baseline"]))
-        elif p["status"] != "ok" or b["status"] != "ok":
-            which = p if p["status"] != "ok" else b
-            entry.update(verdict="NOT RUN", reason="%s skipped: %s" % (which["path"], which["reason"]))
-        else:
-            ratio = b["us_per_step"] / p["us_per_step"]
-            entry["ratio"] = ratio
-            if not cuda:
-                entry.update(verdict="N/A", reason="CPU backend: the targets are about the GPU hand-off")
-            else:
-                entry.update(verdict="PASS" if ratio >= hl["target"] else "FAIL", reason="")
-        out.append(entry)
-    return out
-
-
-def print_results(report):
-    cams = sorted({c["cameras"] for c in report["cells"]})
-    for n in cams:
-        rows = []
-        for c in report["cells"]:
-            if c["cameras"] != n:
-                continue
-            size = _size_label(*c["size"])
-            if c.get("status") != "ok":
-                rows.append([size, "(all paths)", "-", "-", "-", "-", "-", "-", "-", "skipped: " + _short(c.get("reason", ""))])
-                continue
-            for r in c["results"]:
-                if r["status"] != "ok":
-                    rows.append([size, r["name"], "-", "-", "-", "-", "-", "-", "-", "skipped: " + _short(r["reason"])])
-                    continue
-                steps = "%dx%d%s" % (r["runs"], r["steps_per_run"], " capped" if r["capped"] else "")
-                rows.append([size, r["name"], fmt_us(r["us_per_step"]), fmt_us(r["us_per_image"]),
-                             "{:,.0f}".format(r["frames_per_s"]), _fmt_ratio(r["speedup_vs_cpu_round_trip"]),
-                             _fmt_ratio(r.get("speedup_vs_cpu_usual")),
-                             _fmt_ratio(r["speedup_vs_cuda_python"]), steps, r["note"]])
-        print_table("%d camera%s per step: µs per step (render + transfer + x.float().mean()), median of runs"
-                    % (n, "" if n == 1 else "s"),
-                    ["size", "path", "µs/step", "µs/image", "frames/s", "vs lean CPU rt", "vs usual CPU rt",
-                     "vs cuda-python", "runs x steps", "note"], rows, left=(0, 1))
-
-
-def plot(report, path):
-    """µs per image against pixels per image, one panel per camera count, one line per path."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        return "matplotlib not installed: %s" % e
-    cams = sorted({c["cameras"] for c in report["cells"]})
-    if not cams:
-        return "no cells"
-    fig, axes = plt.subplots(1, len(cams), figsize=(4.2 * len(cams) + 2.5, 4.6), squeeze=False, sharey=True)
-    colours = {"render": "0.55", "cpu": "tab:red", "cpu_usual": "tab:brown", "cpu_pinned": "tab:orange",
-               "cuda_python": "tab:purple", "panda3d": "tab:pink", "single": "tab:blue", "batch": "tab:green",
-               "atlas": "tab:olive", "fused": "tab:cyan"}
-    style = {k: dict(color=colours[k], marker="o", linestyle="-", markersize=4) for k in PATH_KEYS}
-    style["render"].update(linestyle="--", marker=".")
-    style["fused"].update(linestyle=":")
-    # The recipe and gltensor single cost the same per image (one map per camera): dashed crosses on top keep
-    # the recipe's line visible over single's.
-    style["cuda_python"].update(linestyle="--", marker="x", markersize=6, zorder=3)
-    handles = {}
-    # The same x axis in every panel: every size of the grid, so that panels compare at a glance.
-    sizes = sorted({tuple(c["size"]) for c in report["cells"]}, key=lambda s: (s[0] * s[1], s))
-    px = [w * h for w, h in sizes]
-    for ax, n in zip(axes[0], cams):
-        for key in PATH_KEYS:
-            pts = [(r["size"][0] * r["size"][1], r["us_per_image"]) for c in report["cells"] if c["cameras"] == n
-                   for r in c.get("results", []) if r["path"] == key and r["status"] == "ok"]
-            if not pts:
-                continue
-            pts.sort()
-            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], label=LABEL[key], **style[key])
-            handles[key] = line
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlim(min(px) / 1.6, max(px) * 1.6)
-        ax.set_xticks(px)
-        ax.set_xticklabels([_size_label(w, h) for w, h in sizes], rotation=45, ha="right", fontsize=8)
-        ax.minorticks_off()
-        ax.set_title("%d camera%s" % (n, "" if n == 1 else "s"))
-        ax.set_xlabel("image size")
-        ax.grid(True, which="major", alpha=0.3)
-    axes[0][0].set_ylabel("µs per image (render + transfer + consumer op)")
-    m = report["machine"]
-    fig.suptitle("gltensor.bench, %s: %s | GL %s | %s" % (
-        report["date"][:10], m.get("gpu_name") or "no GPU", m.get("gl_renderer"),
-        "CUDA backend" if report["backend"] == "cuda" else "CPU backend (CPU timers)"), fontsize=10)
-    keys = [k for k in PATH_KEYS if k in handles]
-    fig.legend([handles[k] for k in keys], [LABEL[k] for k in keys], loc="center right", fontsize=8)
-    skipped = ["%s: %s" % (LABEL[s["path"]], _short(s["reason"], 70)) for s in report["skipped_paths"]]
-    if skipped:
-        fig.text(0.01, 0.01, "skipped: " + "; ".join(skipped), fontsize=7, color="0.35")
-    fig.tight_layout(rect=(0, 0.04 if skipped else 0, 1 - 2.5 / fig.get_figwidth(), 0.95))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return None
-
-
 # ---------------------------------------------------------------- main
-
-def _default_results_dir():
-    root = Path(__file__).resolve().parents[2]
-    if (root / "benchmarks").is_dir():
-        return root / "benchmarks" / "results"
-    return Path.cwd() / "benchmarks" / "results"
-
 
 def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
-    if args.runs < 1 or args.min_steps < 1:
-        ap.error("--runs and --min-steps must be positive")
-    args.warmup = max(args.warmup, 10)
+    settle_timing_args(ap, args)
     if args.from_json:
         return from_json(args.from_json, args.plot)
-    if args.upload:
-        from ._bench_upload import run_upload
-        return run_upload(args)
     if args.seconds is None:
         args.seconds = 0.25 if args.quick else 0.4
     if args.path_budget is None:
@@ -786,10 +521,10 @@ def main(argv=None):
         args.time_limit = 540.0 if not args.quick and args.sizes is None and args.cameras is None else 0.0
     if args.sizes is None and args.cameras is None:
         cells = list(QUICK_CELLS) if args.quick else \
-            [(n, w, h) for n in _parse_cameras(FULL_CAMERAS) for (w, h) in parse_sizes(FULL_SIZES)]
+            [(n, w, h) for n in parse_cameras(FULL_CAMERAS) for (w, h) in parse_sizes(FULL_SIZES)]
     else:
         sizes = args.sizes or parse_sizes(FULL_SIZES)
-        cameras = args.cameras or _parse_cameras(FULL_CAMERAS)
+        cameras = args.cameras or parse_cameras(FULL_CAMERAS)
         cells = [(n, w, h) for n in cameras for (w, h) in sizes]
 
     try:
@@ -818,8 +553,7 @@ def _run(args, cells, torch, gltensor, ctx, started):
         torch.set_num_threads(1)  # llvmpipe rasterises on every core; torch's spinning OpenMP workers starve it
         notes.append("software GL and no CUDA: torch.set_num_threads(1), so that torch's OpenMP workers do not "
                      "starve llvmpipe")
-    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in info["host"])
-    json_path = Path(args.json) if args.json else _default_results_dir() / ("suite_%s.json" % host)
+    json_path = results_path("suite", info["host"], args.json)
     plot_path = Path(args.plot) if args.plot else json_path.with_suffix(".png")
     skips = suite.global_skips()
     method = ("one step = render N cameras (%s) + transfer + x.float().mean(); "
@@ -861,15 +595,15 @@ def _run(args, cells, torch, gltensor, ctx, started):
         print("note: " + n)
     for k, r in skips.items():
         print("skipped path %s (%s): %s" % (k, LABEL[k], r))
-    print("grid: %d cells (%s); paths: %s" % (len(cells), ", ".join(_cell_label(*c) for c in cells),
+    print("grid: %d cells (%s); paths: %s" % (len(cells), ", ".join(cell_label(*c) for c in cells),
                                              ", ".join(args.paths)))
     sys.stdout.flush()
 
-    bar = _Bar(sum(suite.expected_paths(n, skips) for n, _, _ in cells) * args.runs, enabled=not args.no_progress)
+    bar = Bar(sum(suite.expected_paths(n, skips) for n, _, _ in cells) * args.runs, enabled=not args.no_progress)
     status = 0
     try:
         for ci, (n, w, h) in enumerate(cells):
-            label = _cell_label(n, w, h)
+            label = cell_label(n, w, h)
             reason = suite.cell_skip(n, w, h)
             if reason is None and args.time_limit and time.perf_counter() - started > args.time_limit:
                 reason = "time: --time-limit %g s reached before this cell" % args.time_limit
@@ -915,45 +649,6 @@ def _run(args, cells, torch, gltensor, ctx, started):
     if args.strict and any(h["verdict"] == "FAIL" for h in report["headlines"]):
         status = 3
     return status
-
-
-def summarize(report, json_path, plot_path, why_no_plot):
-    """The end of a run's output (also of --from-json): tables, headline verdicts, skips, notes, files."""
-    print_results(report)
-    print_table("Headline targets (issue #6), speed-up in µs/step of the same cell",
-                ["target", "path", "baseline", "speed-up", "needed", "verdict", "why"],
-                [[h["name"], h["path"], h["baseline"], _fmt_ratio(h["ratio"]), h["target"], h["verdict"],
-                  _short(h.get("reason", ""), 100)] for h in report["headlines"]], left=(0, 1, 2, 5))
-    print()
-    for s in report["skipped_paths"]:
-        print("skipped path %s (%s): %s" % (s["path"], LABEL[s["path"]], s["reason"]))
-    print("note: batch and atlas run for 2 cameras or more")
-    for n in report["notes"]:
-        print("note: " + n)
-    print("JSON: %s" % json_path)
-    print("plot: %s" % (plot_path if not why_no_plot else "not written (%s)" % why_no_plot))
-    print("elapsed: %.1f s" % report["elapsed_s"])
-
-
-def from_json(json_path, plot_path):
-    """--from-json: the tables and verdicts of a saved run, and its plot drawn again (no GL, no timing)."""
-    try:
-        report = json.loads(Path(json_path).read_text())
-    except (OSError, ValueError) as e:
-        print("error: cannot read the report %s: %s" % (json_path, e), file=sys.stderr)
-        return 2
-    if report.get("benchmark") != "suite" or report.get("status") != "ok":
-        print("error: %s is not a finished suite report (benchmark=%r, status=%r); give the JSON that a completed "
-              "`python -m gltensor.bench` run wrote" % (json_path, report.get("benchmark"), report.get("status")),
-              file=sys.stderr)
-        return 2
-    print("report of %s, %s: %s | GL: %s | backend: %s" % (
-        report["date"], report["machine"].get("host"), report["machine"].get("gpu_name") or "no GPU",
-        report["machine"].get("gl_renderer"), report["backend"]))
-    print("method: " + report["method"])
-    plot_path = Path(plot_path) if plot_path else Path(json_path).with_suffix(".png")
-    summarize(report, json_path, plot_path, plot(report, plot_path))
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-#!/usr/bin/env python3
-"""Fused conversions and depth: what flip + rgb + float32 + CHW costs inside the copy, against the plain
-copy and against the torch chain users write; and what a depth capture costs against a colour capture.
+"""`python -m gltensor.bench convert`: fused conversions and depth: what flip + rgb + float32 + CHW costs inside
+the copy, against the plain copy and against the torch chain users write; and what a depth capture costs against
+a colour capture.
 
-    python benchmarks/bench_convert.py [--size 1024] [--configs 64x128] [--steps 200] [--json PATH]
+    python -m gltensor.bench convert [--size 1024] [--configs 64x128] [--steps 200] [--json PATH]
 
 Configurations: one camera of --size² through gltensor.Capture (the lit Scene), and for each of --configs
 (CAMERASxSIZE) a gltensor.Batch of that many textures and a gltensor.Atlas holding the same cameras as tiles.
@@ -30,19 +30,15 @@ chain-exact (and x / 255 from glReadPixels) bit for bit.
 """
 import argparse
 import datetime
-import json
-import os
 import sys
-from pathlib import Path
 
-os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # before anything imports OpenGL
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_single import add_run_args, CheckFailed, open_run, fmt_us, median, print_table, time_calls, time_steps  # noqa: E402
-from bench_batch import Cameras, parse_configs  # noqa: E402  (both from gltensor._bench_paths)
+from . import MODES
+from .measure import CheckFailed, median, time_calls, time_steps
+from .options import add_run_args, check_failed, gl_torch_sync, open_run, parse_configs, print_start
+from .report import fmt_us, print_table, save_json
+from .scenes import Cameras, single_draw
 
 NEAR, FAR = 0.1, 50.0           # gltensor.scene's perspective projection
 FUSED_OVER_PLAIN_MAX = 1.3      # targets from the issue
@@ -278,7 +274,7 @@ def ratio(a, b):
 # ---------------------------------------------------------------- main
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m gltensor.bench convert", description=MODES["convert"][1])
     ap.add_argument("--size", type=int, default=1024, help="single camera and depth image size (default 1024)")
     ap.add_argument("--configs", type=parse_configs, default=parse_configs("64x128"),
                     help="comma-separated CAMERASxSIZE for Batch and Atlas (default 64x128)")
@@ -313,19 +309,11 @@ def main(argv=None):
                                      "depth_over_colour_max": DEPTH_OVER_COLOUR_MAX}},
               "timers": None, "conversions": [], "conversion_ratios": [], "depth": [], "depth_ratios": [],
               "status": "running"}
-    print("GL: %s | %s | torch %s | GPU: %s" % (ctx.renderer, ctx.version, torch.__version__,
-                                                info["gpu_name"] or "none"))
-
-    def save():
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=1))
+    print_start(ctx, torch, info)
 
     state = {"cycles": None}
 
-    def sync():
-        GL.glFinish()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+    sync = gl_torch_sync(torch)
 
     def timer_setup(backend):
         """The view (1) timers for this backend; told once."""
@@ -364,18 +352,7 @@ def main(argv=None):
                     scene = Scene(w, h)
                     src = gltensor.Capture(scene.texture, gltensor.GL_TEXTURE_2D, backend=args.backend)
                     backend, reason = src.backend, src.backend_reason
-                    if args.scene:
-                        draw = lambda i: scene.render(i / 60.0)  # noqa: E731
-                    else:
-                        def draw(i, scene=scene):
-                            scene.bind()
-                            GL.glClearColor((i % 256) / 255.0, 0.25, 0.5, 1.0)
-                            GL.glClear(GL.GL_COLOR_BUFFER_BIT)
-                            GL.glEnable(GL.GL_SCISSOR_TEST)
-                            GL.glScissor(0, 0, max(w // 2, 1), max(h // 4, 1))
-                            GL.glClearColor(1.0 - (i % 256) / 255.0, 0.8, 0.1, 1.0)
-                            GL.glClear(GL.GL_COLOR_BUFFER_BIT)
-                            GL.glDisable(GL.GL_SCISSOR_TEST)
+                    draw = single_draw(scene, args.scene)
                     reference = lambda: scene.read_pixels(flip=True)  # noqa: E731
                     textures = [(scene.texture, w, h)]
                     batched = False
@@ -579,15 +556,12 @@ def main(argv=None):
             finally:
                 scene.close()
     except CheckFailed as e:
-        print("FAIL: %s" % e, file=sys.stderr)
-        report["status"] = "check failed: %s" % e
-        save()
-        return 1
+        return check_failed(report, json_path, e)
     finally:
         ctx.close()
 
     report["status"] = "ok"
-    save()
+    save_json(json_path, report)
     cuda_timers = report["timers"] and "sleep_cycles_per_us" in report["timers"]
     v1 = "GPU us/call (CUDA events)" if cuda_timers else "wall us/call (CPU timers)"
     print_table("Conversions: view (1) = the read (+ torch ops) alone, frame rendered once, %d calls per run; "

@@ -1,0 +1,51 @@
+"""What every mode measures with: the exceptions a path raises, the timed loops of the method.
+
+The method (benchmarks/README.md): one step = render + hand the frames over + a consumer op on them; warm-up,
+a timed loop with one synchronisation at its end, median of runs; every path checked before it is timed.
+"""
+import statistics
+import time
+
+
+class CheckFailed(Exception):
+    """A path's output differs from the reference readback."""
+
+
+class Skip(Exception):
+    """A path that cannot run here; the message is the reason."""
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def time_calls(fn, calls, sync):
+    """CPU µs per call of fn(): `calls` calls, one sync before and one at the end."""
+    sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def time_steps(draw, transfer, steps, warmup, sync, first=0):
+    """µs per step as the method in benchmarks/README.md prescribes: draw(i), then transfer() and the consumer op
+    x.float().mean() (the draw alone when transfer is None); `warmup` steps first, one sync at the end of
+    the timed loop. Steps are numbered from `first`, so that consecutive calls can draw new frames."""
+    if transfer is None:
+        step = draw
+    else:
+        def step(i):
+            draw(i)
+            transfer().float().mean()
+    for i in range(first, first + warmup):
+        step(i)
+    sync()
+    start = time.perf_counter()
+    for i in range(first + warmup, first + warmup + steps):
+        step(i)
+    sync()
+    return (time.perf_counter() - start) / steps * 1e6
+
+
