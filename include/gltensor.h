@@ -120,6 +120,10 @@ typedef struct glt_context_desc {
     int allow_software; /* 1: fall back to Mesa's software device when no EGL device matches */
     int force_software; /* 1: use the software device even when an NVIDIA one exists */
     int gl_major, gl_minor; /* 0, 0: 4.5 core, then 3.3 core */
+    /* Non-NULL: the GPU by its 16-byte UUID (as CUDA and GL_EXT_memory_object report it), matched through GL
+     * alone, so that a process that must not touch CUDA (a shared-slot worker) gets a context on the
+     * trainer's GPU; cuda_device and the software fallback are then ignored. */
+    const unsigned char *device_uuid;
 } glt_context_desc;
 
 typedef struct glt_context_info {
@@ -484,6 +488,7 @@ typedef struct glt_slots_info {
     size_t row_pitch;    /* bytes between a slot's rows */
     size_t memory_bytes; /* the whole shared allocation */
     uint64_t reads;      /* reads done so far */
+    unsigned char device_uuid[16]; /* CUDA backend: the GPU's UUID (glt_context_desc.device_uuid), else zeros */
 } glt_slots_info;
 
 typedef enum glt_slot_state {

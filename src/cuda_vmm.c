@@ -107,9 +107,10 @@ static int attribute(CUdevice dev, CUdevice_attribute a) {
 }
 
 /* GLTENSOR_SLOTS_COMPRESSION=none allocates without compression: a diagnostic that shows the stale sectors
- * described above (tests/test_slots_gpu.py), never a setting to run with. */
-static int compression_wanted(void) {
+ * described above (tools/slots_probe.py), never a setting to run with. */
+static int compression_wanted(int *bad) {
     const char *v = getenv("GLTENSOR_SLOTS_COMPRESSION");
+    *bad = v && strcmp(v, "none") && strcmp(v, "generic");
     return !(v && strcmp(v, "none") == 0);
 }
 
@@ -134,7 +135,12 @@ glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out) {
                         "or POSIX fd handles unsupported); shared slots need it: use backend='cpu' (shared host "
                         "memory), or read per worker",
                         device);
-    int compress = compression_wanted();
+    int bad = 0, compress = compression_wanted(&bad);
+    if (bad)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "GLTENSOR_SLOTS_COMPRESSION=%s is not a setting: 'generic' (the default) or 'none' (a "
+                        "diagnostic that shows GL's compressed writes read raw by CUDA)",
+                        getenv("GLTENSOR_SLOTS_COMPRESSION"));
     if (compress && !attribute(dev, CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED))
         return glt_fail(GLT_UNSUPPORTED,
                         "CUDA device %d cannot allocate compressible memory (CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_"
@@ -199,6 +205,7 @@ glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out) {
     }
     /* The workers copy into it on the GPU; zeros make a slot never written recognisable in a dump. */
     e = cudaMemset((void *)(uintptr_t)m->ptr, 0, size);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize(); /* before any worker can write into it */
     if (e != cudaSuccess) {
         glt_cuda_vmm_free(m);
         return glt_cuda_fail(e, "cudaMemset", "clearing the shared slots");

@@ -242,6 +242,41 @@ glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_cont
     return st;
 }
 
+/* The NVIDIA EGL device whose GL reports `uuid` (GL_EXT_memory_object's device UUID): no CUDA call, for
+ * processes that must not create a CUDA context. */
+static glt_status create_on_uuid(const glt_egl *egl, const glt_context_desc *desc, glt_context **out) {
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return GLT_GL_ERROR;
+    EGLDeviceEXT devices[MAX_DEVICES];
+    int count = query_devices(egl, devices), nvidia = 0;
+    char seen[256] = "";
+    for (int i = 0; i < count; ++i) {
+        if (!is_nvidia(egl, devices[i])) continue;
+        nvidia++;
+        EGLDisplay d = egl->GetPlatformDisplayEXT(EGL_PLATFORM_DEVICE_EXT, devices[i], NULL);
+        int major = 0, minor = 0;
+        EGLContext c = d == EGL_NO_DISPLAY ? EGL_NO_CONTEXT : create_on_display(egl, d, desc, &major, &minor);
+        if (c == EGL_NO_CONTEXT) continue;
+        unsigned char uuid[16] = {0};
+        GLint n = 0;
+        if (gl->GetUnsignedBytei_vEXT) gl->GetIntegerv(GL_NUM_DEVICE_UUIDS_EXT, &n);
+        for (GLint k = 0; k < n; ++k) {
+            gl->GetUnsignedBytei_vEXT(GL_DEVICE_UUID_EXT, (GLuint)k, uuid);
+            if (!memcmp(uuid, desc->device_uuid, 16)) return finish(egl, d, c, major, minor, -1, out);
+        }
+        size_t len = strlen(seen);
+        snprintf(seen + len, sizeof seen - len, "%sEGL device %d (UUID %02x%02x%02x%02x...)", len ? ", " : "", i,
+                 uuid[0], uuid[1], uuid[2], uuid[3]);
+        egl->MakeCurrent(d, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+        egl->DestroyContext(d, c);
+    }
+    const unsigned char *u = desc->device_uuid;
+    return glt_fail(nvidia ? GLT_WRONG_DEVICE : GLT_EGL_ERROR,
+                    "no NVIDIA EGL device runs on the GPU with UUID %02x%02x%02x%02x... (%d NVIDIA EGL device(s)%s%s); "
+                    "run this process on the machine and GPU of the trainer, with NVIDIA's EGL vendor library",
+                    u[0], u[1], u[2], u[3], nvidia, seen[0] ? ": " : "", seen);
+}
+
 static glt_status create_headless(const glt_egl *egl, const glt_context_desc *desc_in, glt_context **out) {
     glt_context_desc desc;
     if (desc_in)
@@ -252,6 +287,7 @@ static glt_status create_headless(const glt_egl *egl, const glt_context_desc *de
         return glt_fail(GLT_EGL_ERROR, "this EGL lacks EGL_EXT_device_enumeration / EGL_EXT_platform_device, "
                                        "needed for headless contexts; install libglvnd's libegl1 with a driver "
                                        "that provides them (NVIDIA, or Mesa's libegl-mesa0)");
+    if (desc.device_uuid) return create_on_uuid(egl, &desc, out);
     /* A device the caller named must be honoured or refused; only "whichever this process uses" may fall
      * back to software. */
     int named = desc.cuda_device >= 0;

@@ -51,6 +51,7 @@ void glt_context_desc_init(glt_context_desc *desc) {
     desc->force_software = 0;
     desc->gl_major = 0;
     desc->gl_minor = 0;
+    desc->device_uuid = NULL;
 }
 
 void glt_capture_desc_init(glt_capture_desc *desc) {

@@ -4,8 +4,8 @@
  * device memory each, and a GL->CUDA switch per step that would queue behind every other worker's).
  *
  * CUDA backend: the trainer's device memory is imported once (GL_EXT_memory_object_fd) as a buffer object;
- * each write reads the source image with glReadPixels into that buffer at the slot's offset (a copy on the
- * GPU) and waits on a fence, so that when write() returns the pixels are in the trainer's memory and the
+ * each write reads the source image with glReadPixels into a pixel-pack buffer of the writer's own, copies
+ * that into the imported buffer at the slot's offset (both copies on the GPU) and waits on a fence, so that when write() returns the pixels are in the trainer's memory and the
  * worker's usual reply is the trainer's signal. CPU backend: glReadPixels into the shared host memory.
  *
  * Rows land as glReadPixels gives them (bottom row first); the trainer's read flips them in its copy.
@@ -33,6 +33,12 @@ struct glt_slot_writer {
     GLuint memory_object, buffer; /* CUDA backend: the imported memory */
     GLuint read_fbo;              /* the source attached for glReadPixels */
     GLuint resolve_fbo, resolve_rb; /* multisampled sources */
+    /* CUDA backend: glReadPixels packs into a buffer of our own, which is then copied into the slot. Packing
+     * straight into the imported memory at the slot's offset was wrong on an H100 (driver 580): per step only
+     * one slot of three held its image, the others 99.6% other bytes; the copy made every slot exact
+     * (tools/slots_probe.py; GLTENSOR_SLOTS_WRITE=direct reproduces it). */
+    GLuint stage;
+    int pack_direct;
     uint64_t writes;
 };
 
@@ -145,6 +151,7 @@ static void release_gl(glt_slot_writer *w) {
     if (w->read_fbo) gl->DeleteFramebuffers(1, &w->read_fbo);
     if (w->resolve_fbo) gl->DeleteFramebuffers(1, &w->resolve_fbo);
     if (w->resolve_rb) gl->DeleteRenderbuffers(1, &w->resolve_rb);
+    if (w->stage) gl->DeleteBuffers(1, &w->stage);
     if (w->buffer) gl->DeleteBuffers(1, &w->buffer);
     if (w->memory_object && gl->DeleteMemoryObjectsEXT) gl->DeleteMemoryObjectsEXT(1, &w->memory_object);
     w->read_fbo = w->resolve_fbo = w->resolve_rb = w->buffer = w->memory_object = 0;
@@ -182,7 +189,13 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
                         "worker, after its engine made its context current",
                         d->slot);
     }
-    if (w->backend == GLT_BACKEND_CUDA) st = import_memory(w, gl, d->memory_fd);
+    const char *mode = getenv("GLTENSOR_SLOTS_WRITE");
+    if (mode && strcmp(mode, "copy") && strcmp(mode, "direct"))
+        st = glt_fail(GLT_INVALID_ARGUMENT,
+                      "GLTENSOR_SLOTS_WRITE=%s is not a slot write path: 'copy' (the default) or 'direct' (a "
+                      "diagnostic that packs straight into the trainer's memory; wrong on NVIDIA's driver 580)", mode);
+    w->pack_direct = mode && !strcmp(mode, "direct");
+    if (st == GLT_OK && w->backend == GLT_BACKEND_CUDA) st = import_memory(w, gl, d->memory_fd);
     if (st != GLT_OK) {
         glt_slot_writer_destroy(w);
         return st;
@@ -393,7 +406,16 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
         gl->PixelStorei(GL_PACK_SKIP_PIXELS, 0);
         gl->PixelStorei(GL_PACK_SWAP_BYTES, 0);
         void *dst;
-        if (w->backend == GLT_BACKEND_CUDA) {
+        int staged = w->backend == GLT_BACKEND_CUDA && !w->pack_direct;
+        if (staged) {
+            if (!w->stage) {
+                gl->GenBuffers(1, &w->stage);
+                gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->stage);
+                gl->BufferData(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, NULL, 0x88EA /* GL_STREAM_COPY */);
+            }
+            gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->stage);
+            dst = NULL;
+        } else if (w->backend == GLT_BACKEND_CUDA) {
             gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->buffer);
             dst = (void *)(uintptr_t)offset;
         } else {
@@ -401,6 +423,17 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
             dst = (char *)w->h + w->h->data_offset + offset;
         }
         gl->ReadPixels(x, y, r.width, r.height, w->fmt->read_format, w->fmt->read_type, dst);
+        if (staged) {
+            GLint prev_read = 0, prev_write = 0;
+            gl->GetIntegerv(0x8F36 /* GL_COPY_READ_BUFFER */, &prev_read);
+            gl->GetIntegerv(GL_COPY_WRITE_BUFFER, &prev_write);
+            gl->BindBuffer(0x8F36, w->stage);
+            gl->BindBuffer(GL_COPY_WRITE_BUFFER, w->buffer);
+            gl->CopyBufferSubData(0x8F36, GL_COPY_WRITE_BUFFER, 0, (GLintptr)offset,
+                                  (GLsizeiptr)(w->h->row_pitch * (uint64_t)r.height));
+            gl->BindBuffer(0x8F36, (GLuint)prev_read);
+            gl->BindBuffer(GL_COPY_WRITE_BUFFER, (GLuint)prev_write);
+        }
         /* Detach: an attachment would keep a texture the program deletes alive until the next write. */
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->read_fbo);
         attach(gl, GL_READ_FRAMEBUFFER, 0, target == GL_RENDERBUFFER ? GL_RENDERBUFFER : GL_TEXTURE_2D);

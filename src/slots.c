@@ -278,6 +278,7 @@ glt_status glt_slots_get_info(const glt_slots *s, glt_slots_info *info) {
     info->row_pitch = h->row_pitch;
     info->memory_bytes = h->memory_bytes;
     info->reads = atomic_load(&((glt_slots_header *)h)->reads);
+    memcpy(info->device_uuid, h->device_uuid, sizeof info->device_uuid);
     return GLT_OK;
 }
 

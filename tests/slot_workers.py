@@ -68,7 +68,7 @@ class _Source:
             GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, 0)
 
 
-def run(handle, slot, size, conn, kind="texture", source_format="RGBA8", pad=0, cuda_device=None):
+def run(handle, slot, size, conn, kind="texture", source_format="RGBA8", pad=0):
     """Serve the trainer until it sends None. Commands: ("step", k) shows pattern(slot, k) and writes it;
     ("write_size", w, h) writes an image of another size; ("write_int",) writes an integer texture;
     ("write_host", k) writes pattern(slot, k) from host memory; ("cuda_initialized",) says whether this process
@@ -77,7 +77,9 @@ def run(handle, slot, size, conn, kind="texture", source_format="RGBA8", pad=0, 
     try:
         import gltensor
 
-        ctx = gltensor.Context.headless(cuda_device=cuda_device) if cuda_device is not None else gltensor.Context.headless()
+        # On the slots' GPU without a CUDA call (the trainer may use CUDA, and fork copies it: CUDA must not be
+        # touched here, and a worker never needs it).
+        ctx = handle.headless_context()
         from OpenGL import GL
 
         formats = {

@@ -2,16 +2,21 @@
 
 v0.1 allocated the frames of a capture on CUDA device 1 with whatever device the calling thread had
 current (0), and the copy kernel then wrote into another GPU's memory. The fix is structural: only
-src/cuda_backend.c calls CUDA, and each of its functions that does so enters the object's device with
+src/cuda_backend.c (and src/cuda_vmm.c, the shared slots' exportable memory) calls CUDA, and each of their functions that does so enters the object's device with
 ON_DEVICE first (or is a static helper reached only from such functions, or one of the few
 device-agnostic queries named below). These tests fail when a change breaks that rule, on any
 machine: no GPU needed.
 """
 import re
+
+import pytest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKEND = ROOT / "src" / "cuda_backend.c"
+VMM = ROOT / "src" / "cuda_vmm.c"
+CUDA_FILES = (BACKEND, VMM)
+GUARD_HEADER = ROOT / "src" / "cuda_device.h"
 # CUDA runtime calls, and the kernel launchers of cuda_kernels.cu (which launch on the current device).
 CUDA_CALL = re.compile(r"\b(cuda[A-Z]\w*|glt_launch_\w+)\s*\(")
 # Queries that have no object and so no device yet; none of them creates a CUDA context.
@@ -20,7 +25,9 @@ DEVICE_AGNOSTIC = {
     "glt_device_guard_exit",
     "glt_cuda_probe",  # cudaGetDeviceCount
     "glt_cuda_device_of_current_context",  # cudaGLGetDevices: which device is this GL context on?
-    "cuda_fail",  # cudaGetErrorName/String and clearing the error after a failed call
+    "glt_cuda_fail",  # cudaGetErrorName/String and clearing the error after a failed call
+    "load_vmm_entries",  # looks up the driver's virtual-memory entry points (cudaGetDriverEntryPointByVersion)
+    "glt_cuda_device_identity",  # cudaGetDeviceProperties of a named ordinal (UUID, name): no context
     "load_driver_entries",  # looks up two driver entry points (cudaGetDriverEntryPointByVersion)
     "glt_cuda_driver_version",  # cudaDriverGetVersion, for the doctor: no device, no context
     "glt_cuda_describe_device",  # cudaGetDeviceProperties + cudaDeviceGetPCIBusId, for the doctor: attribute
@@ -54,7 +61,7 @@ def _cuda_section(src):
 def test_no_other_core_or_extension_file_calls_cuda():
     offenders = []
     for path in sorted([*(ROOT / "src").glob("*.c"), *(ROOT / "python" / "gltensor" / "_ext").glob("*.c")]):
-        if path == BACKEND:
+        if path in CUDA_FILES:
             continue
         src = _strip_comments(path.read_text())
         if "cuda_runtime" in src or CUDA_CALL.search(src):
@@ -63,9 +70,10 @@ def test_no_other_core_or_extension_file_calls_cuda():
                            "object's device with ON_DEVICE, and call that")
 
 
-def test_every_cuda_entry_point_enters_the_device():
-    funcs = _functions(_strip_comments(_cuda_section(BACKEND.read_text())))
-    assert len(funcs) > 20, "the parser found too few functions in cuda_backend.c"
+@pytest.mark.parametrize("path", CUDA_FILES, ids=lambda p: p.name)
+def test_every_cuda_entry_point_enters_the_device(path):
+    funcs = _functions(_strip_comments(_cuda_section(path.read_text())))
+    assert len(funcs) > (20 if path == BACKEND else 8), f"the parser found too few functions in {path.name}"
     guarded = {name for name, (_, body) in funcs.items() if re.search(r"\bON_DEVICE(_OR)?\(", body)}
     # A static helper is covered when every function that calls it is guarded or covered itself.
     covered = set(guarded) | DEVICE_AGNOSTIC
@@ -85,6 +93,6 @@ def test_every_cuda_entry_point_enters_the_device():
 
 
 def test_the_guard_restores_the_callers_device_on_every_return():
-    src = BACKEND.read_text()
+    src = GUARD_HEADER.read_text()
     macro = src[src.index("#define ON_DEVICE_OR"):src.index("#define ON_DEVICE(")]
     assert "cleanup(glt_device_guard_exit)" in macro, "ON_DEVICE must restore the caller's device on every return"

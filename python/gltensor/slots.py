@@ -107,19 +107,28 @@ class SlotClient:
     inherited ``SharedSlots``). Writers attach lazily, in the first ``write`` of each slot, to the GL context
     current then (a GL context never pickles: the process that writes makes its own)."""
 
-    def __init__(self, memory_fd, control_fd, count, size, backend):
+    def __init__(self, memory_fd, control_fd, count, size, backend, device_uuid=None):
         self._fds = _Fds(memory_fd, control_fd)
-        self.count, self.size, self.backend = count, size, backend
+        self.count, self.size, self.backend, self.device_uuid = count, size, backend, device_uuid
         self._writers = {}
 
     @classmethod
-    def _rebuild(cls, memory, control, count, size, backend):
+    def _rebuild(cls, memory, control, count, size, backend, device_uuid=None):
         mem = memory.detach() if memory is not None else -1
-        return cls(mem, control.detach(), count, size, backend)
+        return cls(mem, control.detach(), count, size, backend, device_uuid)
 
     def __reduce__(self):
         mem = DupFd(self._fds.memory_fd) if self._fds.memory_fd >= 0 else None
-        return (SlotClient._rebuild, (mem, DupFd(self._fds.control_fd), self.count, self.size, self.backend))
+        return (SlotClient._rebuild,
+                (mem, DupFd(self._fds.control_fd), self.count, self.size, self.backend, self.device_uuid))
+
+    def headless_context(self, **kwargs):
+        """A headless GL context for a worker that renders itself: on the slots' GPU, found through GL alone
+        (CUDA slots: no CUDA call, so the worker creates no CUDA context, and it works after fork from a
+        trainer that uses CUDA); any context for CPU slots."""
+        if self.backend == "cuda":
+            return _gltensor.Context.headless(device_uuid=self.device_uuid, **kwargs)
+        return _gltensor.Context.headless(**kwargs)
 
     def writer(self, slot):
         """The attached ``_SlotWriter`` of `slot` (attaching it now, in the current GL context)."""
@@ -182,6 +191,10 @@ class SlotHandle:
     def close(self):
         self.client.close()
 
+    def headless_context(self, **kwargs):
+        """``SlotClient.headless_context``: a GL context on the slots' GPU, made without CUDA."""
+        return self.client.headless_context(**kwargs)
+
     def __repr__(self):
         return f"SlotHandle(slot={self.slot} of {self.client.count}, size={self.client.size}, {self.client.backend})"
 
@@ -206,7 +219,8 @@ class SharedSlots:
         self._owner = os.getpid()
         # Descriptors kept for the workers: dup'ed for each pickle, inherited as they are by forked workers
         # (which must not call CUDA to export new ones).
-        self._client = SlotClient(*self._core._export(), count, (width, height), self._core.backend)
+        self._client = SlotClient(*self._core._export(), count, (width, height), self._core.backend,
+                                  self._core.device_uuid if self._core.backend == "cuda" else None)
 
     # -- the trainer's side --
     def read(self, *args, **kwargs):

@@ -1,6 +1,8 @@
 /* gltensor.Context: a headless OpenGL context (EGL) on the CUDA device, or Mesa's software one. */
 #include "ext.h"
 
+#include <string.h>
+
 typedef struct {
     PyObject_HEAD
     gltensor_state *st;
@@ -46,14 +48,29 @@ static int resolve_cuda_device(PyObject *arg, int *cuda_device) {
 }
 
 static PyObject *context_headless(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"cuda_device", "software", NULL};
+    static char *kwlist[] = {"cuda_device", "software", "device_uuid", NULL};
     PyObject *device_arg = Py_None;
     PyObject *software = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$O:headless", kwlist, &device_arg, &software)) return NULL;
+    PyObject *uuid_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OO:headless", kwlist, &device_arg, &software, &uuid_obj))
+        return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
     glt_context_desc desc;
     glt_context_desc_init(&desc);
+    unsigned char uuid[16];
+    if (uuid_obj != Py_None) {
+        char *bytes = NULL;
+        Py_ssize_t n = 0;
+        if (!PyBytes_Check(uuid_obj) || PyBytes_AsStringAndSize(uuid_obj, &bytes, &n) < 0 || n != 16) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "device_uuid must be the GPU's 16-byte UUID as bytes "
+                                              "(SharedSlots.device_uuid), or None");
+            return NULL;
+        }
+        memcpy(uuid, bytes, 16);
+        desc.device_uuid = uuid;
+    }
     if (resolve_cuda_device(device_arg, &desc.cuda_device) < 0) return NULL;
     if (software == Py_True) {
         desc.force_software = 1;

@@ -166,6 +166,7 @@ SLOTS_GETTER(slots_device, PyLong_FromLong(i.cuda_device))
 SLOTS_GETTER(slots_buffers, PyLong_FromLong(i.buffers))
 SLOTS_GETTER(slots_memory_bytes, PyLong_FromSize_t(i.memory_bytes))
 SLOTS_GETTER(slots_reads, PyLong_FromUnsignedLongLong(i.reads))
+SLOTS_GETTER(slots_uuid, PyBytes_FromStringAndSize((const char *)i.device_uuid, 16))
 #undef SLOTS_GETTER
 
 static PyObject *slots_is_closed(SlotsObject *self, void *c) {
@@ -198,6 +199,7 @@ static PyGetSetDef slots_getset[] = {
     {"buffers", (getter)slots_buffers, NULL, "2: double-buffered; 1: each read waits for its copy", NULL},
     {"memory_bytes", (getter)slots_memory_bytes, NULL, "bytes of the shared pixel memory", NULL},
     {"reads", (getter)slots_reads, NULL, "reads done so far", NULL},
+    {"device_uuid", (getter)slots_uuid, NULL, "the GPU's 16-byte UUID (zeros on the CPU backend)", NULL},
     {"closed", (getter)slots_is_closed, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
