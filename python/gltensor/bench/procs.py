@@ -1,0 +1,401 @@
+"""Mode procs: many engine processes, one GPU batch (issue #21). One step = every worker renders its camera,
+the trainer gets all N images as one batch on its device and runs the consumer op (x.float().mean()).
+
+Paths, all in the same run, interleaved, median of runs:
+  host        each worker glReadPixels -> numpy -> pipe (pickled, as SubprocVecEnv sends observations);
+              the trainer stacks and copies to the GPU (what users run today)
+  per_worker  gltensor in each worker: Capture.read(out=) into its row of a CUDA batch shared by torch's IPC
+              (every worker holds a CUDA context and pays its own GL->CUDA switch)
+  slots       gltensor.SharedSlots: workers write with GL alone into the trainer's memory, one read for all
+  floor       workers render and fence, nothing copied; the trainer's consumer op on a batch it already has
+  atlas       one process draws N tiles of one texture and reads them with one Atlas read (no workers)
+
+Every path's batch is checked against each worker's own glReadPixels before it is timed. Device memory per
+worker process (NVML, when it can be read) is reported per path: GL-only workers vs workers with CUDA.
+
+    python -m gltensor.bench procs [--workers 1,4,8,16,64] [--sizes 84,256,512] [--steps 200] [--runs 3]
+"""
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import time
+
+import numpy as np
+
+from .measure import CheckFailed, Skip, median
+from .options import arg, parse_sizes
+from .report import fmt_us, machine_info, print_table, results_path, save_json
+
+PATHS = ("host", "per_worker", "slots", "floor", "atlas")
+GL_ONLY_PATHS = ("host", "slots", "floor")  # the workers of these never touch CUDA
+
+
+# ---------------------------------------------------------------- the worker process
+
+
+def _worker(k, n, conn, slots_handle, batch):
+    """Serves the trainer: ("setup", path, w, h) makes the camera; ("step", i) renders step i and hands the
+    image over the path's way; ("check", i) does the same and also returns the reference glReadPixels;
+    None ends. Replies ("ok", value) or ("error", text)."""
+    os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+    try:
+        import gltensor
+        from OpenGL import GL
+
+        from .scenes import Cameras
+
+        if slots_handle is not None:
+            ctx = slots_handle.headless_context()  # no CUDA call in a GL-only worker, not even to pick the GPU
+        else:
+            ctx = gltensor.Context.headless()
+        cams = cap = None
+        path = None
+        conn.send(("ok", os.getpid()))
+        while True:
+            msg = conn.recv()
+            if msg is None:
+                break
+            cmd = msg[0]
+            if cmd == "setup":
+                _, path, w, h = msg
+                if cams is not None:
+                    if cap is not None:
+                        cap.close()
+                    cams.close()
+                cams = Cameras(1, w, h, atlas=False, draw="pattern")
+                tex = int(cams.targets[0].texture)
+                cap = gltensor.Capture(tex) if path == "per_worker" else None
+                GL.glFinish()
+                conn.send(("ok", None))
+                continue
+            i = msg[1]
+            cams.draw_targets(i * n + k)  # a picture of its own for every worker and step
+            value = None
+            if path == "host":
+                value = cams.targets[0].read_pixels(flip=True)
+            elif path == "per_worker":
+                import torch
+
+                cap.read(out=batch[k])
+                torch.cuda.current_stream().synchronize()  # the reply says the frame is there
+            elif path == "slots":
+                slots_handle.write(tex)
+            elif path == "floor":
+                GL.glFinish()
+            if cmd == "check":
+                value = (value, cams.targets[0].read_pixels(flip=True))
+            conn.send(("ok", value))
+    except Exception as e:  # reported by the trainer, which knows which path and worker
+        import traceback
+
+        conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+    finally:
+        if slots_handle is not None:
+            slots_handle.close()
+
+
+class Pool:
+    """N worker processes (spawn) serving one set of paths; `cuda_batch` (a CUDA tensor shared by IPC) for the
+    per-worker path."""
+
+    def __init__(self, n, slots_handles=None, cuda_batch=None, torch=None):
+        ctx = (torch.multiprocessing if cuda_batch is not None else mp).get_context("spawn")
+        self.n, self.conns, self.procs = n, [], []
+        for k in range(n):
+            parent, child = ctx.Pipe()
+            handle = slots_handles[k] if slots_handles else None
+            p = ctx.Process(target=_worker, args=(k, n, child, handle, cuda_batch), daemon=True)
+            p.start()
+            child.close()
+            self.conns.append(parent)
+            self.procs.append(p)
+        self.pids = self._gather()
+
+    def _gather(self):
+        out = []
+        for k, c in enumerate(self.conns):
+            if not c.poll(300):
+                raise RuntimeError(f"worker {k} did not answer in 300 s")
+            msg = c.recv()
+            if msg[0] != "ok":
+                raise RuntimeError(f"worker {k}: {msg[1]}")
+            out.append(msg[1])
+        return out
+
+    def all(self, *cmd):
+        for c in self.conns:
+            c.send(cmd)
+        return self._gather()
+
+    def close(self):
+        for c in self.conns:
+            try:
+                c.send(None)
+            except OSError:
+                pass
+        for p in self.procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+
+
+def worker_memory_mib(pids):
+    """Device memory (MiB) each pid holds on any GPU, from NVML (compute and graphics processes); None when
+    NVML cannot be read."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    used = {}
+    try:
+        for d in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(d)
+            for query in (pynvml.nvmlDeviceGetComputeRunningProcesses, pynvml.nvmlDeviceGetGraphicsRunningProcesses):
+                for p in query(h):
+                    mem = p.usedGpuMemory or 0
+                    used[p.pid] = used.get(p.pid, 0) + mem
+    finally:
+        pynvml.nvmlShutdown()
+    return [used.get(pid, 0) / 2**20 for pid in pids]
+
+
+# ---------------------------------------------------------------- one cell: N workers at one size
+
+
+class Cell:
+    """What each path does on the trainer's side for N workers at w x h."""
+
+    def __init__(self, torch, gltensor, device, n, w, h, pools, slots, cuda_batch):
+        self.torch, self.gltensor, self.device = torch, gltensor, device
+        self.n, self.w, self.h = n, w, h
+        self.pools, self.slots, self.cuda_batch = pools, slots, cuda_batch
+        self.floor_batch = torch.zeros((n, h, w, 4), dtype=torch.uint8, device=device)
+        self.atlas_cams = self.atlas = None
+
+    def setup(self, paths):
+        for path in paths:
+            if path == "atlas":
+                from .scenes import Cameras
+
+                self.atlas_cams = Cameras(self.n, self.w, self.h, atlas=True, draw="pattern")
+                rows, cols = self.atlas_cams.rows, self.atlas_cams.cols
+                self.atlas = self.gltensor.Atlas(int(self.atlas_cams.atlas_target.texture), tiles=(rows, cols),
+                                                 count=self.n)
+            else:
+                self.pools[path].all("setup", path, self.w, self.h)
+
+    def close(self):
+        if self.atlas is not None:
+            self.atlas.close()
+            self.atlas_cams.close()
+
+    def step_fn(self, path):
+        """fn(i, check) -> the batch as a tensor (check: also the references, (N, H, W, 4) numpy)."""
+        torch = self.torch
+        if path == "atlas":
+            from OpenGL import GL
+
+            def atlas_step(i, check=False):
+                self.atlas_cams.draw_atlas(i)
+                GL.glFlush()  # the method: GL's work is submitted before the CUDA work that depends on it
+                x = torch.from_dlpack(self.atlas.read())
+                return (x, self.atlas_cams.reference(atlas=True, flip=True)) if check else x
+            return atlas_step
+        pool = self.pools[path]
+
+        def step(i, check=False):
+            values = pool.all("check" if check else "step", i)
+            refs = np.stack([v[1] for v in values]) if check else None
+            got = [v[0] for v in values] if check else values
+            if path == "host":
+                x = torch.from_numpy(np.stack(got)).to(self.device)
+            elif path == "per_worker":
+                x = self.cuda_batch
+            elif path == "slots":
+                x = torch.from_dlpack(self.slots.read())
+            else:
+                x = self.floor_batch
+            return (x, refs) if check else x
+        return step
+
+
+def check(cell, path):
+    if path == "floor":
+        return
+    x, refs = cell.step_fn(path)(10_000, check=True)
+    got = x.cpu().numpy()
+    if got.shape != refs.shape or not np.array_equal(got, refs):
+        bad = float(np.mean(got != refs)) if got.shape == refs.shape else 1.0
+        raise CheckFailed(f"{path}, {cell.n} workers at {cell.w}x{cell.h}: {bad:.1%} of the bytes differ from the "
+                          "workers' glReadPixels")
+
+
+def time_path(cell, path, steps, warmup, max_seconds, sync, first):
+    """µs per step (render + hand-over + consumer op), one sync at the end of the timed loop; the step count
+    is cut so that one loop takes at most max_seconds (the count used is returned)."""
+    fn = cell.step_fn(path)
+    t0 = time.perf_counter()
+    for i in range(first, first + warmup):
+        fn(i).float().mean()
+    sync()
+    per = (time.perf_counter() - t0) / max(warmup, 1)
+    steps = max(20, min(steps, int(max_seconds / max(per, 1e-6))))
+    start = time.perf_counter()
+    for i in range(first + warmup, first + warmup + steps):
+        fn(i).float().mean()
+    sync()
+    return (time.perf_counter() - start) / steps * 1e6, steps
+
+
+# ---------------------------------------------------------------- the mode
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="python -m gltensor.bench procs", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", default="1,4,8,16,64", help="worker counts N (comma-separated)")
+    ap.add_argument("--sizes", type=arg(parse_sizes), default=parse_sizes("84,256,512"),
+                    help="image sizes per worker, e.g. 84,256 or 97x61")
+    ap.add_argument("--paths", default=",".join(PATHS), help="paths to run, of " + ", ".join(PATHS))
+    ap.add_argument("--steps", type=int, default=200, help="timed steps per run (cut to --max-seconds)")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=3, help="runs per path, interleaved; the median is reported")
+    ap.add_argument("--max-seconds", type=float, default=2.0, help="longest timed loop of one run")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 1 and 2 workers at 32x24, few steps")
+    ap.add_argument("--json", default=None, help="where the JSON goes (default benchmarks/results/procs_HOST.json)")
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.quick:
+        args.workers, args.sizes, args.steps, args.warmup, args.runs = "1,2", [(32, 24)], 20, 3, 1
+    counts = [int(v) for v in args.workers.split(",")]
+    paths = [p for p in args.paths.split(",") if p]
+    unknown = set(paths) - set(PATHS)
+    if unknown:
+        print(f"error: unknown path(s) {sorted(unknown)}; choose from {', '.join(PATHS)}", file=sys.stderr)
+        return 2
+    try:
+        import torch
+    except ImportError:
+        print("error: this benchmark needs torch", file=sys.stderr)
+        return 2
+    import gltensor
+
+    ctx = gltensor.Context.headless()
+    info = machine_info(ctx, torch)
+    cuda = torch.cuda.is_available() and gltensor.cuda_available()
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    json_path = results_path("procs", info["host"], args.json)
+    print(f"GL: {ctx.renderer} | torch {torch.__version__} | GPU: {info['gpu_name'] or 'none'} | "
+          f"trainer device {device}")
+
+    def sync():
+        from OpenGL import GL
+
+        GL.glFinish()
+        if cuda:
+            torch.cuda.synchronize()
+
+    report = {"mode": "procs", "machine": info, "args": {k: v for k, v in vars(args).items() if k != "sizes"},
+              "sizes": [list(s) for s in args.sizes], "cells": [], "status": "ok"}
+    skipped = {}
+    if "per_worker" in paths and not cuda:
+        skipped["per_worker"] = "needs CUDA (each worker reads into a CUDA batch shared by IPC)"
+    run_paths = [p for p in paths if p not in skipped]
+    rows = []
+    for n in counts:
+        w_max, h_max = max(s[0] for s in args.sizes), max(s[1] for s in args.sizes)
+        pools, slots, cuda_batch = {}, None, None
+        try:
+            for path in run_paths:
+                if path in GL_ONLY_PATHS and "gl" not in pools:
+                    slots = gltensor.SharedSlots(n, args.sizes[0], backend="cuda" if cuda else "cpu")
+                    pools["gl"] = Pool(n, slots_handles=slots.handles())
+                if path == "per_worker" and "cuda" not in pools:
+                    cuda_batch = torch.zeros((n, h_max, w_max, 4), dtype=torch.uint8, device=device).share_memory_()
+                    pools["cuda"] = Pool(n, cuda_batch=cuda_batch, torch=torch)
+            by_path = {p: pools["gl" if p in GL_ONLY_PATHS else "cuda"] for p in run_paths if p != "atlas"}
+            memory = {name: worker_memory_mib(pool.pids) for name, pool in pools.items()}
+            for (w, h) in args.sizes:
+                if slots is None or slots.size != (w, h):
+                    if slots is not None and "gl" in pools:
+                        # new slots of this size for the same workers: they attach again at the next write
+                        slots.close()
+                        pools["gl"].close()
+                        slots = gltensor.SharedSlots(n, (w, h), backend="cuda" if cuda else "cpu")
+                        pools["gl"] = Pool(n, slots_handles=slots.handles())
+                        by_path.update({p: pools["gl"] for p in run_paths if p in GL_ONLY_PATHS})
+                batch_view = cuda_batch[:, :h, :w] if cuda_batch is not None else None
+                cell = Cell(torch, gltensor, device, n, w, h, by_path, slots, batch_view)
+                label = f"{n} x {w}x{h}"
+                try:
+                    cell.setup(run_paths)
+                    if batch_view is not None and not batch_view.is_contiguous():
+                        # the workers write rows of the full-size shared batch: read them back as one tensor
+                        pass
+                    for path in run_paths:
+                        check(cell, path)
+                    times = {p: [] for p in run_paths}
+                    used = {}
+                    first = 0
+                    for _ in range(args.runs):
+                        for path in run_paths:
+                            us, steps = time_path(cell, path, args.steps, args.warmup, args.max_seconds, sync, first)
+                            first += args.warmup + steps
+                            times[path].append(us)
+                            used[path] = steps
+                    med = {p: median(v) for p, v in times.items()}
+                    cell_report = {"workers": n, "width": w, "height": h, "us_per_step": med, "runs": times,
+                                   "steps": used, "worker_memory_mib": memory, "skipped": skipped}
+                    report["cells"].append(cell_report)
+                    rows.append(row_of(label, med, run_paths))
+                    print_table(f"{label}: µs per step (median of {args.runs})", ["path", "µs/step", "frames/s"],
+                                [[p, fmt_us(med[p]), "%.0f" % (n * 1e6 / med[p])] for p in run_paths])
+                except (CheckFailed, Skip) as e:
+                    print(f"{label}: {type(e).__name__}: {e}", file=sys.stderr)
+                    report["cells"].append({"workers": n, "width": w, "height": h, "error": str(e)})
+                    if isinstance(e, CheckFailed):
+                        report["status"] = f"check failed: {e}"
+                finally:
+                    cell.close()
+        finally:
+            for pool in pools.values():
+                pool.close()
+            if slots is not None:
+                slots.close()
+    summarize(report, rows, run_paths, skipped)
+    save_json(report, json_path)
+    print(f"JSON: {json_path}")
+    return 0 if report["status"] == "ok" else 1
+
+
+def row_of(label, med, paths):
+    host, slots, floor = med.get("host"), med.get("slots"), med.get("floor")
+    ratio = "%.2fx" % (host / slots) if host and slots else "-"
+    of_floor = "%.2f" % (slots / floor) if slots and floor else "-"
+    return [label] + [fmt_us(med.get(p)) for p in paths] + [ratio, of_floor]
+
+
+def summarize(report, rows, paths, skipped):
+    header = ["N x size"] + list(paths) + ["host/slots", "slots/floor"]
+    print_table("µs per step, every path in the same run (render + hand-over + consumer op)", header, rows)
+    for p, why in skipped.items():
+        print(f"skipped {p}: {why}")
+    mem = [c for c in report["cells"] if c.get("worker_memory_mib")]
+    if mem:
+        last = {}
+        for c in mem:
+            last[c["workers"]] = c["worker_memory_mib"]
+        lines = []
+        for n, m in sorted(last.items()):
+            for name, vals in m.items():
+                if vals:
+                    lines.append([f"{n} workers", "GL only" if name == "gl" else "gltensor per worker (CUDA)",
+                                  "%.0f" % (sum(vals) / len(vals)), "%.0f" % max(vals)])
+        if lines:
+            print_table("device memory per worker process (MiB, NVML)", ["workers", "pool", "mean", "max"], lines)
