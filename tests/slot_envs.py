@@ -65,8 +65,12 @@ if gymnasium is not None:
         metadata = {"render_modes": []}
 
         def __init__(self, height=H, width=W, channels=3, backend="cpu", host=False, read_as="torch",
-                     episode=0):
-            self.observation_space = SlotSpace(height, width, channels, backend=backend, read_as=read_as)
+                     episode=0, box=False, gl=True):
+            if box:  # a plain image Box, as SB3 users have
+                self.observation_space = gymnasium.spaces.Box(0, 255, (height, width, channels), np.uint8)
+            else:
+                self.observation_space = SlotSpace(height, width, channels, backend=backend, read_as=read_as)
+            self.use_gl = gl or not host
             self.action_space = gymnasium.spaces.Discrete(3)
             self.channels, self.host, self.episode = channels, host, episode
             self.gl = GLPattern(height, width)
@@ -74,7 +78,8 @@ if gymnasium is not None:
 
         def _obs(self):
             img = pattern(self.seed_, self.t, *self.gl_size())
-            tex = self.gl.show(img)  # an engine's context is current (the CUDA backend's host writes need one)
+            # An engine's context is current (the CUDA backend's host writes need one); gl=False: none at all.
+            tex = self.gl.show(img) if self.use_gl else None
             if self.host:
                 return img[..., : self.channels]
             import gltensor

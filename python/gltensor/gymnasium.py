@@ -53,7 +53,7 @@ from gymnasium.vector.utils import (
 
 from .slots import SLOT_FORMATS, GLImage, SharedSlots
 
-__all__ = ["SlotSpace", "SlotBatch"]
+__all__ = ["SlotSpace", "SlotBatch", "host_image_for_slot"]
 
 _CHANNELS = {1: "r", 2: "rg", 3: "rgb", 4: "rgba"}
 _DTYPES = {"uint8": (np.uint8, 0, 255), "float32": (np.float32, 0.0, 1.0),
@@ -198,22 +198,26 @@ def _slot_channels(fmt):
     return len(name) - len(name.lstrip("rgba"))
 
 
-def _host_image(space, value):
+def host_image_for_slot(arr, slot_format="rgba8", layout="hwc"):
     """A host observation as an 8-bit slot stores it: (H, W, slot channels), top row first (the missing
     channels of an RGB image in an RGBA slot are filled opaque; float images in [0, 1] are scaled)."""
-    arr = np.asarray(value)
-    if arr.shape != space.shape:
-        raise ValueError(f"the observation has shape {arr.shape}; the SlotSpace's is {space.shape}")
-    if space.layout == "chw":
+    arr = np.asarray(arr)
+    if layout == "chw":
         arr = arr.transpose(1, 2, 0)
-    fmt = space.slot_format
-    if fmt in ("rgba8", "rg8", "r8", 0x8058, 0x822B, 0x8229):
+    if slot_format in ("rgba8", "rg8", "r8", 0x8058, 0x822B, 0x8229):
         if arr.dtype.kind == "f":
             arr = np.clip(np.rint(arr * 255.0), 0, 255).astype(np.uint8)
-        missing = _slot_channels(fmt) - arr.shape[2]
+        missing = _slot_channels(slot_format) - arr.shape[2]
         if missing > 0:
             arr = np.concatenate([arr, np.full(arr.shape[:2] + (missing,), 255, np.uint8)], axis=2)
     return arr
+
+
+def _host_image(space, value):
+    arr = np.asarray(value)
+    if arr.shape != space.shape:
+        raise ValueError(f"the observation has shape {arr.shape}; the SlotSpace's is {space.shape}")
+    return host_image_for_slot(arr, space.slot_format, space.layout)
 
 
 @create_shared_memory.register(SlotSpace)
