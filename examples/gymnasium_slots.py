@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"check: the batch equals every worker's glReadPixels exactly ({len(set(got))} distinct images)")
         envs.set_attr("check", False)  # later steps skip the CRC (a readback in every worker)
+        if device.type == "cpu":
+            torch.set_num_threads(1)  # torch's spinning OpenMP threads would starve the workers' renderers
         policy = make_policy(torch, args.size).to(device)
         opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
         rewards: list[float] = []

@@ -224,20 +224,23 @@ class SlotVecEnv(SubprocVecEnv):
             slots.close()
 
 
-def bench(make_env, n_envs=4, steps=200, *, start_method=None, backend="auto", warmup=10, repeats=3):
+def bench(make_env, n_envs=4, steps=200, *, make_slot_env=None, start_method=None, backend="auto", warmup=10,
+          repeats=3):
     """µs per step of the stock SubprocVecEnv and of SlotVecEnv over the same environments, in this run.
 
-    `make_env(k)` returns env k's constructor (a picklable callable). A step: a random action for every env,
-    step, and the observation batch as NumPy (what SB3's rollout collection does). The two paths' first
-    observations must be equal before anything is timed. Returns a dict (medians of `repeats` runs)."""
+    `make_env(k)` returns env k's constructor (a picklable callable) for SubprocVecEnv (host observations);
+    `make_slot_env(k)` the same environment for SlotVecEnv (e.g. returning GLImages; default: `make_env`). A
+    step: the same actions for every env, step, and the observation batch as NumPy (what SB3's rollout
+    collection does). ``exact``: the two paths' first observations are equal. Returns a dict (medians of
+    `repeats` runs of `steps` steps)."""
     import statistics
     import time
 
-    results = {}
-    first = {}
+    results, first, last = {}, {}, {}
     for name, cls in (("SubprocVecEnv", SubprocVecEnv), ("SlotVecEnv", SlotVecEnv)):
         kwargs = {"backend": backend} if cls is SlotVecEnv else {}
-        venv = cls([make_env(k) for k in range(n_envs)], start_method=start_method, **kwargs)
+        make = make_slot_env if cls is SlotVecEnv and make_slot_env is not None else make_env
+        venv = cls([make(k) for k in range(n_envs)], start_method=start_method, **kwargs)
         try:
             venv.seed(0)
             venv.action_space.seed(0)
@@ -253,11 +256,13 @@ def bench(make_env, n_envs=4, steps=200, *, start_method=None, backend="auto", w
                 runs.append((time.perf_counter() - start) / steps * 1e6)
             results[name] = {"us_per_step": statistics.median(runs), "runs_us": runs,
                              "obs_shape": list(obs.shape), "obs_bytes": int(obs.nbytes)}
+            last[name] = np.array(obs)
             if cls is SlotVecEnv:
                 results[name]["backend"] = venv.slots.backend
         finally:
             venv.close()
     exact = bool(np.array_equal(first["SubprocVecEnv"], first["SlotVecEnv"]))
     return {"n_envs": n_envs, "steps": steps, "start_method": start_method or "forkserver", "exact": exact,
+            "same_obs_after_steps": bool(np.array_equal(last["SubprocVecEnv"], last["SlotVecEnv"])),
             "speedup": results["SubprocVecEnv"]["us_per_step"] / results["SlotVecEnv"]["us_per_step"],
             **results}
