@@ -37,7 +37,7 @@ import gymnasium  # noqa: E402
 from gltensor.gymnasium import SlotSpace  # noqa: E402  (importable: spawn workers resolve it by name)
 
 
-class BounceEnv(gymnasium.Env):  # type: ignore[type-arg]
+class BounceEnv(gymnasium.Env):  # type: ignore[type-arg,misc,unused-ignore]
     """One camera on the scene, its own clock; the GL context is made in the worker, at the first reset."""
 
     def __init__(self, size: int = 64, camera: int = 0, backend: str = "auto", episode: int = 50,
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             x = obs.permute(0, 3, 1, 2).float().div_(255.0)  # (N, 3, H, W) in [0, 1], on the batch's device
             logits = policy(x)
             target = torch.as_tensor(np.asarray(info["expert"]), device=device, dtype=torch.long)
-            loss = torch.nn.functional.cross_entropy(logits, target)
+            loss: Any = torch.nn.functional.cross_entropy(logits, target)
             opt.zero_grad()
             loss.backward()
             opt.step()
