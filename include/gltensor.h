@@ -531,7 +531,8 @@ typedef struct glt_slot_writer_info {
 
 /* Attaches to a slot in the GL context current in this thread (CUDA backend: imports the memory into GL, and
  * refuses a context on another GPU with GLT_WRONG_DEVICE; GLT_UNSUPPORTED when the driver lacks
- * GL_EXT_memory_object_fd). Creates no CUDA context. */
+ * GL_EXT_memory_object_fd). Creates no CUDA context. On the CPU backend a writer may attach with no context
+ * current: it then writes host pixels only (glt_slot_writer_write refuses with GLT_WRONG_CONTEXT). */
 GLT_API glt_status glt_slot_writer_create(const glt_slot_writer_desc *desc, glt_slot_writer **out);
 /* Releases the writer's GL objects (call with its context current where possible). */
 GLT_API void glt_slot_writer_destroy(glt_slot_writer *writer);

@@ -182,7 +182,10 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
         return gl ? glt_fail(GLT_INVALID_ARGUMENT, "the slots' format is unknown to this gltensor") : GLT_GL_ERROR;
     }
     w->gl_context = glt_current_gl_context();
-    if (w->gl_context.api == GLT_API_NONE) {
+    /* The CPU backend's slots are host memory: a writer of host images (environments whose observations are
+     * arrays) needs no GL context. Its GL writes then refuse with GLT_WRONG_CONTEXT until it is attached again
+     * where a context is current (SlotClient.write does that). */
+    if (w->gl_context.api == GLT_API_NONE && w->backend == GLT_BACKEND_CUDA) {
         glt_slot_writer_destroy(w);
         return glt_fail(GLT_NO_CONTEXT,
                         "attaching to shared slot %d: no OpenGL context is current in this thread; attach in the "

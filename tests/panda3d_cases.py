@@ -562,3 +562,44 @@ def test_metadrive_real_interfaces(base, made):
     base.taskMgr.step()
     stacked = obs.observe()
     np.testing.assert_array_equal(stacked[..., -1], s.perceive().numpy())
+
+
+# ---------------------------------------------------------------- shared slots (a vector env worker's write)
+
+
+@pytest.mark.parametrize("size", [(97, 61), (84, 84)], ids=["97x61", "84x84"])
+def test_camera_write_to_slot(base, made, p3d_backend, size):
+    """A camera writes its image (inside Panda's padding) into a shared slot with GL; the slot reads exactly
+    what Panda rendered. Two cameras, two slots, one read."""
+    w, h = size
+    cams = [gp.RGBCamera(base, w, h, backend=p3d_backend) for _ in range(2)]
+    made.extend(cams)
+    for k, cam in enumerate(cams):
+        aim(cam.camera, x=0.6 * k)
+    slots = gltensor.SharedSlots(2, (w, h), backend=p3d_backend)
+    made.append(slots)
+    base.graphicsEngine.renderFrame()
+    for k, cam in enumerate(cams):
+        cam.write_to(slots.handle(k))
+    x = torch.from_dlpack(slots.read(channels="rgb"))
+    assert x.shape == (2, h, w, 3) and x.device.type == p3d_backend
+    refs = [ram_rgb(base, cam.color_texture) for cam in cams]
+    padded_as_configured(cams[0].color_texture, w, h)
+    for k in range(2):
+        rendered(refs[k])
+        assert_equal(x[k], refs[k])
+    assert not np.array_equal(refs[0], refs[1])
+    img = gp.gl_image(cams[0].color_texture, base.win)
+    assert img.region == (None if not pads() else (0, 0, w, h))
+
+
+@pytest.mark.parametrize("cls", md_classes("rgb"))
+def test_metadrive_perceive_to_slot(base, made, p3d_backend, cls):
+    s = build_md(base, made, cls, 97, 61, p3d_backend)
+    slots = gltensor.SharedSlots(1, (97, 61), backend=p3d_backend)
+    made.append(slots)
+    base.graphicsEngine.renderFrame()
+    s.perceive_to_slot(slots.handle(0))
+    x = torch.from_dlpack(slots.read(channels="rgb"))[0]
+    assert_equal(x, ram_rgb(base, s.buffer.getTexture()))
+    assert_equal(x, s.perceive(to_float=False).cpu().numpy())

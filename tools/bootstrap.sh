@@ -47,6 +47,13 @@ for spec in "moderngl:moderngl>=5.8" "mujoco:mujoco>=3" "panda3d:panda3d>=1.10" 
     mod=${spec%%:*}
     has_mod "$mod" || "$PYTHON" -m pip install -q "${spec#*:}" || echo "bootstrap: could not install ${spec#*:}; its tests will be skipped"
 done
+# The vector-env integrations (gltensor.gymnasium, gltensor.sb3). stable-baselines3 depends on torch: --no-deps,
+# with its small dependencies by name, so that it never replaces the CPU or CUDA torch installed above.
+has_mod gymnasium || "$PYTHON" -m pip install -q "gymnasium>=1.0,<2" || echo "bootstrap: could not install gymnasium; its tests will be skipped"
+if ! has_mod stable_baselines3 && has_mod gymnasium; then
+    "$PYTHON" -m pip install -q --no-deps "stable-baselines3>=2.4,<3" && "$PYTHON" -m pip install -q cloudpickle \
+        || echo "bootstrap: could not install stable-baselines3; its tests will be skipped"
+fi
 
 # 3. gltensor itself (with the CUDA backend when a toolkit is found). The module is an abi3 build
 # (_gltensor.abi3.so); a version-specific one left by an older build would shadow it, so it goes first.

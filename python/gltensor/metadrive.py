@@ -103,6 +103,19 @@ class _Sensor:
         """The sensor's image, as MetaDrive's BaseCamera.perceive: with new_parent_node the camera is mounted
         there (position, hpr: MetaDrive's defaults when None), one frame is rendered (engine.taskMgr.step()),
         and the camera is put back."""
+        return self._gt_mounted(lambda: self._gt_read(to_float), new_parent_node, position, hpr)
+
+    def perceive_to_slot(self, handle, new_parent_node=None, position=None, hpr=None):
+        """perceive(), but the image goes into a shared slot (``SlotHandle``, e.g. a vector env worker's) with GL
+        alone, on the GPU, instead of into a tensor; returns once the copy is complete. The slot reads as
+        perceive() does with the read options (channels='rgb', or 'bgr' for MetaDrive's own order)."""
+        def write():
+            self._gt_watch.require(type(self).__name__)
+            return gp.write_to_slot(handle, self._gt_texture, self.engine.win.getGsg(), gl_state=self._gt_watch.state)
+
+        return self._gt_mounted(write, new_parent_node, position, hpr)
+
+    def _gt_mounted(self, action, new_parent_node, position, hpr):
         saved = None
         if new_parent_node:
             saved = self.cam.getParent(), self.cam.getPos(), self.cam.getHpr()
@@ -112,7 +125,7 @@ class _Sensor:
                 self.cam.setPos(*(position if position is not None else DEFAULT_SENSOR_OFFSET))
                 self.cam.setHpr(*(hpr if hpr is not None else DEFAULT_SENSOR_HPR))
                 self.engine.taskMgr.step()
-            return self._gt_read(to_float)
+            return action()
         finally:
             if saved is not None:
                 self.cam.reparentTo(saved[0])

@@ -46,6 +46,7 @@ __all__ = [
     "PRC", "configure", "require_panda3d", "NotRenderedError", "native_id", "gl_target",
     "TextureCapture", "capture_texture", "capture_output", "capture_display_region", "capture_camera",
     "RGBCamera", "DepthCamera", "CameraBatch", "CameraAtlas", "image_size", "display_region_rect",
+    "gl_image", "write_to_slot",
 ]
 
 # Offscreen, headless, unpadded, no sRGB conversion of the framebuffer, no vsync, no audio.
@@ -251,6 +252,23 @@ def _region_of(tex, rect=None):
             "gltensor.panda3d: region (x=%d, y=%d, w=%d, h=%d) does not lie inside the %dx%d image of texture %r"
             % (x, y, rw, rh, w, h, tex.getName()))
     return (x, y, rw, rh)
+
+
+def gl_image(tex, gsg, rect=None):
+    """A ``gltensor.GLImage`` of the image Panda rendered into `tex`: its GL name in `gsg`'s context and the
+    region inside Panda's power-of-two padding (or `rect`), for ``SlotHandle.write`` / a Gymnasium or SB3
+    observation. GL only: nothing is registered with CUDA (a worker process stays without CUDA)."""
+    gsg = _gsg_of(gsg)
+    return _gt.GLImage(native_id(tex, gsg), gl_target(tex), _region_of(tex, rect))
+
+
+def write_to_slot(handle, tex, gsg, rect=None, *, gl_state=None):
+    """Write the image Panda rendered into `tex` (padding excluded) into a shared slot (``SlotHandle``), on the
+    GPU with GL, and return once it is complete. Call it after a frame rendered into `tex`; `gl_state` (a
+    sensor's) is made current first, else Panda's context must be current (it is after renderFrame())."""
+    if gl_state is not None:
+        gl_state.make_current()
+    return handle.write(gl_image(tex, gsg, rect))
 
 
 class TextureCapture:
@@ -525,6 +543,19 @@ class _Camera:
         self.buffer.setSize(width, height)
         if hasattr(self.lens, "setAspectRatio"):
             self.lens.setAspectRatio(width / height)
+
+    def write_to(self, handle, new_parent_node=None, position=None, hpr=None, plane="color"):
+        """Write the last rendered image (padding excluded) into a shared slot (``SlotHandle``) with GL alone,
+        instead of reading it into a tensor: what a worker process of a vector env does. With new_parent_node
+        one frame is rendered from there first, as perceive()."""
+        saved = self._render_at(new_parent_node, position, hpr) if new_parent_node is not None else None
+        try:
+            self._watch.require(self.name)
+            tex = self.color_texture if plane == "color" else self.depth_texture
+            return write_to_slot(handle, tex, self.buffer.getGsg(), gl_state=self._state)
+        finally:
+            if saved is not None:
+                self._restore(saved)
 
     def _render_at(self, new_parent_node, position, hpr):
         old_parent, old_pos, old_hpr = self.camera.getParent(), self.camera.getPos(), self.camera.getHpr()

@@ -23,6 +23,7 @@ and why), so a dead or late worker never yields a stale image.
 
 from __future__ import annotations
 
+import numbers
 import os
 import weakref
 from multiprocessing.reduction import DupFd
@@ -147,7 +148,10 @@ class SlotClient:
         ``target=GL_RENDERBUFFER``, a ``GLImage``, a moderngl Texture/Renderbuffer, or a host array (H, W, C)
         of the slot's dtype (written with ``write_host``). `region` = (x, y, w, h) in GL window coordinates:
         the part of a larger image to write (its size must be the slots')."""
-        if hasattr(source, "__array_interface__") or hasattr(source, "__array__") and not isinstance(source, int):
+        # A GL name may be a NumPy integer (PyOpenGL's glGenTextures returns numpy.uint32), which also has
+        # __array_interface__: integers are names, other array-likes are host images.
+        if not isinstance(source, numbers.Integral) and (hasattr(source, "__array_interface__")
+                                                          or hasattr(source, "__array__")):
             return self.write_host(slot, source)
         name, target, region = _gl_source(source, target, region)
         w = self.writer(slot)
