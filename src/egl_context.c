@@ -287,6 +287,24 @@ static glt_status create_headless(const glt_egl *egl, const glt_context_desc *de
         return glt_fail(GLT_EGL_ERROR, "this EGL lacks EGL_EXT_device_enumeration / EGL_EXT_platform_device, "
                                        "needed for headless contexts; install libglvnd's libegl1 with a driver "
                                        "that provides them (NVIDIA, or Mesa's libegl-mesa0)");
+    /* Shared-slot workers (gltensor.slots sets this in them): the trainer's GPU, found without CUDA, so that an
+     * engine's own Context.headless() in a worker creates no CUDA context and works after fork. */
+    unsigned char env_uuid[16];
+    const char *env = getenv("GLTENSOR_EGL_DEVICE_UUID");
+    if (!desc.device_uuid && desc.cuda_device == GLT_CUDA_DEVICE_AUTO && env && *env) {
+        int ok = strlen(env) == 32;
+        for (int i = 0; ok && i < 16; ++i) {
+            unsigned v;
+            ok = sscanf(env + 2 * i, "%2x", &v) == 1;
+            env_uuid[i] = (unsigned char)v;
+        }
+        if (!ok)
+            return glt_fail(GLT_INVALID_ARGUMENT,
+                            "GLTENSOR_EGL_DEVICE_UUID=%s is not a GPU UUID (32 hex digits, as SharedSlots.device_uuid"
+                            ".hex() gives); unset it or correct it",
+                            env);
+        desc.device_uuid = env_uuid;
+    }
     if (desc.device_uuid) return create_on_uuid(egl, &desc, out);
     /* A device the caller named must be honoured or refused; only "whichever this process uses" may fall
      * back to software. */

@@ -87,3 +87,15 @@ def test_convert_mode_tiny(tmp_path):
     assert report["benchmark"] == "convert"
     assert {c["kind"] for c in report["conversions"]} == {"single", "batch", "atlas"}
     assert {d["format"] for d in report["depth"]} == {"GL_DEPTH_COMPONENT24", "GL_DEPTH_COMPONENT32F"}
+
+
+def test_procs_mode_quick(tmp_path):
+    """Worker processes (spawn) on every path this machine runs, each checked against the workers' glReadPixels."""
+    proc, report = run_mode(tmp_path, "procs", "--quick", timeout=300)
+    assert report["benchmark"] == "procs"
+    cells = report["cells"]
+    assert [(c["workers"], c["width"], c["height"]) for c in cells] == [(1, 32, 24), (2, 32, 24)]
+    expected = {"host", "slots", "floor", "atlas"} | ({"per_worker"} if report["machine"]["backend"] == "cuda" else set())
+    for c in cells:
+        assert set(c["us_per_step"]) == expected and all(v > 0 for v in c["us_per_step"].values())
+    assert "host/slots" in proc.stdout

@@ -101,6 +101,28 @@ class _Fds:
         self._finalizer()
 
 
+def _mark_worker(device_uuid):
+    """This process writes CUDA slots: every headless context it makes (its engine's too) goes on the slots' GPU,
+    found through GL alone. Context.headless() would otherwise ask CUDA which EGL device is which, creating a
+    CUDA context in a process that must not hold one, and failing outright after fork from a CUDA trainer."""
+    os.environ.setdefault("GLTENSOR_EGL_DEVICE_UUID", device_uuid.hex())
+
+
+# Forked workers inherit the trainer's SharedSlots instead of unpickling them: mark them at the fork.
+_LIVE_CUDA_UUIDS = weakref.WeakValueDictionary()
+
+
+def _after_fork_in_child():
+    for slots in list(_LIVE_CUDA_UUIDS.values()):
+        if not slots._core.closed:
+            _mark_worker(slots._core.device_uuid)
+            break
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class SlotClient:
     """The shared slots as a worker sees them: write any slot from this process, with GL alone.
 
@@ -116,6 +138,8 @@ class SlotClient:
     @classmethod
     def _rebuild(cls, memory, control, count, size, backend, device_uuid=None):
         mem = memory.detach() if memory is not None else -1
+        if device_uuid:
+            _mark_worker(device_uuid)
         return cls(mem, control.detach(), count, size, backend, device_uuid)
 
     def __reduce__(self):
@@ -225,6 +249,8 @@ class SharedSlots:
         # (which must not call CUDA to export new ones).
         self._client = SlotClient(*self._core._export(), count, (width, height), self._core.backend,
                                   self._core.device_uuid if self._core.backend == "cuda" else None)
+        if self._core.backend == "cuda":
+            _LIVE_CUDA_UUIDS[id(self)] = self
 
     # -- the trainer's side --
     def read(self, *args, **kwargs):

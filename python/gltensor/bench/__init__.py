@@ -13,7 +13,7 @@ Layers, each module importing only those above it:
   paths.py          the compared GL paths, one definition each: BenchPath, the CPU round trips, the cuda-python recipe
   panda3d_paths.py  the Panda3D paths: Panda3DCameras (getRamImage), the RAM readback, MetaDrive's recipe
   grid.py, grid_report.py   the suite (mode grid): every path over sizes x camera counts, its tables and plot
-  single.py, batch.py, convert.py, upload.py, panda3d.py    the other modes, one file each
+  single.py, batch.py, convert.py, upload.py, panda3d.py, procs.py    the other modes, one file each
   __main__.py       the command line: picks the mode and hands it the rest of the arguments
 
 A mode plugs in with one module and one line:
@@ -49,6 +49,9 @@ MODES = {
     "upload": ("gltensor.bench.upload",
                "tensor -> OpenGL: Upload.write and map_buffer against the numpy -> glTexSubImage2D / "
                "glBufferSubData round trip (also `--upload`)"),
+    "procs": ("gltensor.bench.procs",
+              "many engine processes, one GPU batch: host readback per worker, gltensor per worker, shared slots, "
+              "the floor (render + fence) and one-process Atlas, N workers x sizes, device memory per worker"),
     "panda3d": ("gltensor.bench.panda3d",
                 "Panda3D cameras under Panda's default PRC and configure(): getRamImage, MetaDrive's recipe, "
                 "RGBCamera, CameraBatch, CameraAtlas"),

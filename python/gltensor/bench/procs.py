@@ -35,8 +35,8 @@ GL_ONLY_PATHS = ("host", "slots", "floor")  # the workers of these never touch C
 
 
 def _worker(k, n, conn, slots_handle, batch):
-    """Serves the trainer: ("setup", path, w, h) makes the camera; ("step", i) renders step i and hands the
-    image over the path's way; ("check", i) does the same and also returns the reference glReadPixels;
+    """Serves the trainer: ("setup", w, h) makes the camera; ("step", i, path) renders step i and hands the
+    image over the path's way; ("check", i, path) does the same and also returns the reference glReadPixels;
     None ends. Replies ("ok", value) or ("error", text)."""
     os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
     try:
@@ -50,7 +50,6 @@ def _worker(k, n, conn, slots_handle, batch):
         else:
             ctx = gltensor.Context.headless()
         cams = cap = None
-        path = None
         conn.send(("ok", os.getpid()))
         while True:
             msg = conn.recv()
@@ -58,18 +57,18 @@ def _worker(k, n, conn, slots_handle, batch):
                 break
             cmd = msg[0]
             if cmd == "setup":
-                _, path, w, h = msg
+                _, w, h = msg
                 if cams is not None:
                     if cap is not None:
                         cap.close()
                     cams.close()
                 cams = Cameras(1, w, h, atlas=False, draw="pattern")
                 tex = int(cams.targets[0].texture)
-                cap = gltensor.Capture(tex) if path == "per_worker" else None
+                cap = gltensor.Capture(tex) if batch is not None else None
                 GL.glFinish()
                 conn.send(("ok", None))
                 continue
-            i = msg[1]
+            _, i, path = msg
             cams.draw_targets(i * n + k)  # a picture of its own for every worker and step
             value = None
             if path == "host":
@@ -176,6 +175,7 @@ class Cell:
         self.atlas_cams = self.atlas = None
 
     def setup(self, paths):
+        done = set()
         for path in paths:
             if path == "atlas":
                 from .scenes import Cameras
@@ -184,8 +184,9 @@ class Cell:
                 rows, cols = self.atlas_cams.rows, self.atlas_cams.cols
                 self.atlas = self.gltensor.Atlas(int(self.atlas_cams.atlas_target.texture), tiles=(rows, cols),
                                                  count=self.n)
-            else:
-                self.pools[path].all("setup", path, self.w, self.h)
+            elif id(self.pools[path]) not in done:
+                done.add(id(self.pools[path]))
+                self.pools[path].all("setup", self.w, self.h)
 
     def close(self):
         if self.atlas is not None:
@@ -207,7 +208,7 @@ class Cell:
         pool = self.pools[path]
 
         def step(i, check=False):
-            values = pool.all("check" if check else "step", i)
+            values = pool.all("check" if check else "step", i, path)
             refs = np.stack([v[1] for v in values]) if check else None
             got = [v[0] for v in values] if check else values
             if path == "host":
@@ -290,6 +291,7 @@ def main(argv=None):
     info = machine_info(ctx, torch)
     cuda = torch.cuda.is_available() and gltensor.cuda_available()
     device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    info["backend"] = "cuda" if cuda else "cpu"
     json_path = results_path("procs", info["host"], args.json)
     print(f"GL: {ctx.renderer} | torch {torch.__version__} | GPU: {info['gpu_name'] or 'none'} | "
           f"trainer device {device}")
@@ -301,7 +303,7 @@ def main(argv=None):
         if cuda:
             torch.cuda.synchronize()
 
-    report = {"mode": "procs", "machine": info, "args": {k: v for k, v in vars(args).items() if k != "sizes"},
+    report = {"benchmark": "procs", "machine": info, "args": {k: v for k, v in vars(args).items() if k != "sizes"},
               "sizes": [list(s) for s in args.sizes], "cells": [], "status": "ok"}
     skipped = {}
     if "per_worker" in paths and not cuda:
@@ -335,9 +337,6 @@ def main(argv=None):
                 label = f"{n} x {w}x{h}"
                 try:
                     cell.setup(run_paths)
-                    if batch_view is not None and not batch_view.is_contiguous():
-                        # the workers write rows of the full-size shared batch: read them back as one tensor
-                        pass
                     for path in run_paths:
                         check(cell, path)
                     times = {p: [] for p in run_paths}
@@ -369,7 +368,7 @@ def main(argv=None):
             if slots is not None:
                 slots.close()
     summarize(report, rows, run_paths, skipped)
-    save_json(report, json_path)
+    save_json(json_path, report)
     print(f"JSON: {json_path}")
     return 0 if report["status"] == "ok" else 1
 
