@@ -488,7 +488,8 @@ typedef struct glt_slots_info {
     size_t row_pitch;    /* bytes between a slot's rows */
     size_t memory_bytes; /* the whole shared allocation */
     uint64_t reads;      /* reads done so far */
-    unsigned char device_uuid[16]; /* CUDA backend: the GPU's UUID (glt_context_desc.device_uuid), else zeros */
+    unsigned char device_uuid[16]; /* the trainer's GPU (glt_context_desc.device_uuid, for the workers' contexts);
+                                      zeros where CUDA is not usable */
 } glt_slots_info;
 
 typedef enum glt_slot_state {

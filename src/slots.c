@@ -227,7 +227,17 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     h->row_pitch = pitch;
     h->slot_bytes = slot_bytes;
     h->memory_bytes = pixels;
-    if (s->backend == GLT_BACKEND_CUDA) st = setup_cuda(s);
+    if (s->backend == GLT_BACKEND_CUDA) {
+        st = setup_cuda(s);
+    } else {
+        /* Host slots on a machine with CUDA: the GPU the workers' contexts should render on is still the
+         * trainer's (its UUID lets them find it without CUDA); none without CUDA. */
+        int dev = -1;
+        if (glt_cuda_compiled() && glt_default_cuda_device(&dev) == GLT_OK && dev >= 0 &&
+            glt_cuda_device_identity(dev, h->device_uuid, h->device_name, sizeof h->device_name) != GLT_OK)
+            memset(h->device_uuid, 0, sizeof h->device_uuid);
+        glt_clear_error();
+    }
     if (st == GLT_OK) {
         s->pool = glt_pool_create(s->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, s->cuda_device);
         if (!s->pool) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");

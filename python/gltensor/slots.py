@@ -102,7 +102,7 @@ class _Fds:
 
 
 def _mark_worker(device_uuid):
-    """This process writes CUDA slots: every headless context it makes (its engine's too) goes on the slots' GPU,
+    """This process writes slots of a trainer on a GPU: every headless context it makes (its engine's too) goes on the slots' GPU,
     found through GL alone. Context.headless() would otherwise ask CUDA which EGL device is which, creating a
     CUDA context in a process that must not hold one, and failing outright after fork from a CUDA trainer."""
     os.environ.setdefault("GLTENSOR_EGL_DEVICE_UUID", device_uuid.hex())
@@ -115,7 +115,7 @@ _LIVE_CUDA_UUIDS = weakref.WeakValueDictionary()
 def _after_fork_in_child():
     for slots in list(_LIVE_CUDA_UUIDS.values()):
         if not slots._core.closed:
-            _mark_worker(slots._core.device_uuid)
+            _mark_worker(slots._client.device_uuid)
             break
 
 
@@ -149,9 +149,9 @@ class SlotClient:
 
     def headless_context(self, **kwargs):
         """A headless GL context for a worker that renders itself: on the slots' GPU, found through GL alone
-        (CUDA slots: no CUDA call, so the worker creates no CUDA context, and it works after fork from a
-        trainer that uses CUDA); any context for CPU slots."""
-        if self.backend == "cuda":
+        (no CUDA call, so the worker creates no CUDA context, and it works after fork from a trainer that uses
+        CUDA); where the trainer has no GPU (CPU slots without CUDA), the default headless context."""
+        if self.device_uuid:
             return _gltensor.Context.headless(device_uuid=self.device_uuid, **kwargs)
         return _gltensor.Context.headless(**kwargs)
 
@@ -247,9 +247,10 @@ class SharedSlots:
         self._owner = os.getpid()
         # Descriptors kept for the workers: dup'ed for each pickle, inherited as they are by forked workers
         # (which must not call CUDA to export new ones).
-        self._client = SlotClient(*self._core._export(), count, (width, height), self._core.backend,
-                                  self._core.device_uuid if self._core.backend == "cuda" else None)
-        if self._core.backend == "cuda":
+        uuid = self._core.device_uuid
+        uuid = uuid if any(uuid) else None  # zeros: no CUDA here
+        self._client = SlotClient(*self._core._export(), count, (width, height), self._core.backend, uuid)
+        if uuid:
             _LIVE_CUDA_UUIDS[id(self)] = self
 
     # -- the trainer's side --

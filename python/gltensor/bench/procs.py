@@ -76,7 +76,7 @@ def _worker(k, n, conn, slots_handle, batch):
             elif path == "per_worker":
                 import torch
 
-                cap.read(out=batch[k])
+                cap.read(out=batch[k, :h, :w])  # its row of the shared batch, at this cell's size
                 torch.cuda.current_stream().synchronize()  # the reply says the frame is there
             elif path == "slots":
                 slots_handle.write(tex)
