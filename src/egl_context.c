@@ -73,6 +73,7 @@ static glt_status finish(const glt_egl *egl, EGLDisplay d, EGLContext c, int maj
     if (!ctx) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory creating a GL context");
     ctx->display = d;
     ctx->context = c;
+    glt_gl_context_own(d, c); /* objects made in it from now on can tell it from a later one at this pointer */
     ctx->vendor = dup_str(gl->GetString(GL_VENDOR));
     ctx->renderer = dup_str(gl->GetString(GL_RENDERER));
     ctx->version = dup_str(gl->GetString(GL_VERSION));
@@ -438,6 +439,7 @@ void glt_context_destroy(glt_context *ctx) {
     const glt_egl *egl = glt_egl_load();
     if (egl) {
         glt_context_release_current(ctx);
+        glt_gl_context_forget_owned(ctx->display, ctx->context); /* its objects now refuse, ClosedError */
         /* The display is not terminated: EGL shares one display per device in the process, and
          * terminating it would break other contexts (the caller's, or another glt_context) on it. */
         egl->DestroyContext(ctx->display, ctx->context);

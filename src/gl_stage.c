@@ -522,6 +522,26 @@ glt_status glt_gl_buffer_size(const glt_gl *gl, GLuint name, size_t *size, int *
     return st;
 }
 
+#define GL_STATIC_DRAW 0x88E4
+
+glt_status glt_gl_buffer_create(const glt_gl *gl, size_t bytes, const void *data, GLuint *out) {
+    GLint prev = 0;
+    GLuint name = 0;
+    *out = 0;
+    glt_gl_drain_errors(gl);
+    gl->GenBuffers(1, &name);
+    gl->GetIntegerv(GL_COPY_WRITE_BUFFER_BINDING, &prev);
+    gl->BindBuffer(GL_COPY_WRITE_BUFFER, name);
+    gl->BufferData(GL_COPY_WRITE_BUFFER, (GLsizeiptr)bytes, data, GL_STATIC_DRAW);
+    glt_status st = buffer_unbind(gl, name, prev, "glBufferData");
+    if (st != GLT_OK) {
+        gl->DeleteBuffers(1, &name);
+        return st;
+    }
+    *out = name;
+    return GLT_OK;
+}
+
 glt_status glt_gl_buffer_map(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, GLbitfield access,
                              void **out) {
     GLint prev = 0;
