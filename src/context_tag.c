@@ -220,7 +220,7 @@ glt_status glt_check_gl_context(glt_gl_context_id expected, const char *what) {
             return glt_check_gl_context(expected, what);
         return glt_fail(GLT_WRONG_CONTEXT,
                         "%s belongs to another OpenGL context (%s %p) than the one current in this thread "
-                        "(%s %p); make its own context current, or create a capture in this context",
+                        "(%s %p); make its own context current, or create a new gltensor object in this context",
                         what, api_name(expected.api), expected.context, api_name(now.api), now.context);
     }
     return GLT_OK;
