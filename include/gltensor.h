@@ -335,6 +335,9 @@ typedef struct glt_upload_desc {
     int cuda_device; /* -1: the device the current GL context runs on */
 } glt_upload_desc;
 
+/* Which source element types a write into this texture takes, as a sentence for messages. */
+GLT_API const char *glt_upload_accepted_dtypes(const glt_upload *up);
+
 typedef struct glt_upload_info {
     int width, height, channels; /* the texture's size and stored channels */
     glt_dtype dtype;             /* stored element type (uint8 for RGBA8, float16 for RGBA16F, ...) */

@@ -75,6 +75,7 @@ glt_status glt_buffer_check_mapping(glt_buffer *b) {
 glt_status glt_buffer_create(const glt_buffer_desc *desc, glt_buffer **out) {
     if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_create: desc and out must not be NULL");
     *out = NULL;
+    if (glt_env_check() != GLT_OK) return GLT_INVALID_ARGUMENT;
     char what[64];
     snprintf(what, sizeof what, "buffer %u", desc->gl_name);
     glt_gl_context_id now = glt_current_gl_context();

@@ -67,9 +67,9 @@ static int compute_possible(const glt_gl *gl, const glt_format *fmt) {
 
 static int compute_wanted(const glt_gl *gl, const glt_format *fmt, int for_cuda) {
     if (!compute_possible(gl, fmt)) return 0;
-    const char *env = getenv("GLTENSOR_DEPTH_PATH");
-    if (env && !strcmp(env, "readpixels")) return 0;
-    if (env && !strcmp(env, "compute")) return 1;
+    int path = glt_env_choice(GLT_ENV_DEPTH_PATH);
+    if (path == 1) return 0; /* readpixels */
+    if (path == 2) return 1; /* compute */
     return for_cuda && glt_depth_compute_exact(gl);
 }
 

@@ -55,6 +55,22 @@ int glt_same_gl_context(glt_gl_context_id a, glt_gl_context_id b);
  * every entry, so objects added later get the same protection by keeping a glt_gl_context_id. */
 glt_status glt_check_gl_context(glt_gl_context_id expected, const char *what);
 
+/* ---- env.c: the environment, read in one place ---- */
+typedef enum glt_env_var {
+    GLT_ENV_DEPTH_PATH,           /* auto | readpixels | compute */
+    GLT_ENV_TEXTURE_REGION_READ,  /* auto | framebuffer */
+    GLT_ENV_UPLOAD_PATH,          /* auto | copy */
+    GLT_ENV_COUNT
+} glt_env_var;
+/* The index of the variable's value among its values (0: auto, also when unset). */
+int glt_env_choice(glt_env_var var);
+/* GLT_INVALID_ARGUMENT naming the variable and its valid values when a GLTENSOR_* value is unknown; every
+ * object's creation calls it, so a typo is refused instead of ignored. */
+glt_status glt_env_check(void);
+/* Newline-separated problems with the environment (bad GLTENSOR_* values, EGL/Mesa variables that break
+ * context creation, CUDA_VISIBLE_DEVICES hiding every GPU); the length written ("" when none). */
+size_t glt_env_problems(char *buf, size_t size);
+
 /* ---- gl_formats.c ---- */
 typedef struct glt_format {
     GLenum internal_format;

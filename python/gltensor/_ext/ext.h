@@ -105,6 +105,10 @@ const char *glt_py_as_name(PyObject *obj, Py_ssize_t *len);
 /* obj (None or absent: default_index) as the index of one of n names, matched exactly. */
 int glt_py_as_choice(PyObject *obj, const char *what, const char *const *choices, int n, int default_index, int *out);
 
+/* env.c: _gltensor._environment_problems() -> list of str (bad GLTENSOR_* values, EGL/Mesa variables that break
+ * context creation), for the doctor. */
+PyObject *glt_py_environment_problems(PyObject *module, PyObject *unused);
+
 /* PyTypeObject is opaque in the limited API: allocation and freeing go through the type's slots. */
 static inline PyObject *glt_py_alloc(PyTypeObject *type) {
     allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);

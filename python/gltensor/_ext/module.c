@@ -183,6 +183,8 @@ static PyObject *py_cuda_device_info(PyObject *m, PyObject *arg) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"_environment_problems", glt_py_environment_problems, METH_NOARGS,
+     "Private, for the doctor: what in the environment breaks gltensor (one line each)."},
     {"_build_info", py_build_info, METH_NOARGS, "Private, for the doctor: CUDA compiled in, kernel code, runtime version."},
     {"_cuda_driver_version", py_cuda_driver_version, METH_NOARGS,
      "Private, for the doctor: the driver's CUDA version (e.g. 13000), 0 when no driver is loaded."},

@@ -79,6 +79,32 @@ static void rename_source_error(void) {
 
 /* write(x, flip=True, stream=None, *, channels=None, layout='hwc', region=None); None means the default for
  * every option (flip=None is True: rows top first, as reads give them). */
+/* The tensor describer (shared with reads' out=) refuses element types no capture produces and lists the
+ * read-side types; for a write what counts is what this texture takes, which the core says. */
+static void accepted_types_hint(UploadObject *self) {
+    if (!PyErr_Occurred() || !self->up) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *msg = value ? PyObject_Str(value) : NULL;
+    const char *s = msg ? PyUnicode_AsUTF8AndSize(msg, NULL) : NULL;
+    const char *cut = s ? strstr(s, ", which no capturable format produces") : NULL;
+    if (cut) {
+        PyObject *head = PyUnicode_FromStringAndSize(s, (Py_ssize_t)(cut - s));
+        PyObject *fixed = head ? PyUnicode_FromFormat("%U, which gltensor cannot write into texture %u: %s", head,
+                                                      self->name, glt_upload_accepted_dtypes(self->up))
+                               : NULL;
+        Py_XDECREF(head);
+        if (fixed) {
+            Py_XDECREF(value);
+            value = fixed;
+        }
+    }
+    Py_XDECREF(msg);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
 static PyObject *upload_write(UploadObject *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"x", "flip", "stream", "channels", "layout", "region", NULL};
     static const char *const layouts[] = {"hwc", "chw"};
@@ -111,6 +137,7 @@ static PyObject *upload_write(UploadObject *self, PyObject *args, PyObject *kwar
     PyObject *keep = NULL;
     if (glt_py_out_view(st, &r, want_cuda, &view, &keep) < 0) {
         rename_source_error();
+        accepted_types_hint(self);
         return NULL;
     }
     if (!self->up) { /* describing x ran its __dlpack__ / interface code */
