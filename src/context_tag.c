@@ -115,6 +115,16 @@ static entry *find_generation(uint64_t generation) {
 
 static void drop(entry *e) { *e = entries[--n_entries]; }
 
+/* A context gltensor did not create is gone when EGL no longer knows its handle. */
+static int egl_handle_gone(const entry *e) {
+    if (e->owned || e->api != GLT_API_EGL || !query_context) return 0;
+    EGLint type = 0;
+    if (query_context(e->display, e->context, EGL_CONTEXT_CLIENT_TYPE, &type)) return 0;
+    const glt_egl *egl = glt_egl_load();
+    if (egl && egl->GetError) egl->GetError(); /* EGL_BAD_CONTEXT: consumed, so later EGL errors are ours */
+    return 1;
+}
+
 /* A new generation for (api, display, context); NULL only when memory ran out. */
 static entry *add(glt_window_api api, void *display, void *context, int owned) {
     if (n_entries == cap_entries) {
@@ -134,16 +144,6 @@ static entry *add(glt_window_api api, void *display, void *context, int owned) {
     return e;
 }
 
-/* A context gltensor did not create is gone when EGL no longer knows its handle. */
-static int egl_handle_gone(const entry *e) {
-    if (e->owned || e->api != GLT_API_EGL || !query_context) return 0;
-    EGLint type = 0;
-    if (query_context(e->display, e->context, EGL_CONTEXT_CLIENT_TYPE, &type)) return 0;
-    const glt_egl *egl = glt_egl_load();
-    if (egl && egl->GetError) egl->GetError(); /* EGL_BAD_CONTEXT: consumed, so later EGL errors are ours */
-    return 1;
-}
-
 uint64_t glt_gl_context_tag(glt_window_api api, void *display, void *context) {
     if (api == GLT_API_NONE || !context) return 0;
     pthread_once(&procs_once, load_procs);
@@ -160,6 +160,9 @@ uint64_t glt_gl_context_tag(glt_window_api api, void *display, void *context) {
         e = NULL;
     }
     uint64_t generation = 0;
+    if (!e && n_entries >= 64) /* a program that makes many contexts: drop those EGL no longer knows */
+        for (int i = n_entries - 1; i >= 0; --i)
+            if (egl_handle_gone(&entries[i])) drop(&entries[i]);
     if (!e && (e = add(api, display, context, 0)) != NULL) e->marker = marker_create(gl, e->generation);
     if (e) generation = e->generation;
     pthread_mutex_unlock(&lock);
