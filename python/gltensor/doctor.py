@@ -695,10 +695,14 @@ def diagnose(facts: Facts) -> Dict[str, Any]:
     count = cuda.get("device_count", 0)
     caps = env.get("NVIDIA_DRIVER_CAPABILITIES")
 
+    # An error where it broke something (a context failed); a warning where this machine's driver ignores it
+    # (MESA_* on an NVIDIA-only machine), so that the doctor's exit status stays about what fails.
+    env_severity = "error" if any(c.get("error") for c in facts.get("contexts", [])) or not facts.get(
+        "contexts") else "warning"
     for problem in facts.get("env_problems", []):
         # The core's own reading of the variable (src/env.c): "NAME=value <cause>; <fix>".
         cause, _, fix = problem.rpartition("; ")
-        findings.append(_finding("environment", "error", problem=(cause or problem) + ".",
+        findings.append(_finding("environment", env_severity, problem=(cause or problem) + ".",
                                  fix=(fix[:1].upper() + fix[1:] + ".") if cause else "Unset it.",
                                  variable=problem.split("=", 1)[0]))
     for name in env:
