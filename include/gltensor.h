@@ -341,6 +341,9 @@ typedef struct glt_upload_desc {
     int cuda_device; /* -1: the device the current GL context runs on */
 } glt_upload_desc;
 
+/* Which source element types a write into this texture takes, as a sentence for messages. */
+GLT_API const char *glt_upload_accepted_dtypes(const glt_upload *up);
+
 typedef struct glt_upload_info {
     int width, height, channels; /* the texture's size and stored channels */
     glt_dtype dtype;             /* stored element type (uint8 for RGBA8, float16 for RGBA16F, ...) */
@@ -438,8 +441,13 @@ GLT_API glt_status glt_buffer_map(glt_buffer *buf, glt_map_mode mode, size_t off
 /* CUDA: makes consumer wait for the map, and the unmap wait for work queued on consumer until then. */
 GLT_API glt_status glt_buffer_sync_stream(glt_buffer *buf, void *consumer);
 /* Hands the buffer back to GL: GL work issued afterwards sees what was written through the mapping.
- * GLT_INVALID_OBJECT (after unmapping what is left) when the buffer was deleted while mapped. */
+ * GLT_INVALID_OBJECT (after unmapping what is left) when the buffer was deleted while mapped; GLT_CLOSED when its
+ * context was destroyed while mapped (the mapping went with it). Refused without unmapping (GLT_NO_CONTEXT,
+ * GLT_WRONG_CONTEXT) when the buffer's context is not current: the buffer stays mapped, call it again there. */
 GLT_API glt_status glt_buffer_unmap(glt_buffer *buf);
+/* GLT_OK while a mapping is live and usable; GLT_INVALID_ARGUMENT when the buffer is not mapped; GLT_CLOSED when
+ * its context was destroyed while mapped (the mapping is then ended). Makes no GL call: any thread may ask. */
+GLT_API glt_status glt_buffer_check_mapping(glt_buffer *buf);
 /* A copy of bytes [offset, offset + bytes) (0: to the end) as a frame of (1, bytes, 1) uint8, from the
  * buffer's pool, on stream: like a capture's frame, never overwritten later. */
 GLT_API glt_status glt_buffer_read(glt_buffer *buf, size_t offset, size_t bytes, void *stream, glt_frame **out);

@@ -45,9 +45,37 @@ static glt_status check_context(const glt_buffer *b) {
     return glt_check_gl_context(b->gl_context, what);
 }
 
+/* The mapping went with its destroyed context: the driver unmapped the buffer and dropped the registration,
+ * so only our side is left to release. What was written into the view is lost. */
+static void mapping_lost(glt_buffer *b) {
+    glt_cuda_mapbuf_forget(b->cuda);
+    b->cuda = NULL;
+    b->size = 0;
+    free(b->staging);
+    b->staging = NULL;
+    b->mapped = 0;
+}
+
+static glt_status mapping_lost_error(const glt_buffer *b) {
+    return glt_fail(GLT_CLOSED,
+                    "buffer %u was mapped when its OpenGL context was destroyed: the mapping went with the context, "
+                    "the view is invalid and what was written into it is lost; leave map_buffer blocks (unmap) "
+                    "before closing or destroying the context",
+                    b->name);
+}
+
+glt_status glt_buffer_check_mapping(glt_buffer *b) {
+    if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
+    if (!b->mapped) return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped", b->name);
+    if (glt_gl_context_alive(b->gl_context)) return GLT_OK;
+    mapping_lost(b);
+    return mapping_lost_error(b);
+}
+
 glt_status glt_buffer_create(const glt_buffer_desc *desc, glt_buffer **out) {
     if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_create: desc and out must not be NULL");
     *out = NULL;
+    if (glt_env_check() != GLT_OK) return GLT_INVALID_ARGUMENT;
     char what[64];
     snprintf(what, sizeof what, "buffer %u", desc->gl_name);
     glt_gl_context_id now = glt_current_gl_context();
@@ -94,6 +122,7 @@ void glt_buffer_destroy(glt_buffer *b) {
     glt_gl_context_saved saved;
     int in_context = glt_gl_context_enter(b->gl_context, &saved);
     if (in_context && b->mapped) glt_buffer_unmap(b);
+    if (b->mapped) mapping_lost(b); /* its context cannot be entered: the driver ends the mapping with it */
     if (in_context) glt_cuda_mapbuf_unregister(b->cuda);
     else glt_cuda_mapbuf_forget(b->cuda);
     glt_gl_context_leave(&saved);
@@ -108,7 +137,7 @@ glt_status glt_buffer_get_info(const glt_buffer *b, glt_buffer_info *info) {
     info->backend = b->backend;
     info->backend_reason = b->backend_reason;
     info->cuda_device = b->cuda_device;
-    info->mapped = b->mapped;
+    info->mapped = b->mapped && glt_gl_context_alive(b->gl_context);
     return GLT_OK;
 }
 
@@ -138,7 +167,7 @@ static glt_status refresh(glt_buffer *b) {
 
 glt_status glt_buffer_query_size(glt_buffer *b, size_t *size) {
     if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
-    if (b->mapped) {
+    if (b->mapped && glt_buffer_check_mapping(b) == GLT_OK) {
         if (size) *size = b->size; /* GL reports a buffer it lent out as mapped: keep what was mapped */
         return GLT_OK;
     }
@@ -185,6 +214,7 @@ glt_status glt_buffer_map(glt_buffer *b, glt_map_mode mode, size_t offset, size_
     if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_map: out is NULL");
     if (mode != GLT_MAP_READ && mode != GLT_MAP_WRITE && mode != GLT_MAP_READ_WRITE)
         return glt_fail(GLT_INVALID_ARGUMENT, "unknown map mode %d; use read, write or readwrite", (int)mode);
+    if (b->mapped && glt_buffer_check_mapping(b) == GLT_CLOSED) return GLT_CLOSED;
     if (b->mapped)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "buffer %u is mapped already; leave the first map_buffer block (or unmap) before mapping it "
@@ -240,22 +270,34 @@ glt_status glt_buffer_sync_stream(glt_buffer *b, void *consumer) {
     if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
     if (!b->mapped)
         return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped; its memory is GL's again", b->name);
+    glt_status live = glt_buffer_check_mapping(b);
+    if (live != GLT_OK) return live;
     if (b->backend != GLT_BACKEND_CUDA || consumer == b->mapping.stream) return GLT_OK;
     return glt_cuda_mapbuf_consumer(b->cuda, consumer);
 }
 
+/* The mapping's states: mapped -> unmapped, and nothing else. A step that cannot undo the mapping (another
+ * context current, none current, a CUDA unmap that failed) leaves it mapped, so that the caller can try again
+ * where it can be done; only a mapping that no longer exists (context destroyed, buffer deleted) is dropped. */
 glt_status glt_buffer_unmap(glt_buffer *b) {
     if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
     if (!b->mapped) return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped", b->name);
-    b->mapped = 0;
+    char what[128];
+    snprintf(what, sizeof what, "buffer %u (still mapped: unmap it again with its own context current)", b->name);
+    glt_status st = glt_check_gl_context(b->gl_context, what);
+    if (st == GLT_CLOSED) {
+        mapping_lost(b);
+        return mapping_lost_error(b);
+    }
+    if (st != GLT_OK) return st;
     const glt_gl *gl = glt_gl_load();
-    glt_status st = check_context(b);
+    if (!gl) return GLT_GL_ERROR;
     /* Deleting a buffer GL has mapped unmaps it in GL; under CUDA the registration keeps the storage
      * alive until it is unmapped and unregistered. Either way the memory the views pointed at is gone. */
-    int alive = st == GLT_OK && gl && gl->IsBuffer(b->name);
+    int alive = gl->IsBuffer(b->name);
     if (b->backend == GLT_BACKEND_CUDA) {
-        glt_status u = glt_cuda_mapbuf_unmap(b->cuda);
-        if (st == GLT_OK) st = u;
+        st = glt_cuda_mapbuf_unmap(b->cuda);
+        if (st != GLT_OK && alive) return st; /* still mapped in CUDA: stays mapped here too */
         if (!alive) {
             glt_cuda_mapbuf_unregister(b->cuda);
             b->cuda = NULL;
@@ -267,8 +309,9 @@ glt_status glt_buffer_unmap(glt_buffer *b) {
         free(b->staging);
         b->staging = NULL;
     } else if (alive) {
-        st = glt_gl_buffer_unmap(gl, b->name);
+        st = glt_gl_buffer_unmap(gl, b->name); /* GL ends the mapping even when it reports the contents lost */
     }
+    b->mapped = 0;
     if (st == GLT_OK && !alive)
         st = glt_fail(GLT_INVALID_OBJECT,
                       "buffer %u was deleted while it was mapped; what was written into the view is lost, and the "
@@ -281,7 +324,7 @@ glt_status glt_buffer_read(glt_buffer *b, size_t offset, size_t bytes, void *str
     if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
     if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_read: out is NULL");
     *out = NULL;
-    if (b->mapped)
+    if (b->mapped && glt_buffer_check_mapping(b) == GLT_OK)
         return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is mapped; read it after leaving the map_buffer block",
                         b->name);
     glt_status st = check_context(b);

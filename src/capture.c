@@ -252,6 +252,7 @@ glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
                         desc->gl_target);
     if (desc->backend != GLT_BACKEND_AUTO && desc->backend != GLT_BACKEND_CUDA && desc->backend != GLT_BACKEND_CPU)
         return glt_fail(GLT_INVALID_ARGUMENT, "unknown backend %d; use auto, cuda or cpu", (int)desc->backend);
+    if (glt_env_check() != GLT_OK) return GLT_INVALID_ARGUMENT;
     char what[64];
     snprintf(what, sizeof what, "capture of %s %u", kind_of(desc->gl_target), desc->gl_name);
     glt_gl_context_id now = glt_current_gl_context();

@@ -14,6 +14,9 @@ int glt_gl_context_enter(glt_gl_context_id ctx, glt_gl_context_saved *saved) {
     saved->switched = 0;
     saved->prev = glt_current_gl_context();
     if (glt_same_gl_context(saved->prev, ctx)) return 1;
+    /* A destroyed context cannot be entered; its pointer may belong to a newer context by now, and releasing
+     * into that one would delete the newer context's objects of the same names. */
+    if (!glt_gl_context_alive(ctx)) return 0;
     if (ctx.api != GLT_API_EGL || (saved->prev.api != GLT_API_EGL && saved->prev.api != GLT_API_NONE)) return 0;
     const glt_egl *egl = glt_egl_load();
     if (!egl || !egl->MakeCurrent || !egl->GetCurrentSurface) return 0;
@@ -25,6 +28,11 @@ int glt_gl_context_enter(glt_gl_context_id ctx, glt_gl_context_saved *saved) {
     }
     saved->switched = 1;
     saved->entered = ctx;
+    /* The handle was valid, but it may be a newer context at the old pointer: its marker says (context_tag.c). */
+    if (!glt_same_gl_context(glt_current_gl_context(), ctx)) {
+        glt_gl_context_leave(saved);
+        return 0;
+    }
     return 1;
 }
 

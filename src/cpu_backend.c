@@ -29,8 +29,8 @@ glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **ou
     r->target = target;
     const glt_gl *gl = glt_gl_load();
     /* GLTENSOR_TEXTURE_REGION_READ=framebuffer takes the pre-4.5 route everywhere (tests run it on GL 4.5). */
-    const char *env = getenv("GLTENSOR_TEXTURE_REGION_READ");
-    if (gl && gl->GetTextureSubImage && target != GL_RENDERBUFFER && !(env && !strcmp(env, "framebuffer"))) {
+    int framebuffer = glt_env_choice(GLT_ENV_TEXTURE_REGION_READ) == 1;
+    if (gl && gl->GetTextureSubImage && target != GL_RENDERBUFFER && !framebuffer) {
         /* The entry point resolves whatever the context's version: use it only where GL 4.5 promises it. */
         GLint major = 0, minor = 0;
         gl->GetIntegerv(GL_MAJOR_VERSION, &major);

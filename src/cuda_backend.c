@@ -685,8 +685,7 @@ glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device
     /* Surface load/store is what lets a kernel write the mapped array; whether the old contents may
      * be discarded is decided per write through the map flags (whole image or a region). */
     /* GLTENSOR_UPLOAD_PATH=copy forces the linear path below (tests run both paths on one driver). */
-    const char *path = getenv("GLTENSOR_UPLOAD_PATH");
-    cudaError_t e = path && !strcmp(path, "copy")
+    cudaError_t e = glt_env_choice(GLT_ENV_UPLOAD_PATH) == 1 /* copy */
                         ? cudaErrorNotSupported
                         : cudaGraphicsGLRegisterImage(&s->resource, name, target,
                                                       cudaGraphicsRegisterFlagsSurfaceLoadStore);

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct glt_context {
     EGLDisplay display;
@@ -19,7 +22,17 @@ struct glt_context {
     int cuda_device;
     int is_software;
     int gl_major, gl_minor;
+    long current_tid; /* the thread gltensor last made it current in (0: released): for messages */
 };
+
+static long this_thread(void) { return (long)syscall(SYS_gettid); }
+
+static int thread_alive(long tid) {
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/self/task/%ld", tid);
+    return stat(path, &st) == 0;
+}
 
 #define MAX_DEVICES 32
 
@@ -73,11 +86,13 @@ static glt_status finish(const glt_egl *egl, EGLDisplay d, EGLContext c, int maj
     if (!ctx) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory creating a GL context");
     ctx->display = d;
     ctx->context = c;
+    glt_gl_context_own(d, c); /* objects made in it from now on can tell it from a later one at this pointer */
     ctx->vendor = dup_str(gl->GetString(GL_VENDOR));
     ctx->renderer = dup_str(gl->GetString(GL_RENDERER));
     ctx->version = dup_str(gl->GetString(GL_VERSION));
     ctx->gl_major = major;
     ctx->gl_minor = minor;
+    ctx->current_tid = this_thread(); /* created current in this thread */
     ctx->cuda_device = cuda_device;
     ctx->is_software = ctx->renderer && (strstr(ctx->renderer, "llvmpipe") || strstr(ctx->renderer, "softpipe") ||
                                          strstr(ctx->renderer, "Software"));
@@ -231,6 +246,7 @@ static glt_status create_headless(const glt_egl *egl, const glt_context_desc *de
 glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_context **out) {
     if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_context_create_headless: out is NULL");
     *out = NULL;
+    if (glt_env_check() != GLT_OK) return GLT_INVALID_ARGUMENT;
     const glt_egl *egl = glt_egl_load();
     if (!egl) return GLT_EGL_ERROR;
     saved_current saved = save_current(egl);
@@ -349,10 +365,16 @@ static glt_status create_headless(const glt_egl *egl, const glt_context_desc *de
                             "no NVIDIA EGL device runs on CUDA device %d (tried %s); pick another cuda_device "
                             "(CUDA_VISIBLE_DEVICES renumbers them) or allow the software fallback",
                             desc.cuda_device, tried[0] ? tried : "none");
+    {
+        char problems[1024];
+        if (glt_env_problems(problems, sizeof problems))
+            return glt_fail(GLT_EGL_ERROR, "no NVIDIA EGL device found among %d EGL devices, with the environment "
+                                           "set as follows:\n%s", count, problems);
         return glt_fail(GLT_EGL_ERROR,
                         "no NVIDIA EGL device found among %d EGL devices; install the NVIDIA driver's EGL "
                         "vendor library (10_nvidia.json, set __EGL_VENDOR_LIBRARY_FILENAMES if it is not found)%s",
                         count, named ? "" : " or allow the software fallback");
+    }
     }
     int major = 0, minor = 0;
     /* Mesa's software device, then the surfaceless platform as a last resort. */
@@ -384,11 +406,20 @@ static glt_status create_headless(const glt_egl *egl, const glt_context_desc *de
             return st;
         }
     }
+    /* Variables that break EGL or Mesa give this same symptom with the drivers installed: name them first. */
+    char problems[1024];
+    unsigned last = egl->GetError ? (unsigned)egl->GetError() : 0u;
+    if (glt_env_problems(problems, sizeof problems))
+        return glt_fail(GLT_EGL_ERROR,
+                        "could not create a headless OpenGL 3.3+ core context on any of %d EGL devices (last EGL "
+                        "error 0x%04X), with the environment set as follows:\n%s\n(python -m gltensor doctor "
+                        "lists every EGL/Mesa/gltensor variable it sees)",
+                        count, last, problems);
     return glt_fail(GLT_EGL_ERROR,
                     "could not create a headless OpenGL 3.3+ core context on any of %d EGL devices (last EGL "
                     "error 0x%04X); install Mesa's EGL driver for software rendering (apt-get install libegl1 "
                     "libegl-mesa0 libgl1-mesa-dri) or the NVIDIA driver",
-                    count, egl->GetError ? (unsigned)egl->GetError() : 0u);
+                    count, last);
 }
 
 /* Keeps nothing: only CUDA's confirmed answer counts, so *(int *)arg learns it and the search goes on
@@ -458,11 +489,25 @@ glt_status glt_context_make_current(glt_context *ctx) {
     if (!egl) return GLT_EGL_ERROR;
     /* The bound API is per thread: a thread that never bound OpenGL would not see this context. */
     egl->BindAPI(EGL_OPENGL_API);
-    if (!egl->MakeCurrent(ctx->display, EGL_NO_SURFACE, EGL_NO_SURFACE, ctx->context))
+    if (!egl->MakeCurrent(ctx->display, EGL_NO_SURFACE, EGL_NO_SURFACE, ctx->context)) {
+        unsigned err = (unsigned)egl->GetError();
+        long owner = ctx->current_tid;
+        /* A thread that just returned from its work may still be tearing down (Python's join returns before the
+         * OS thread is gone): give it a moment before telling "busy elsewhere" from "bound to a dead thread". */
+        for (int i = 0; owner && owner != this_thread() && thread_alive(owner) && i < 40; ++i) usleep(5000);
+        if (owner && owner != this_thread() && !thread_alive(owner))
+            return glt_fail(GLT_EGL_ERROR,
+                            "eglMakeCurrent failed (EGL error 0x%04X): the context is still current in thread %ld, "
+                            "which ended without releasing it; EGL keeps a context bound to that thread, so no "
+                            "thread can make it current again. Create a new context (Context.headless()), and call "
+                            "ctx.release() in a thread before it ends",
+                            err, owner);
         return glt_fail(GLT_EGL_ERROR,
                         "eglMakeCurrent failed (EGL error 0x%04X): a context can be current in one thread at a "
-                        "time; release it in the other thread first",
-                        (unsigned)egl->GetError());
+                        "time%s; release it in the other thread first (ctx.release() there)",
+                        err, owner && owner != this_thread() ? " and it is current in another thread" : "");
+    }
+    ctx->current_tid = this_thread();
     return GLT_OK;
 }
 
@@ -470,8 +515,10 @@ glt_status glt_context_release_current(glt_context *ctx) {
     if (!ctx) return glt_fail(GLT_INVALID_ARGUMENT, "glt_context_release_current: context is NULL");
     const glt_egl *egl = glt_egl_load();
     if (!egl) return GLT_EGL_ERROR;
-    if (egl->GetCurrentContext() == ctx->context)
+    if (egl->GetCurrentContext() == ctx->context) {
         egl->MakeCurrent(ctx->display, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+        ctx->current_tid = 0;
+    }
     return GLT_OK;
 }
 
@@ -492,6 +539,7 @@ void glt_context_destroy(glt_context *ctx) {
     const glt_egl *egl = glt_egl_load();
     if (egl) {
         glt_context_release_current(ctx);
+        glt_gl_context_forget_owned(ctx->display, ctx->context); /* its objects now refuse, ClosedError */
         /* The display is not terminated: EGL shares one display per device in the process, and
          * terminating it would break other contexts (the caller's, or another glt_context) on it. */
         egl->DestroyContext(ctx->display, ctx->context);

@@ -4,6 +4,7 @@
  * to be reused once every stream that used it is done.
  */
 #include "internal.h"
+#include "size_math.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,14 @@ glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int
     f->order = spec->order;
     f->flipped = flipped;
     f->stream = stream;
-    size_t bytes = glt_frame_image_bytes(f) * (size_t)(count > 0 ? count : 1);
+    int64_t dims[4] = {count > 0 ? count : 1, height, width, spec->channels};
+    size_t bytes = 0;
+    if (!glt_shape_bytes(dims, 4, glt_dtype_size(spec->dtype), &bytes)) {
+        free(f);
+        return glt_fail(GLT_INVALID_ARGUMENT, "a frame of %d x %d x %d x %d %s elements is larger than memory can "
+                                              "address; read fewer or smaller images",
+                        count > 0 ? count : 1, height, width, spec->channels, glt_dtype_name(spec->dtype));
+    }
     glt_status st = glt_pool_acquire(pool, bytes, stream, &f->block);
     if (st != GLT_OK) {
         free(f);

@@ -206,6 +206,11 @@ static void load_gl(void) {
 #undef LOAD_ALONE
 }
 
+void *glt_gl_proc(const char *name) {
+    pthread_once(&gl_once, load_gl);
+    return gl_proc(name);
+}
+
 const glt_gl *glt_gl_load(void) {
     pthread_once(&gl_once, load_gl);
     if (gl_missing) {
@@ -220,7 +225,7 @@ const glt_gl *glt_gl_load(void) {
 }
 
 glt_gl_context_id glt_current_gl_context(void) {
-    glt_gl_context_id id = {GLT_API_NONE, NULL, NULL};
+    glt_gl_context_id id = {GLT_API_NONE, NULL, NULL, 0};
     pthread_once(&gl_once, load_gl);
     if (egl_ok) {
         void *c = egl_table.GetCurrentContext();
@@ -228,6 +233,7 @@ glt_gl_context_id glt_current_gl_context(void) {
             id.api = GLT_API_EGL;
             id.context = c;
             id.display = egl_table.GetCurrentDisplay ? egl_table.GetCurrentDisplay() : NULL;
+            id.generation = glt_gl_context_tag(id.api, id.display, id.context);
             return id;
         }
     }
@@ -237,29 +243,10 @@ glt_gl_context_id glt_current_gl_context(void) {
             id.api = GLT_API_GLX;
             id.context = c;
             id.display = glx_current_display ? glx_current_display() : NULL;
+            id.generation = glt_gl_context_tag(id.api, id.display, id.context);
         }
     }
     return id;
-}
-
-int glt_same_gl_context(glt_gl_context_id a, glt_gl_context_id b) {
-    return a.api == b.api && a.context == b.context;
-}
-
-glt_status glt_check_gl_context(glt_gl_context_id expected, const char *what) {
-    glt_gl_context_id now = glt_current_gl_context();
-    if (now.api == GLT_API_NONE)
-        return glt_fail(GLT_NO_CONTEXT,
-                        "%s: no OpenGL context is current in this thread; make the context that owns it "
-                        "current first (ctx.make_current(), eglMakeCurrent or glXMakeCurrent)",
-                        what);
-    if (!glt_same_gl_context(now, expected))
-        return glt_fail(GLT_WRONG_CONTEXT,
-                        "%s belongs to another OpenGL context (%s %p) than the one current in this thread "
-                        "(%s %p); make its own context current, or create a capture in this context",
-                        what, expected.api == GLT_API_EGL ? "EGL" : "GLX", expected.context,
-                        now.api == GLT_API_EGL ? "EGL" : "GLX", now.context);
-    return GLT_OK;
 }
 
 void glt_gl_drain_errors(const glt_gl *gl) {

@@ -67,9 +67,9 @@ static int compute_possible(const glt_gl *gl, const glt_format *fmt) {
 
 static int compute_wanted(const glt_gl *gl, const glt_format *fmt, int for_cuda) {
     if (!compute_possible(gl, fmt)) return 0;
-    const char *env = getenv("GLTENSOR_DEPTH_PATH");
-    if (env && !strcmp(env, "readpixels")) return 0;
-    if (env && !strcmp(env, "compute")) return 1;
+    int path = glt_env_choice(GLT_ENV_DEPTH_PATH);
+    if (path == 1) return 0; /* readpixels */
+    if (path == 2) return 1; /* compute */
     return for_cuda && glt_depth_compute_exact(gl);
 }
 
@@ -520,6 +520,26 @@ glt_status glt_gl_buffer_size(const glt_gl *gl, GLuint name, size_t *size, int *
     *size = bytes > 0 ? (size_t)bytes : 0;
     if (gl_mapped) *gl_mapped = mapped != 0;
     return st;
+}
+
+#define GL_STATIC_DRAW 0x88E4
+
+glt_status glt_gl_buffer_create(const glt_gl *gl, size_t bytes, const void *data, GLuint *out) {
+    GLint prev = 0;
+    GLuint name = 0;
+    *out = 0;
+    glt_gl_drain_errors(gl);
+    gl->GenBuffers(1, &name);
+    gl->GetIntegerv(GL_COPY_WRITE_BUFFER_BINDING, &prev);
+    gl->BindBuffer(GL_COPY_WRITE_BUFFER, name);
+    gl->BufferData(GL_COPY_WRITE_BUFFER, (GLsizeiptr)bytes, data, GL_STATIC_DRAW);
+    glt_status st = buffer_unbind(gl, name, prev, "glBufferData");
+    if (st != GLT_OK) {
+        gl->DeleteBuffers(1, &name);
+        return st;
+    }
+    *out = name;
+    return GLT_OK;
 }
 
 glt_status glt_gl_buffer_map(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, GLbitfield access,

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 
 /* ---- library.c ---- */
 /* *opts, or the defaults when opts is NULL (every read entry point accepts NULL). */
@@ -22,21 +23,53 @@ const char *glt_gl_error_name(GLenum err);
 /* ---- gl_loader.c ---- */
 typedef enum glt_window_api { GLT_API_NONE, GLT_API_EGL, GLT_API_GLX } glt_window_api;
 
-/* Which context is current in this thread: the identity every GPU object keeps. */
+/* Which context is current in this thread: the identity every GPU object keeps. The generation tells this
+ * context from a later one that got the same pointer (context_tag.c); 0 when none is current. */
 typedef struct glt_gl_context_id {
     glt_window_api api;
     void *display; /* EGLDisplay or Display* */
     void *context; /* EGLContext or GLXContext */
+    uint64_t generation;
 } glt_gl_context_id;
 
 const glt_egl *glt_egl_load(void); /* NULL when libEGL is missing (message set) */
 const glt_gl *glt_gl_load(void);   /* NULL when a GL entry point is missing (message set) */
 glt_gl_context_id glt_current_gl_context(void);
-int glt_same_gl_context(glt_gl_context_id a, glt_gl_context_id b);
-/* GLT_NO_CONTEXT / GLT_WRONG_CONTEXT with a message naming what; GLT_OK when `expected` is current. */
-glt_status glt_check_gl_context(glt_gl_context_id expected, const char *what);
+/* Any GL or EGL entry point by name (NULL when absent), for the optional ones outside the tables. */
+void *glt_gl_proc(const char *name);
 /* Discards GL errors left by earlier calls so that ours are attributed correctly. */
 void glt_gl_drain_errors(const glt_gl *gl);
+
+/* ---- context_tag.c: a context identity that a later context with the same pointer cannot take ---- */
+/* The generation of the context current in this thread (registered when first seen); 0 when GL is missing. */
+uint64_t glt_gl_context_tag(glt_window_api api, void *display, void *context);
+/* A glt_context was created (any earlier context at that pointer is gone) / is about to be destroyed. */
+void glt_gl_context_own(void *display, void *context);
+void glt_gl_context_forget_owned(void *display, void *context);
+/* 0 once the context `id` was made in is known destroyed (its generation ended); 1 otherwise. */
+int glt_gl_context_alive(glt_gl_context_id id);
+/* Same pointer and same generation: the same context. */
+int glt_same_gl_context(glt_gl_context_id a, glt_gl_context_id b);
+/* GLT_CLOSED when `expected`'s context was destroyed, GLT_NO_CONTEXT / GLT_WRONG_CONTEXT when it is not the one
+ * current, each with a message naming `what`; GLT_OK when `expected` is current. Every object checks this on
+ * every entry, so objects added later get the same protection by keeping a glt_gl_context_id. */
+glt_status glt_check_gl_context(glt_gl_context_id expected, const char *what);
+
+/* ---- env.c: the environment, read in one place ---- */
+typedef enum glt_env_var {
+    GLT_ENV_DEPTH_PATH,           /* auto | readpixels | compute */
+    GLT_ENV_TEXTURE_REGION_READ,  /* auto | framebuffer */
+    GLT_ENV_UPLOAD_PATH,          /* auto | copy */
+    GLT_ENV_COUNT
+} glt_env_var;
+/* The index of the variable's value among its values (0: auto, also when unset). */
+int glt_env_choice(glt_env_var var);
+/* GLT_INVALID_ARGUMENT naming the variable and its valid values when a GLTENSOR_* value is unknown; every
+ * object's creation calls it, so a typo is refused instead of ignored. */
+glt_status glt_env_check(void);
+/* Newline-separated problems with the environment (bad GLTENSOR_* values, EGL/Mesa variables that break
+ * context creation, CUDA_VISIBLE_DEVICES hiding every GPU); the length written ("" when none). */
+size_t glt_env_problems(char *buf, size_t size);
 
 /* ---- gl_formats.c ---- */
 typedef struct glt_format {
@@ -335,6 +368,8 @@ glt_status glt_gl_texture_write(const glt_gl *gl, GLuint name, GLenum target, in
                                 GLenum format, GLenum type, const void *pixels);
 /* Buffer objects, bound to GL_COPY_WRITE_BUFFER for each call and the binding restored. */
 glt_status glt_gl_buffer_size(const glt_gl *gl, GLuint name, size_t *size, int *gl_mapped);
+/* A new buffer of `bytes` holding `data` (GL_STATIC_DRAW). */
+glt_status glt_gl_buffer_create(const glt_gl *gl, size_t bytes, const void *data, GLuint *out);
 glt_status glt_gl_buffer_map(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, GLbitfield access,
                              void **out);
 glt_status glt_gl_buffer_unmap(const glt_gl *gl, GLuint name);

@@ -113,6 +113,7 @@ glt_status glt_upload_create(const glt_upload_desc *desc, glt_upload **out) {
                         "target 0x%04X cannot be written; use GL_TEXTURE_2D (0x0DE1) or GL_TEXTURE_RECTANGLE "
                         "(0x84F5) (to fill a renderbuffer, write a texture and blit it)",
                         desc->gl_target);
+    if (glt_env_check() != GLT_OK) return GLT_INVALID_ARGUMENT;
     char what[64];
     snprintf(what, sizeof what, "upload into texture %u", desc->gl_name);
     glt_gl_context_id now = glt_current_gl_context();
@@ -215,6 +216,13 @@ static int write_mode(glt_dtype src, int dst) {
     return GLT_WRITE_FLOAT;
 }
 
+const char *glt_upload_accepted_dtypes(const glt_upload *up) {
+    int dst = up && up->fmt ? glt_write_dst_type(up->fmt) : -1;
+    if (dst == GLT_DST_UINT8 || dst == GLT_DST_UINT16 || dst == GLT_DST_UINT32)
+        return "integer textures take unsigned integer tensors (uint8, uint16 or uint32)";
+    return "colour textures take uint8, uint16 (16-bit unorm), float16 or float32 tensors";
+}
+
 /* Resolves opts and the source view against the texture into the write's spec (the array layout
  * fields are the stored layout; the CUDA backend replaces them with the mapped array's). */
 static glt_status make_spec(const glt_upload *up, const glt_write_options *o, const glt_buffer_view *src,
@@ -259,9 +267,7 @@ static glt_status make_spec(const glt_upload *up, const glt_write_options *o, co
     if (mode < 0)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "a %s source cannot be written into %s: %s", glt_dtype_name(src->dtype), what,
-                        (dst == GLT_DST_UINT8 || dst == GLT_DST_UINT16 || dst == GLT_DST_UINT32)
-                            ? "integer textures take unsigned integer tensors (uint8, uint16 or uint32)"
-                            : "colour textures take uint8, uint16 (16-bit unorm), float16 or float32 tensors");
+                        glt_upload_accepted_dtypes(up));
     int stored = up->fmt->channels;
     for (int c = 0; c < 4; ++c) s->map[c] = -1;
     if (o->n_channels == 0) {
@@ -347,7 +353,11 @@ static glt_status write_host(glt_upload *up, const glt_scatter_spec *s) {
 
 glt_status glt_upload_write(glt_upload *up, const glt_write_options *opts_in, const glt_buffer_view *src) {
     if (!up) return glt_fail(GLT_CLOSED, "the upload was closed (NULL handle)");
-    if (!src || !src->data) return glt_fail(GLT_INVALID_ARGUMENT, "glt_upload_write: the source view is NULL");
+    if (!src) return glt_fail(GLT_INVALID_ARGUMENT, "glt_upload_write: src is NULL; pass a glt_buffer_view of the source");
+    if (!src->data)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "the source tensor's data pointer is NULL (an empty tensor, or an interface that gives no "
+                        "memory); pass a tensor of the region's size (height x width x channels) with its memory");
     glt_write_options opts;
     if (opts_in) opts = *opts_in;
     else glt_write_options_init(&opts);

@@ -1,5 +1,6 @@
 /* Validation of destinations the caller owns (out=), shared by captures, batches and atlases. */
 #include "internal.h"
+#include "size_math.h"
 
 #include <stdio.h>
 
@@ -14,13 +15,6 @@ static void format_dims(char *buf, size_t n, const int64_t *v, int nd) {
     buf[0] = '\0';
     for (int i = 0, k = 0; i < nd && i < 4 && (size_t)k < n; ++i)
         k += snprintf(buf + k, n - (size_t)k, "%s%lld", i ? ", " : "", (long long)v[i]);
-}
-
-/* (n - 1) * stride + last, the bytes from the first element to the end of the last; 0 on overflow. */
-static int span_of(int64_t n, int64_t stride, int64_t last, int64_t *out) {
-    int64_t t = 0;
-    if (n > 1 && __builtin_mul_overflow(n - 1, stride, &t)) return 0;
-    return !__builtin_add_overflow(t, last, out);
 }
 
 glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, const char *what,
@@ -73,18 +67,18 @@ glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, 
         plane = st[0];
         ok = (st[2] == es || w == 1) && (pitch >= row_min || h == 1);
         if (h == 1) pitch = row_min;
-        ok = ok && span_of(h, pitch, row_min, &plane_min) && (plane >= plane_min || c == 1);
-        if (ok && c == 1) ok = !__builtin_mul_overflow(h, pitch, &plane);
-        ok = ok && span_of(c, plane, plane_min, &image_min);
+        ok = ok && glt_span_bytes(h, pitch, row_min, &plane_min) && (plane >= plane_min || c == 1);
+        if (ok && c == 1) ok = glt_span_bytes(h + 1, pitch, 0, &plane); /* h x pitch, checked */
+        ok = ok && glt_span_bytes(c, plane, plane_min, &image_min);
     } else {
         pitch = st[0];
         ok = (st[2] == es || c == 1) && (st[1] == c * es || w == 1) && (pitch >= row_min || h == 1);
         if (h == 1) pitch = row_min;
-        ok = ok && span_of(h, pitch, row_min, &image_min);
+        ok = ok && glt_span_bytes(h, pitch, row_min, &image_min);
     }
     int64_t total;
     ok = ok && (want->count <= 1 ||
-                (v->strides_bytes[0] >= image_min && span_of(want->count, v->strides_bytes[0], image_min, &total)));
+                (v->strides_bytes[0] >= image_min && glt_span_bytes(want->count, v->strides_bytes[0], image_min, &total)));
     if (!ok) {
         char have[128];
         format_dims(have, sizeof have, v->strides_bytes, v->ndim);

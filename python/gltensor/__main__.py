@@ -28,14 +28,30 @@ except ImportError:
 import gltensor  # noqa: E402
 
 
+# No GL driver allocates images beyond 32768 pixels a side; the context's own limit is checked once it exists.
+MAX_SIDE = 32768
+
+
 def _parse_size(text):
     try:
         w, h = (int(v) for v in text.lower().split("x"))
     except ValueError:
         raise argparse.ArgumentTypeError("expected WIDTHxHEIGHT, e.g. 512x512, got %r" % text)
-    if w <= 0 or h <= 0:
-        raise argparse.ArgumentTypeError("width and height must be positive")
+    if not (0 < w <= MAX_SIDE and 0 < h <= MAX_SIDE):
+        raise argparse.ArgumentTypeError("width and height must be 1 to %d, got %dx%d" % (MAX_SIDE, w, h))
     return w, h
+
+
+def _count(what):
+    def parse(text):
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%s must be an int, got %r" % (what, text))
+        if n < 0:
+            raise argparse.ArgumentTypeError("%s must be >= 0, got %d" % (what, n))
+        return n
+    return parse
 
 
 def _consumer_lib():
@@ -108,20 +124,34 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m gltensor", description=__doc__.split("\n")[0],
                                      epilog="python -m gltensor doctor [--json]: diagnose this machine")
     parser.add_argument("--size", type=_parse_size, default=(512, 512), help="WIDTHxHEIGHT (default 512x512)")
-    parser.add_argument("--frames", type=int, default=300, help="frames to time (default 300)")
+    parser.add_argument("--frames", type=_count("--frames"), default=300,
+                        help="frames to time (default 300; 0: only check and save one frame)")
     parser.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
-    parser.add_argument("--camera", type=int, default=0, help="camera index of the scene")
+    parser.add_argument("--camera", type=_count("--camera"), default=0, help="camera index of the scene")
     parser.add_argument("--out", default="frame.png", help="where to save one captured frame (PNG)")
     args = parser.parse_args(argv)
 
     from gltensor.scene import Scene  # imports OpenGL, after the platform was chosen above
 
+    from OpenGL import GL, error as gl_error
+
     lib, torch = _consumer_lib()
     try:
-        with gltensor.Context.headless() as ctx, Scene(*args.size, camera=args.camera) as scene, \
-                gltensor.Capture(scene.texture, gltensor.GL_TEXTURE_2D, backend=args.backend) as cap:
-            # Scene and capture close before the context (with exits in reverse order), as GL needs.
-            return _run(args, ctx, scene, cap, lib, torch)
+        with gltensor.Context.headless() as ctx:
+            limit = min(int(GL.glGetIntegerv(GL.GL_MAX_TEXTURE_SIZE)), int(GL.glGetIntegerv(GL.GL_MAX_RENDERBUFFER_SIZE)))
+            if max(args.size) > limit:
+                print("error: --size %dx%d: this GL (%s) allocates images of at most %d pixels a side; pick a "
+                      "smaller --size" % (*args.size, ctx.renderer, limit), file=sys.stderr)
+                return 2
+            try:
+                scene = Scene(*args.size, camera=args.camera)
+            except (gl_error.GLError, MemoryError) as e:
+                print("error: --size %dx%d: the scene's images could not be allocated (%s); pick a smaller --size"
+                      % (*args.size, getattr(e, "description", None) or type(e).__name__), file=sys.stderr)
+                return 2
+            with scene, gltensor.Capture(scene.texture, gltensor.GL_TEXTURE_2D, backend=args.backend) as cap:
+                # Scene and capture close before the context (with exits in reverse order), as GL needs.
+                return _run(args, ctx, scene, cap, lib, torch)
     except gltensor.GLTensorError as e:
         print("error: %s: %s" % (type(e).__name__, e), file=sys.stderr)
         return 2

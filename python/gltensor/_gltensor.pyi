@@ -161,14 +161,14 @@ class Context:
 class Capture:
     """One GL texture or renderbuffer, read into frames (or into out=) with one copy."""
 
-    def __new__(cls, name: _GLName, target: int = ..., *, backend: _Backend = "auto", cuda_device: int | None = None,
+    def __new__(cls, name: _GLName, target: int = ..., *, backend: _Backend | None = "auto", cuda_device: int | None = None,
                  resizable: bool = False, region: _Region | None = None) -> Self: ...
     @overload
-    def read(self, flip: bool = True, stream: _Stream = None, out: None = None, *, channels: _Channels | None = None,
+    def read(self, flip: bool | None = True, stream: _Stream = None, out: None = None, *, channels: _Channels | None = None,
              dtype: _DTypeName | _FrameworkDType | None = None, layout: _Layout | None = None, depth: _Depth | None = None,
              near: float | None = None, far: float | None = None, projection: _Projection | None = None) -> Frame: ...
     @overload
-    def read(self, flip: bool = True, stream: _Stream = None, *, out: _Out, channels: _Channels | None = None,
+    def read(self, flip: bool | None = True, stream: _Stream = None, *, out: _Out, channels: _Channels | None = None,
              dtype: _DTypeName | _FrameworkDType | None = None, layout: _Layout | None = None, depth: _Depth | None = None,
              near: float | None = None, far: float | None = None, projection: _Projection | None = None) -> _Out: ...
     def refresh(self) -> bool: ...
@@ -213,16 +213,16 @@ class Capture:
 class Batch:
     """Many cameras read with one GL->CUDA hand-off: read() gives (N, H, W, C)."""
 
-    def __new__(cls, sources: Sequence[_GLName | Capture], target: int = ..., *, backend: _Backend = "auto",
+    def __new__(cls, sources: Sequence[_GLName | Capture], target: int = ..., *, backend: _Backend | None = "auto",
                  cuda_device: int | None = None, resizable: bool = False, region: _Region | None = None,
                  regions: Sequence[_Region | None] | None = None) -> Self: ...
     @overload
-    def read(self, flip: bool = True, stream: _Stream = None, out: None = None, *, channels: _Channels | None = None,
+    def read(self, flip: bool | None = True, stream: _Stream = None, out: None = None, *, channels: _Channels | None = None,
              dtype: _DTypeName | _FrameworkDType | None = None, layout: _Layout | None = None) -> Frame: ...
     @overload
-    def read(self, flip: bool = True, stream: _Stream = None, *, out: _Out, channels: _Channels | None = None,
+    def read(self, flip: bool | None = True, stream: _Stream = None, *, out: _Out, channels: _Channels | None = None,
              dtype: _DTypeName | _FrameworkDType | None = None, layout: _Layout | None = None) -> _Out: ...
-    def read_list(self, flip: bool = True, stream: _Stream = None, *, channels: _Channels | None = None,
+    def read_list(self, flip: bool | None = True, stream: _Stream = None, *, channels: _Channels | None = None,
                   dtype: _DTypeName | _FrameworkDType | None = None, layout: _Layout | None = None,
                   depth: _Depth | None = None, near: float | None = None, far: float | None = None,
                   projection: _Projection | None = None) -> list[Frame]: ...
@@ -247,13 +247,13 @@ class Atlas:
     """One texture holding a grid of camera tiles: read() gives (count, h, w, C), tile 0 top-left."""
 
     def __new__(cls, name: _GLName, target: int = ..., *, tiles: tuple[int, int] | None = None,
-                 tile_size: tuple[int, int] | None = None, count: int | None = None, backend: _Backend = "auto",
+                 tile_size: tuple[int, int] | None = None, count: int | None = None, backend: _Backend | None = "auto",
                  cuda_device: int | None = None, resizable: bool = False, region: _Region | None = None) -> Self: ...
     @overload
-    def read(self, flip: bool = True, stream: _Stream = None, out: None = None, *, channels: _Channels | None = None,
+    def read(self, flip: bool | None = True, stream: _Stream = None, out: None = None, *, channels: _Channels | None = None,
              dtype: _DTypeName | _FrameworkDType | None = None, layout: _Layout | None = None) -> Frame: ...
     @overload
-    def read(self, flip: bool = True, stream: _Stream = None, *, out: _Out, channels: _Channels | None = None,
+    def read(self, flip: bool | None = True, stream: _Stream = None, *, out: _Out, channels: _Channels | None = None,
              dtype: _DTypeName | _FrameworkDType | None = None, layout: _Layout | None = None) -> _Out: ...
     def viewport(self, k: int, /) -> tuple[int, int, int, int]: ...
     def viewports(self) -> list[tuple[int, int, int, int]]: ...
@@ -289,10 +289,10 @@ class Atlas:
 class Upload:
     """A GL texture registered once for writing, written from tensors with write(x) (the reverse of Capture)."""
 
-    def __new__(cls, texture: _GLName, target: int = ..., *, backend: _Backend = "auto",
+    def __new__(cls, texture: _GLName, target: int = ..., *, backend: _Backend | None = "auto",
                 cuda_device: int | None = None) -> Self: ...
-    def write(self, x: _Tensor, flip: bool = True, stream: _Stream = None, *, channels: _Channels | None = None,
-              layout: _WriteLayout = "hwc", region: _Region | None = None) -> None: ...
+    def write(self, x: _Tensor, flip: bool | None = True, stream: _Stream = None, *, channels: _Channels | None = None,
+              layout: _WriteLayout | None = "hwc", region: _Region | None = None) -> None: ...
     def close(self) -> None: ...
     @property
     def name(self) -> int: ...
@@ -355,9 +355,9 @@ class BufferView:
 class Buffer:
     """A GL buffer object registered once: map() lends it as a zero-copy BufferView until unmap(); read() copies."""
 
-    def __new__(cls, name: _GLName, *, backend: _Backend = "auto", cuda_device: int | None = None) -> Self: ...
+    def __new__(cls, name: _GLName, *, backend: _Backend | None = "auto", cuda_device: int | None = None) -> Self: ...
     def map(self, dtype: _ViewDType | _FrameworkDType = "uint8", shape: _ViewShape | None = None, *,
-            mode: _MapMode = "readwrite", stream: _Stream = None, offset: int = 0) -> BufferView: ...
+            mode: _MapMode | None = "readwrite", stream: _Stream = None, offset: int = 0) -> BufferView: ...
     def unmap(self) -> None: ...
     def read(self, dtype: _ViewDType | _FrameworkDType = "uint8", shape: _ViewShape | None = None, *,
              offset: int = 0, stream: _Stream = None) -> BufferView: ...

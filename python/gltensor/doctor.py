@@ -113,6 +113,17 @@ KNOWN_FAILURES: Dict[str, Tuple[str, str, str]] = {
         "Creating a headless OpenGL context failed: {error}",
         "{fix}",
     ),
+    "environment": (
+        "an environment variable breaks gltensor",
+        "{problem}",
+        "{fix}",
+    ),
+    "unknown_setting": (
+        "a GLTENSOR_ variable gltensor does not read",
+        "{name} is set, but gltensor reads no variable of that name at run time (it knows {known}); a typo "
+        "leaves the setting you meant at its default.",
+        "Rename it to the variable you meant, or unset it.",
+    ),
     "selftest_mismatch": (
         "self-test captured wrong pixels",
         "The {backend} backend on {context} returned an image that differs from the pattern rendered "
@@ -176,6 +187,21 @@ _NVIDIA_VENDOR_CANDIDATES = (
     "/usr/local/share/glvnd/egl_vendor.d/10_nvidia.json",
 )
 _DEFAULT_VENDOR_DIRS = ("/etc/glvnd/egl_vendor.d", "/usr/share/glvnd/egl_vendor.d")
+
+# Variables the doctor shows: every one with these prefixes, and these names.
+_ENV_PREFIXES = ("GLTENSOR_", "__EGL_", "MESA_", "GALLIUM_", "EGL_", "LIBGL_")
+_ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_VISIBLE_DEVICES", "DISPLAY")
+# GLTENSOR_ variables the library reads at run time (src/env.c), and those of the build and the test suite.
+GLTENSOR_RUNTIME = ("GLTENSOR_DEPTH_PATH", "GLTENSOR_TEXTURE_REGION_READ", "GLTENSOR_UPLOAD_PATH")
+GLTENSOR_TOOLING = ("GLTENSOR_NO_CUDA", "GLTENSOR_CUDA_ARCHS", "GLTENSOR_SANITIZE", "GLTENSOR_UNDER_SANITIZER",
+                    "GLTENSOR_TEST_INSTALLED", "GLTENSOR_SOAK_READS", "GLTENSOR_HYPOTHESIS_EXAMPLES",
+                    "GLTENSOR_CYCLES", "GLTENSOR_P3D_PRC")
+
+
+def environment(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """Every variable that shapes what gltensor, EGL, Mesa and CUDA do in this process, by name."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in sorted(environ) if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
 
 
 def _version_text(v: int) -> str:
@@ -549,9 +575,10 @@ def collect(run_selftest: bool = True) -> Facts:
     facts: Facts = {
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                    "executable": sys.executable, "platform": platform.platform()},
-        "env": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-                                              "NVIDIA_VISIBLE_DEVICES", "__EGL_VENDOR_LIBRARY_FILENAMES",
-                                              "__EGL_VENDOR_LIBRARY_DIRS", "EGL_PLATFORM", "DISPLAY")},
+        "env": {**{k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+                                                 "NVIDIA_VISIBLE_DEVICES", "__EGL_VENDOR_LIBRARY_FILENAMES",
+                                                 "__EGL_VENDOR_LIBRARY_DIRS", "EGL_PLATFORM", "DISPLAY")},
+                **environment()},
     }
     try:
         import gltensor
@@ -559,6 +586,7 @@ def collect(run_selftest: bool = True) -> Facts:
     except ImportError as e:
         facts["gltensor"] = {"error": str(e)}
         return facts
+    facts["env_problems"] = _gltensor._environment_problems()
     build = _gltensor._build_info()
     facts["gltensor"] = {"version": gltensor.__version__, "file": os.path.dirname(gltensor.__file__), **build}
 
@@ -667,6 +695,19 @@ def diagnose(facts: Facts) -> Dict[str, Any]:
     count = cuda.get("device_count", 0)
     caps = env.get("NVIDIA_DRIVER_CAPABILITIES")
 
+    # An error where it broke something (a context failed); a warning where this machine's driver ignores it
+    # (MESA_* on an NVIDIA-only machine), so that the doctor's exit status stays about what fails.
+    env_severity = "error" if any(c.get("error") for c in facts.get("contexts", [])) or not facts.get(
+        "contexts") else "warning"
+    for problem in facts.get("env_problems", []):
+        # The core's own reading of the variable (src/env.c): "NAME=value <cause>; <fix>".
+        cause, _, fix = problem.rpartition("; ")
+        findings.append(_finding("environment", env_severity, problem=(cause or problem) + ".",
+                                 fix=(fix[:1].upper() + fix[1:] + ".") if cause else "Unset it.",
+                                 variable=problem.split("=", 1)[0]))
+    for name in env:
+        if name.startswith("GLTENSOR_") and env[name] is not None and name not in GLTENSOR_RUNTIME + GLTENSOR_TOOLING:
+            findings.append(_finding("unknown_setting", "warning", name=name, known=", ".join(GLTENSOR_RUNTIME)))
     if egl.get("library") is None:
         findings.append(_finding("no_egl", "error", error=egl.get("error")))
     if not g.get("cuda_compiled"):
@@ -703,7 +744,10 @@ def diagnose(facts: Facts) -> Dict[str, Any]:
     for c in facts.get("contexts", []):
         if c.get("error"):
             hint = explain_error(c["error"]) if "gltensor doctor" not in c["error"] else None
+            env_names = [f["evidence"]["variable"] for f in findings if f["id"] == "environment"]
             fix = hint.split("Fix: ", 1)[1] if hint else (
+                "Fix or unset %s (see the environment findings: each says what the variable breaks)."
+                % ", ".join(env_names) if env_names else
                 "See the findings above; `python -m gltensor doctor --json` has the details." if findings
                 else "Check that libEGL.so.1 and a driver (NVIDIA, or Mesa's libegl-mesa0) are installed.")
             findings.append(_finding("context_failed", "error", error=c["error"], fix=fix, context=c["requested"]))
@@ -776,6 +820,13 @@ def format_report(facts: Facts, diagnosis: Dict[str, Any]) -> str:
     for d in cuda["devices"]:
         add("    cuda:%d     %s" % (d["index"], d.get("error") or "%s, %s, sm_%d%d" % (
             d["name"], d["pci_bus_id"], *d["compute_capability"])))
+    shown = {k: v for k, v in facts["env"].items() if v is not None}
+    flagged = {f["evidence"].get("variable") or f["evidence"].get("name") for f in diagnosis["findings"]
+               if f["id"] in ("environment", "unknown_setting")}
+    add("  environment %s" % ("%d variable(s) that shape gltensor, EGL, Mesa or CUDA:" % len(shown) if shown
+                              else "no GLTENSOR_, __EGL_, MESA_, GALLIUM_ or CUDA variable is set"))
+    for k, v in shown.items():
+        add("    %s=%s%s" % (k, v, "   <- see below" if k in flagged else ""))
     egl = facts["egl"]
     add("  EGL         %s" % (egl.get("library") or "not loadable: %s" % egl.get("error")))
     if egl.get("client_extensions") is not None:

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef unsigned GLenum_;
@@ -20,6 +21,7 @@ typedef void (*image_fn)(GLenum_, int, int, int, int, int, GLenum_, GLenum_, con
 typedef void (*storage_fn)(GLenum_, GLenum_, int, int);
 typedef void (*delete_fn)(int, const unsigned *);
 typedef void *(*proc_fn)(const char *);
+typedef void (*buffer_data_fn)(GLenum_, intptr_t, const void *, GLenum_);
 
 static int cases, failed;
 
@@ -348,14 +350,58 @@ int main(void) {
     NOOP(glt_batch_destroy(NULL));
     NOOP(glt_atlas_destroy(NULL));
 
-    /* ---- the context closed under live captures and frames: frames stay readable, captures refuse */
+    /* ---- #22: the environment checked at creation; a buffer mapping never forgotten while it exists */
+    setenv("GLTENSOR_DEPTH_PATH", "readpixel", 1);
+    d.gl_name = tex;
+    glt_capture *env_cap = NULL;
+    EXPECT(glt_capture_create(&d, &env_cap), GLT_INVALID_ARGUMENT);
+    unsetenv("GLTENSOR_DEPTH_PATH");
+    EXPECT(glt_buffer_check_mapping(NULL), GLT_CLOSED);
+    gen_fn gen_buf = (gen_fn)get("glGenBuffers");
+    bind_fn bind_buf = (bind_fn)get("glBindBuffer");
+    buffer_data_fn buffer_data = (buffer_data_fn)get("glBufferData");
+    unsigned vbo = 0;
+    gen_buf(1, &vbo);
+    bind_buf(0x8892 /* GL_ARRAY_BUFFER */, vbo);
+    buffer_data(0x8892, 64, NULL, 0x88E8 /* GL_DYNAMIC_DRAW */);
+    bind_buf(0x8892, 0);
+    glt_buffer_desc bd;
+    glt_buffer_desc_init(&bd);
+    bd.gl_name = vbo;
+    bd.backend = GLT_BACKEND_CPU;
+    glt_buffer *gbuf = NULL;
+    glt_buffer_mapping bm;
+    EXPECT(glt_buffer_create(&bd, &gbuf), GLT_OK);
+    EXPECT(glt_buffer_check_mapping(gbuf), GLT_INVALID_ARGUMENT); /* not mapped */
+    EXPECT(glt_buffer_map(gbuf, GLT_MAP_READ_WRITE, 0, 0, NULL, &bm), GLT_OK);
+    glt_context_desc_init(&cd);
+    cd.force_software = 1;
+    glt_context *third = NULL;
+    if (glt_context_create_headless(&cd, &third) == GLT_OK) {
+        EXPECT(glt_buffer_unmap(gbuf), GLT_WRONG_CONTEXT); /* refused: stays mapped */
+        EXPECT(glt_buffer_check_mapping(gbuf), GLT_OK);
+        EXPECT(glt_context_release_current(third), GLT_OK);
+        EXPECT(glt_buffer_unmap(gbuf), GLT_NO_CONTEXT);
+        EXPECT(glt_buffer_check_mapping(gbuf), GLT_OK);
+        glt_context_destroy(third);
+    }
+    EXPECT(glt_context_make_current(ctx), GLT_OK);
+    EXPECT(glt_buffer_unmap(gbuf), GLT_OK);
+    EXPECT(glt_buffer_unmap(gbuf), GLT_INVALID_ARGUMENT);
+    EXPECT(glt_buffer_map(gbuf, GLT_MAP_WRITE, 0, 0, NULL, &bm), GLT_OK); /* left mapped for the destroy below */
+
+    /* ---- the context closed under live captures and frames: frames stay readable, captures refuse with
+     * GLT_CLOSED (the context is gone; no context to make current), #22 */
     glt_frame_info fi;
     glt_frame_get_info(f, &fi);
     glt_context_destroy(ctx);
     ++cases;
     volatile unsigned char first = ((unsigned char *)fi.data)[0]; /* the frame's memory is still ours */
     (void)first;
-    EXPECT(glt_capture_read(cap, NULL, &g), GLT_NO_CONTEXT);
+    EXPECT(glt_capture_read(cap, NULL, &g), GLT_CLOSED);
+    EXPECT(glt_buffer_check_mapping(gbuf), GLT_CLOSED); /* the mapping went with the context */
+    EXPECT(glt_buffer_unmap(gbuf), GLT_INVALID_ARGUMENT);
+    glt_buffer_destroy(gbuf);
     glt_frame_destroy(f);
     glt_capture_destroy(cap);
     glt_capture_destroy(cap2);

@@ -204,8 +204,8 @@ CASES = [
     # ---- Context
     ("context-device-negative", lambda w: gltensor.Context.headless(cuda_device=-1), ValueError, ["cuda_device"],
      False),
-    ("context-device-str", lambda w: gltensor.Context.headless(cuda_device="0"), ValueError, ["cuda_device"], False),
-    ("context-device-bool", lambda w: gltensor.Context.headless(cuda_device=True), ValueError, [], False),
+    ("context-device-str", lambda w: gltensor.Context.headless(cuda_device="0"), TypeError, ["cuda_device"], False),
+    ("context-device-bool", lambda w: gltensor.Context.headless(cuda_device=True), TypeError, [], False),
     ("context-device-99", lambda w: gltensor.Context.headless(cuda_device=99), GLT, ["99"], True),
     ("context-software-str", lambda w: gltensor.Context.headless(software="yes"), TypeError, ["software"], False),
     ("context-instantiate", lambda w: gltensor.Context(), TypeError, [], False),

@@ -1,6 +1,8 @@
 /* gltensor.Atlas: one texture holding a grid of camera tiles, read as (N, h, w, C) in one pass. */
 #include "ext.h"
 
+#include <stdint.h>
+
 typedef struct {
     PyObject_HEAD
     gltensor_state *st;
@@ -11,15 +13,18 @@ typedef struct {
 
 static int parse_pair(PyObject *obj, const char *what, int *a, int *b) {
     if (obj == Py_None) return 0;
-    if (!PyArg_ParseTuple(obj, "ii", a, b)) {
+    PyObject *t = PyTuple_Check(obj) || PyList_Check(obj) ? PySequence_Tuple(obj) : NULL;
+    if (!t || PyTuple_Size(t) != 2) {
+        Py_XDECREF(t);
         PyErr_Format(PyExc_TypeError, "%s must be a pair of ints", what);
         return -1;
     }
-    if (*a <= 0 || *b <= 0) {
-        PyErr_Format(PyExc_ValueError, "%s must be positive, got (%d, %d)", what, *a, *b);
-        return -1;
-    }
-    return 0;
+    int r = glt_py_as_int(PyTuple_GetItem(t, 0), what, 1, 1 << 20, a) < 0 ||
+                    glt_py_as_int(PyTuple_GetItem(t, 1), what, 1, 1 << 20, b) < 0
+                ? -1
+                : 0;
+    Py_DECREF(t);
+    return r;
 }
 
 static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -43,10 +48,7 @@ static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     d.source.resizable = resizable;
     if (glt_py_parse_region(region, "region", &d.source.region) < 0) return NULL;
     if (backend && glt_py_parse_backend(backend, &d.source.backend) < 0) return NULL;
-    if (device != Py_None) {
-        d.source.cuda_device = PyLong_AsLong(device);
-        if (d.source.cuda_device == -1 && PyErr_Occurred()) return NULL;
-    }
+    if (glt_py_as_cuda_device(device, "cuda_device", &d.source.cuda_device) < 0) return NULL;
     if (parse_pair(tiles, "tiles (rows, cols)", &d.rows, &d.cols) < 0 ||
         parse_pair(tile_size, "tile_size (height, width)", &d.tile_height, &d.tile_width) < 0)
         return NULL;
@@ -54,14 +56,8 @@ static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "Atlas needs tiles=(rows, cols) or tile_size=(height, width)");
         return NULL;
     }
-    if (count != Py_None) {
-        d.count = (int)PyLong_AsLong(count);
-        if (d.count == -1 && PyErr_Occurred()) return NULL;
-        if (d.count <= 0) {
-            PyErr_SetString(PyExc_ValueError, "count must be a positive number of tiles");
-            return NULL;
-        }
-    }
+    /* At most the grid's tiles; the grid itself is at most 2**20 x 2**20, checked with the texture's size. */
+    if (count != Py_None && glt_py_as_int(count, "count (tiles to read)", 1, INT32_MAX, &d.count) < 0) return NULL;
     AtlasObject *self = (AtlasObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;
@@ -121,10 +117,10 @@ static PyObject *atlas_read(AtlasObject *self, PyObject *const *args, Py_ssize_t
 
 static PyObject *atlas_viewport(AtlasObject *self, PyObject *arg) {
     if (!self->atlas) return closed_error(self);
-    long k = PyLong_AsLong(arg);
-    if (k == -1 && PyErr_Occurred()) return NULL;
+    int k = 0;
+    if (glt_py_as_int(arg, "the tile index", INT32_MIN, INT32_MAX, &k) < 0) return NULL;
     int vp[4];
-    glt_status s = glt_atlas_viewport(self->atlas, (int)k, vp);
+    glt_status s = glt_atlas_viewport(self->atlas, k, vp);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
     return Py_BuildValue("(iiii)", vp[0], vp[1], vp[2], vp[3]);
 }

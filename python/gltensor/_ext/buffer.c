@@ -20,6 +20,7 @@
 #include <structmember.h>
 
 #include "dlpack_export.h"
+#include "size_math.h"
 
 /* ---- element types a view may have ---- */
 typedef struct {
@@ -47,7 +48,7 @@ static int parse_view_dtype(PyObject *obj) {
         name = PyObject_Str(obj); /* torch.float32 -> "torch.float32" */
         if (!name) return -1;
     }
-    const char *s = PyUnicode_AsUTF8AndSize(name, NULL);
+    const char *s = glt_py_as_name(name, NULL); /* "uint8\0float32" is no dtype */
     if (!s) {
         Py_DECREF(name);
         return -1;
@@ -84,6 +85,7 @@ typedef struct {
     BufferObject *buffer; /* the mapped buffer (strong), or NULL for a copy */
     glt_frame *frame;     /* the copy's memory, or NULL for a mapping */
     int valid;            /* 0 once the mapping ended */
+    int context_lost;     /* it ended because the buffer's GL context was destroyed */
     unsigned name;
     void *data;
     size_t nbytes;
@@ -105,6 +107,14 @@ struct BufferObject {
 };
 
 static PyObject *view_ended(ViewObject *self, PyObject *exc) {
+    if (self->context_lost) {
+        PyErr_Format(exc,
+                     "this view of buffer %u is invalid: the buffer's OpenGL context was destroyed while it was mapped, "
+                     "and the mapping (and what was written into it) went with it; leave map_buffer blocks before "
+                     "closing the context",
+                     self->name);
+        return NULL;
+    }
     PyErr_Format(exc,
                  "this view of buffer %u was unmapped (its map_buffer block ended, or Buffer.unmap() ran): GL owns "
                  "the memory again; map the buffer again (or use gltensor.read_buffer for a copy that stays valid)",
@@ -114,11 +124,67 @@ static PyObject *view_ended(ViewObject *self, PyObject *exc) {
 
 static int view_is_cuda(const ViewObject *v) { return v->memory == GLT_MEMORY_CUDA; }
 
-/* Parses shape (None, int, or a tuple with at most one -1) for nbytes of dtype d into the view. */
-static int parse_shape(gltensor_state *st, PyObject *shape, size_t nbytes, int d, unsigned name, ViewObject *v,
-                       size_t *used) {
+/* Whether the view may still be exported: a copy always; a mapping while its buffer is mapped and the buffer's
+ * GL context lives (a mapping goes with its context: the memory is the driver's to free). */
+static int view_live(ViewObject *self) {
+    if (!self->valid || self->frame) return self->valid;
+    if (!self->buffer || !self->buffer->buf) {
+        self->valid = 0;
+        return 0;
+    }
+    glt_status s = glt_buffer_check_mapping(self->buffer->buf);
+    if (s == GLT_OK) return 1;
+    self->valid = 0;
+    self->context_lost = s == GLT_CLOSED;
+    return 0;
+}
+
+/* A shape as given: None (all the bytes), an int, or a sequence with at most one -1 (inferred). Converted before
+ * anything touches the buffer, because converting runs the caller's Python code (__index__, __iter__). */
+typedef struct {
+    int given; /* 0: None */
+    int ndim, infer;
+    int64_t dims[MAX_DIMS];
+} shape_arg;
+
+static int parse_shape(PyObject *shape, shape_arg *out) {
+    out->given = shape != Py_None;
+    out->ndim = 0;
+    out->infer = -1;
+    if (!out->given) return 0;
+    PyObject *seq = PyLong_Check(shape) || PyIndex_Check(shape) ? PyTuple_Pack(1, shape) : PySequence_Tuple(shape);
+    if (!seq) return -1;
+    Py_ssize_t n = PyTuple_Size(seq);
+    if (n < 1 || n > MAX_DIMS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "shape must have 1 to %d dimensions", MAX_DIMS);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        long long v = 0;
+        if (glt_py_as_int64(PyTuple_GetItem(seq, i), "a shape entry", -1, INT64_MAX, &v) < 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (v == -1 && out->infer >= 0) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_ValueError, "shape may have one -1 (inferred), not two");
+            return -1;
+        }
+        if (v == -1) out->infer = (int)i;
+        out->dims[i] = v;
+    }
+    Py_DECREF(seq);
+    out->ndim = (int)n;
+    return 0;
+}
+
+/* Fits the parsed shape to nbytes of dtype d: the view's shape and the bytes it covers, every product checked
+ * (size_math.h). */
+static int fit_shape(gltensor_state *st, const shape_arg *sh, size_t nbytes, int d, unsigned name, ViewObject *v,
+                     size_t *used) {
     size_t item = dtypes[d].bits / 8;
-    if (shape == Py_None) {
+    if (!sh->given) {
         if (nbytes % item) {
             PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
                          "buffer %u's %zu bytes are not a whole number of %s elements; pass shape= (or offset=)",
@@ -130,44 +196,29 @@ static int parse_shape(gltensor_state *st, PyObject *shape, size_t nbytes, int d
         *used = nbytes;
         return 0;
     }
-    PyObject *seq = PyLong_Check(shape) ? PyTuple_Pack(1, shape) : PySequence_Tuple(shape);
-    if (!seq) return -1;
-    Py_ssize_t n = PyTuple_Size(seq);
-    if (n < 1 || n > MAX_DIMS) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "shape must have 1 to %d dimensions", MAX_DIMS);
+    v->ndim = sh->ndim;
+    int64_t known[MAX_DIMS];
+    for (int i = 0; i < sh->ndim; ++i) known[i] = i == sh->infer ? 1 : sh->dims[i];
+    size_t per = 0;
+    if (!glt_shape_bytes(known, sh->ndim, item, &per)) {
+        PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
+                     "a view of that shape and dtype %s would cover more than 2**63 bytes; buffer %u has %zu bytes "
+                     "from the offset: ask for a shape that fits",
+                     dtypes[d].name, name, nbytes);
         return -1;
     }
-    int infer = -1;
-    size_t count = 1;
-    for (Py_ssize_t i = 0; i < n; ++i) {
-        long long s = PyLong_AsLongLong(PyTuple_GetItem(seq, i));
-        if (s == -1 && PyErr_Occurred()) {
-            Py_DECREF(seq);
-            return -1;
-        }
-        if (s == -1 && infer < 0) infer = (int)i;
-        else if (s < 0) {
-            Py_DECREF(seq);
-            PyErr_SetString(PyExc_ValueError, "shape entries must be non-negative (one may be -1: inferred)");
-            return -1;
-        } else count *= (size_t)s;
-        v->shape[i] = s;
-    }
-    Py_DECREF(seq);
-    v->ndim = (int)n;
-    if (infer >= 0) {
-        size_t per = count * item;
+    for (int i = 0; i < sh->ndim; ++i) v->shape[i] = sh->dims[i];
+    if (sh->infer >= 0) {
         if (per == 0 || nbytes % per) {
             PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
                          "buffer %u's %zu bytes cannot be split into whole rows of the shape given (%zu bytes each)",
                          name, nbytes, per);
             return -1;
         }
-        v->shape[infer] = (int64_t)(nbytes / per);
-        count *= (size_t)v->shape[infer];
+        v->shape[sh->infer] = (int64_t)(nbytes / per);
+        per = nbytes;
     }
-    *used = count * item;
+    *used = per;
     if (*used > nbytes) {
         PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
                      "shape and dtype %s need %zu bytes but buffer %u has %zu from the offset; ask for a smaller "
@@ -189,6 +240,7 @@ static ViewObject *view_new(gltensor_state *st, unsigned name) {
     v->buffer = NULL;
     v->frame = NULL;
     v->valid = 1;
+    v->context_lost = 0;
     v->name = name;
     v->data = NULL;
     v->nbytes = 0;
@@ -219,7 +271,7 @@ static PyObject *view_dlpack(ViewObject *self, PyObject *args, PyObject *kwargs)
     if (glt_py_dlpack_parse(args, kwargs, view_is_cuda(self) ? kDLCUDA : kDLCPU, view_is_cuda(self) ? self->cuda_device : 0,
                             what, "copy it in your framework", &req) < 0)
         return NULL;
-    if (!self->valid) return view_ended(self, PyExc_BufferError);
+    if (!view_live(self)) return view_ended(self, PyExc_BufferError);
     if (req.copy) {
         PyErr_SetString(PyExc_BufferError, "this view is the GL buffer's memory and gltensor does not copy it on "
                                            "export; use gltensor.read_buffer for a copy, or copy in your framework");
@@ -275,7 +327,7 @@ static PyObject *shape_tuple(const ViewObject *v) {
 }
 
 static PyObject *interface_dict(ViewObject *self, int cuda) {
-    if (!self->valid) return view_ended(self, self->st->errors[GLT_CLOSED]);
+    if (!view_live(self)) return view_ended(self, self->st->errors[GLT_CLOSED]);
     if (cuda != view_is_cuda(self)) {
         PyErr_SetString(PyExc_AttributeError,
                         cuda ? "__cuda_array_interface__: this view is in host memory (CPU backend); use "
@@ -331,7 +383,7 @@ static PyObject *view_get_data_ptr(ViewObject *self, void *c) {
 }
 static PyObject *view_get_valid(ViewObject *self, void *c) {
     (void)c;
-    return PyBool_FromLong(self->valid);
+    return PyBool_FromLong(view_live(self));
 }
 static PyObject *view_get_read_only(ViewObject *self, void *c) {
     (void)c;
@@ -353,7 +405,7 @@ static PyObject *view_repr(ViewObject *self) {
     PyObject *r = PyUnicode_FromFormat("<gltensor.BufferView of buffer %u shape=%R dtype=%s device=%s%s%s>",
                                        self->name, shape, dtypes[self->dtype].name,
                                        view_is_cuda(self) ? "cuda" : "cpu", self->frame ? " copy" : "",
-                                       self->valid ? "" : " unmapped");
+                                       view_live(self) ? "" : " unmapped");
     Py_DECREF(shape);
     return r;
 }
@@ -413,14 +465,7 @@ static PyObject *buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     glt_buffer_desc_init(&desc);
     desc.gl_name = (unsigned)name;
     if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
-    if (device_obj != Py_None) {
-        desc.cuda_device = PyLong_AsLong(device_obj);
-        if (desc.cuda_device == -1 && PyErr_Occurred()) return NULL;
-        if (desc.cuda_device < 0) {
-            PyErr_SetString(PyExc_ValueError, "cuda_device must be None or a non-negative CUDA ordinal");
-            return NULL;
-        }
-    }
+    if (glt_py_as_cuda_device(device_obj, "cuda_device", &desc.cuda_device) < 0) return NULL;
     BufferObject *self = (BufferObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;
@@ -441,18 +486,31 @@ static PyObject *buffer_closed(BufferObject *self) {
 }
 
 static int parse_offset(PyObject *obj, size_t *offset) {
-    if (obj == Py_None) {
-        *offset = 0;
-        return 0;
-    }
-    long long v = PyLong_AsLongLong(obj);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    if (v < 0) {
-        PyErr_SetString(PyExc_ValueError, "offset must be a non-negative byte offset");
-        return -1;
-    }
+    long long v = 0;
+    if (obj != Py_None && glt_py_as_int64(obj, "offset", 0, INT64_MAX, &v) < 0) return -1;
     *offset = (size_t)v;
     return 0;
+}
+
+static const char *const map_modes[] = {"read", "write", "readwrite"};
+static const glt_map_mode map_mode_values[] = {GLT_MAP_READ, GLT_MAP_WRITE, GLT_MAP_READ_WRITE};
+
+/* The arguments of map() and read(), converted before the buffer is touched: converting runs the caller's Python
+ * code (a dtype's .name, __index__, __iter__, a stream's attributes), which may close the buffer. */
+typedef struct {
+    int dtype;
+    shape_arg shape;
+    size_t offset;
+    void *stream;
+} view_args;
+
+static int parse_view_args(gltensor_state *st, PyObject *dtype_obj, PyObject *shape, PyObject *offset_obj,
+                           PyObject *stream_obj, view_args *a) {
+    a->dtype = dtype_obj && dtype_obj != Py_None ? parse_view_dtype(dtype_obj) : 0;
+    if (a->dtype < 0) return -1;
+    if (parse_shape(shape, &a->shape) < 0 || parse_offset(offset_obj, &a->offset) < 0) return -1;
+    a->stream = NULL;
+    return glt_py_parse_stream(st, stream_obj, &a->stream);
 }
 
 /* Bytes from offset to the end of the buffer, as GL says now (refreshing the size). */
@@ -475,29 +533,19 @@ static int available(BufferObject *self, size_t offset, size_t *bytes) {
 /* map(dtype='uint8', shape=None, *, mode='readwrite', stream=None, offset=0) -> BufferView */
 static PyObject *buffer_map(BufferObject *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"dtype", "shape", "mode", "stream", "offset", NULL};
-    PyObject *dtype_obj = NULL, *shape = Py_None, *stream_obj = Py_None, *offset_obj = Py_None;
-    const char *mode_s = "readwrite";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$sOO:map", kwlist, &dtype_obj, &shape, &mode_s, &stream_obj,
+    PyObject *dtype_obj = NULL, *shape = Py_None, *stream_obj = Py_None, *offset_obj = Py_None, *mode_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OOO:map", kwlist, &dtype_obj, &shape, &mode_obj, &stream_obj,
                                      &offset_obj))
         return NULL;
     gltensor_state *st = self->st;
-    if (!self->buf) return buffer_closed(self);
-    glt_map_mode mode;
-    if (!strcmp(mode_s, "read")) mode = GLT_MAP_READ;
-    else if (!strcmp(mode_s, "write")) mode = GLT_MAP_WRITE;
-    else if (!strcmp(mode_s, "readwrite")) mode = GLT_MAP_READ_WRITE;
-    else {
-        PyErr_Format(PyExc_ValueError, "mode must be 'read', 'write' or 'readwrite', not '%s'", mode_s);
+    int mode_index = 0;
+    view_args a;
+    if (glt_py_as_choice(mode_obj, "mode", map_modes, 3, 2, &mode_index) < 0 ||
+        parse_view_args(st, dtype_obj, shape, offset_obj, stream_obj, &a) < 0)
         return NULL;
-    }
-    int d = dtype_obj ? parse_view_dtype(dtype_obj) : 0;
-    if (d < 0) return NULL;
-    size_t offset = 0, avail = 0, used = 0;
-    if (parse_offset(offset_obj, &offset) < 0) return NULL;
-    void *stream = NULL;
-    if (glt_py_parse_stream(st, stream_obj, &stream) < 0) return NULL;
+    if (!self->buf) return buffer_closed(self);
     glt_buffer_info info;
-    glt_buffer_get_info(self->buf, &info);
+    if (glt_buffer_get_info(self->buf, &info) != GLT_OK) return glt_py_raise(st, GLT_INVALID_ARGUMENT);
     if (info.mapped) {
         PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
                      "buffer %u is mapped already; leave the first map_buffer block (or call unmap()) before mapping "
@@ -505,14 +553,19 @@ static PyObject *buffer_map(BufferObject *self, PyObject *args, PyObject *kwargs
                      self->name);
         return NULL;
     }
+    if (self->view) { /* a mapping that ended without unmap() (its context was destroyed) */
+        self->view->valid = 0;
+        self->view = NULL;
+    }
+    size_t avail = 0, used = 0;
     ViewObject *v = view_new(st, self->name);
     if (!v) return NULL;
-    if (available(self, offset, &avail) < 0 || parse_shape(st, shape, avail, d, self->name, v, &used) < 0) {
+    if (available(self, a.offset, &avail) < 0 || fit_shape(st, &a.shape, avail, a.dtype, self->name, v, &used) < 0) {
         Py_DECREF(v);
         return NULL;
     }
     glt_buffer_mapping m;
-    glt_status s = glt_buffer_map(self->buf, mode, offset, used, stream, &m);
+    glt_status s = glt_buffer_map(self->buf, map_mode_values[mode_index], a.offset, used, a.stream, &m);
     if (s != GLT_OK) {
         Py_DECREF(v);
         return glt_py_raise(st, s);
@@ -524,23 +577,24 @@ static PyObject *buffer_map(BufferObject *self, PyObject *args, PyObject *kwargs
     v->cuda_device = m.cuda_device;
     v->stream = m.stream;
     v->read_only = m.read_only;
-    v->dtype = d;
+    v->dtype = a.dtype;
     self->view = v;
     return (PyObject *)v;
 }
 
-/* Ends the mapping: the view is invalidated first, whatever the unmap reports. */
+/* Ends the mapping. The view is invalidated only once the mapping is gone: an unmap refused (another context
+ * current, or none) leaves the buffer mapped and the view valid, to be unmapped again where it can be. */
 static PyObject *buffer_unmap(BufferObject *self, PyObject *unused) {
     (void)unused;
     if (!self->buf) return buffer_closed(self);
-    if (self->view) {
+    glt_status s = glt_buffer_check_mapping(self->buf);
+    if (s == GLT_OK) s = glt_buffer_unmap(self->buf);
+    else if (s == GLT_INVALID_ARGUMENT) s = GLT_OK; /* not mapped: nothing to do */
+    glt_buffer_info info;
+    if (glt_buffer_get_info(self->buf, &info) == GLT_OK && !info.mapped && self->view) {
         self->view->valid = 0;
         self->view = NULL;
     }
-    glt_buffer_info info;
-    glt_buffer_get_info(self->buf, &info);
-    if (!info.mapped) Py_RETURN_NONE;
-    glt_status s = glt_buffer_unmap(self->buf);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
     Py_RETURN_NONE;
 }
@@ -553,22 +607,19 @@ static PyObject *buffer_read(BufferObject *self, PyObject *args, PyObject *kwarg
                                      &stream_obj))
         return NULL;
     gltensor_state *st = self->st;
+    view_args a;
+    if (parse_view_args(st, dtype_obj, shape, offset_obj, stream_obj, &a) < 0) return NULL;
     if (!self->buf) return buffer_closed(self);
-    int d = dtype_obj ? parse_view_dtype(dtype_obj) : 0;
-    if (d < 0) return NULL;
-    size_t offset = 0, avail = 0, used = 0;
-    if (parse_offset(offset_obj, &offset) < 0) return NULL;
-    void *stream = NULL;
-    if (glt_py_parse_stream(st, stream_obj, &stream) < 0) return NULL;
+    int d = a.dtype;
+    size_t avail = 0, used = 0;
     ViewObject *v = view_new(st, self->name);
     if (!v) return NULL;
-    if (available(self, offset, &avail) < 0 ||
-        parse_shape(st, shape, avail, d, self->name, v, &used) < 0) {
+    if (available(self, a.offset, &avail) < 0 || fit_shape(st, &a.shape, avail, d, self->name, v, &used) < 0) {
         Py_DECREF(v);
         return NULL;
     }
     glt_frame *f = NULL;
-    glt_status s = glt_buffer_read(self->buf, offset, used, stream, &f);
+    glt_status s = glt_buffer_read(self->buf, a.offset, used, a.stream, &f);
     if (s != GLT_OK) {
         Py_DECREF(v);
         return glt_py_raise(st, s);

@@ -3,22 +3,13 @@
 
 #include <structmember.h>
 
+/* None is the default, 'auto', as for every option. */
 int glt_py_parse_backend(PyObject *obj, glt_backend *out) {
-    if (!PyUnicode_Check(obj)) {
-        PyObject *type_name = glt_py_type_name(obj);
-        if (type_name) PyErr_Format(PyExc_TypeError, "backend must be 'auto', 'cuda' or 'cpu', not %.80U", type_name);
-        Py_XDECREF(type_name);
-        return -1;
-    }
-    const char *s = PyUnicode_AsUTF8AndSize(obj, NULL);
-    if (!s) return -1;
-    if (!strcmp(s, "auto")) *out = GLT_BACKEND_AUTO;
-    else if (!strcmp(s, "cuda")) *out = GLT_BACKEND_CUDA;
-    else if (!strcmp(s, "cpu")) *out = GLT_BACKEND_CPU;
-    else {
-        PyErr_Format(PyExc_ValueError, "backend must be 'auto', 'cuda' or 'cpu', not '%s'", s);
-        return -1;
-    }
+    static const char *const names[] = {"auto", "cuda", "cpu"};
+    static const glt_backend values[] = {GLT_BACKEND_AUTO, GLT_BACKEND_CUDA, GLT_BACKEND_CPU};
+    int k = 0;
+    if (glt_py_as_choice(obj, "backend", names, 3, 0, &k) < 0) return -1;
+    *out = values[k];
     return 0;
 }
 
@@ -30,13 +21,10 @@ int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out) {
         Py_XDECREF(type_name);
         return -1;
     }
-    *out = PyLong_AsUnsignedLong(i);
     Py_DECREF(i);
-    if (*out == (unsigned long)-1 && PyErr_Occurred()) return -1;
-    if (*out > 0xFFFFFFFFul) {
-        PyErr_Format(PyExc_ValueError, "%s %lu does not fit a GLuint", what, *out);
-        return -1;
-    }
+    long long v = 0;
+    if (glt_py_as_int64(obj, what, 0, 0xFFFFFFFFll, &v) < 0) return -1; /* a GLuint */
+    *out = (unsigned long)v;
     return 0;
 }
 
@@ -62,31 +50,12 @@ int glt_py_parse_region(PyObject *obj, const char *what, glt_rect *out) {
     for (int i = 0; i < 4; ++i) {
         PyObject *item = PySequence_GetItem(obj, i); /* a new reference: the limited API has no borrowing macro */
         if (!item) return -1;
-        /* bool is an int to Python, but True as a width is a mistake, not a size. */
-        PyObject *index = PyBool_Check(item) ? NULL : PyNumber_Index(item);
-        if (!index) {
-            PyErr_Clear();
-            PyObject *type_name = glt_py_type_name(item);
-            if (type_name)
-                PyErr_Format(PyExc_TypeError, "%s: %s must be an int, not %.80U", what, item_names[i], type_name);
-            Py_XDECREF(type_name);
-            Py_DECREF(item);
-            return -1;
-        }
-        int overflow = 0;
-        long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
-        Py_DECREF(index);
-        if (value == -1 && PyErr_Occurred()) {
-            Py_DECREF(item);
-            return -1;
-        }
-        if (overflow || value > 0x7FFFFFFF || value < -0x7FFFFFFF) {
-            PyErr_Format(PyExc_ValueError, "%s: %s = %S is out of range", what, item_names[i], item);
-            Py_DECREF(item);
-            return -1;
-        }
+        /* bool is an int to Python, but True as a width is a mistake, not a size (the converter refuses it). */
+        char label[96];
+        PyOS_snprintf(label, sizeof label, "%s: %s", what, item_names[i]);
+        int r = glt_py_as_int(item, label, -0x7FFFFFFF, 0x7FFFFFFF, &v[i]);
         Py_DECREF(item);
-        v[i] = (int)value;
+        if (r < 0) return -1;
     }
     if (v[0] < 0 || v[1] < 0) {
         PyErr_Format(PyExc_ValueError,
@@ -128,14 +97,7 @@ static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     desc.resizable = resizable;
     if (glt_py_parse_region(region_obj, "region", &desc.region) < 0) return NULL;
     if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
-    if (device_obj != Py_None) {
-        desc.cuda_device = PyLong_AsLong(device_obj);
-        if (desc.cuda_device == -1 && PyErr_Occurred()) return NULL;
-        if (desc.cuda_device < 0) {
-            PyErr_SetString(PyExc_ValueError, "cuda_device must be None or a non-negative CUDA ordinal");
-            return NULL;
-        }
-    }
+    if (glt_py_as_cuda_device(device_obj, "cuda_device", &desc.cuda_device) < 0) return NULL;
     CaptureObject *self = (CaptureObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;

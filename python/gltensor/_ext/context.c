@@ -33,18 +33,9 @@ static int resolve_cuda_device(PyObject *arg, int *cuda_device) {
     } else {
         Py_INCREF(value);
     }
-    long n = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
-    int bad = !PyLong_Check(value) || PyBool_Check(value) || n < 0 || n > 1 << 16;
+    int r = glt_py_as_cuda_device(value, "cuda_device (None: the process's device)", cuda_device);
     Py_DECREF(value);
-    if (PyErr_Occurred()) return -1;
-    if (bad) {
-        PyErr_Format(PyExc_ValueError, "cuda_device must be None (the process's device) or a CUDA ordinal >= 0, "
-                                       "got %R",
-                     arg);
-        return -1;
-    }
-    *cuda_device = (int)n;
-    return 0;
+    return r;
 }
 
 static PyObject *context_headless(PyTypeObject *type, PyObject *args, PyObject *kwargs) {

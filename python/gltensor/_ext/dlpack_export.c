@@ -17,9 +17,9 @@ static int parse_max_version(PyObject *obj, int *major) {
         PyErr_SetString(PyExc_TypeError, "max_version must be None or a (major, minor) tuple");
         return -1;
     }
-    long m = PyLong_AsLong(PyTuple_GetItem(obj, 0));
-    if (m == -1 && PyErr_Occurred()) return -1;
-    *major = (int)m;
+    long long m = 0;
+    if (glt_py_as_int64(PyTuple_GetItem(obj, 0), "max_version's major", 0, INT64_MAX, &m) < 0) return -1;
+    *major = m > INT32_MAX ? INT32_MAX : (int)m; /* any newer major than ours asks for the newest we have */
     return 0;
 }
 

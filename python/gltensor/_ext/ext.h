@@ -99,6 +99,21 @@ const char *glt_py_typestr(glt_dtype dtype);
  * channels[]; ValueError(bad_message) otherwise. Reads and uploads share it. */
 int glt_py_parse_channels(PyObject *obj, int channels[4], int *n_channels, const char *bad_message);
 
+/* args.c: the one converter per kind of argument (integers with their range, names compared with their length,
+ * None as the default of every option). Each sets TypeError / ValueError naming `what` and returns -1. */
+int glt_py_as_int64(PyObject *obj, const char *what, long long min, long long max, long long *out);
+int glt_py_as_int(PyObject *obj, const char *what, int min, int max, int *out);
+int glt_py_as_cuda_device(PyObject *obj, const char *what, int *out); /* None -> -1, else 0..65535 */
+int glt_py_as_flag(PyObject *obj, int default_value, int *out);       /* NULL or None -> default_value */
+/* str whose UTF-8 has no NUL inside (NULL with ValueError otherwise); *len its length. */
+const char *glt_py_as_name(PyObject *obj, Py_ssize_t *len);
+/* obj (None or absent: default_index) as the index of one of n names, matched exactly. */
+int glt_py_as_choice(PyObject *obj, const char *what, const char *const *choices, int n, int default_index, int *out);
+
+/* env.c: _gltensor._environment_problems() -> list of str (bad GLTENSOR_* values, EGL/Mesa variables that break
+ * context creation), for the doctor. */
+PyObject *glt_py_environment_problems(PyObject *module, PyObject *unused);
+
 /* PyTypeObject is opaque in the limited API: allocation and freeing go through the type's slots. */
 static inline PyObject *glt_py_alloc(PyTypeObject *type) {
     allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);

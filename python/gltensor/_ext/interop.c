@@ -333,12 +333,12 @@ int glt_py_parse_channels(PyObject *obj, int channels[4], int *n_channels, const
         goto bad;
     }
     for (Py_ssize_t i = 0; i < n; ++i) {
-        long v = PyLong_AsLong(PyTuple_GetItem(seq, i));
-        if (v == -1 && PyErr_Occurred()) {
+        /* Whether the index names a channel of the format is the core's check (its message names the format);
+         * here only that it is an int as given: 2**32 + 1 is no channel, where a cast made it channel 1. */
+        if (glt_py_as_int(PyTuple_GetItem(seq, i), "a channel index", INT32_MIN, INT32_MAX, &channels[i]) < 0) {
             Py_DECREF(seq);
             return -1;
         }
-        channels[i] = (int)v;
     }
     Py_DECREF(seq);
     *n_channels = (int)n;
@@ -366,7 +366,7 @@ static int parse_dtype(PyObject *obj, glt_read_options *o) {
         name = PyObject_Str(obj); /* torch.float32 -> "torch.float32" */
         if (!name) return -1;
     }
-    const char *s = PyUnicode_AsUTF8AndSize(name, NULL);
+    const char *s = glt_py_as_name(name, NULL); /* "uint8\0float32" is no dtype, not uint8 */
     if (!s) {
         Py_DECREF(name);
         return -1;
@@ -392,31 +392,23 @@ static int parse_dtype(PyObject *obj, glt_read_options *o) {
 }
 
 static int parse_layout(PyObject *obj, glt_read_options *o) {
-    const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8AndSize(obj, NULL) : NULL;
-    if (s && (!strcmp(s, "hwc") || !strcmp(s, "HWC"))) o->order = GLT_ORDER_HWC;
-    else if (s && (!strcmp(s, "chw") || !strcmp(s, "CHW"))) o->order = GLT_ORDER_CHW;
-    else {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "layout must be 'hwc' or 'chw'");
-        return -1;
-    }
+    static const char *const layouts[] = {"hwc", "chw", "HWC", "CHW"};
+    int k = 0;
+    if (glt_py_as_choice(obj, "layout", layouts, 4, 0, &k) < 0) return -1;
+    o->order = k % 2 ? GLT_ORDER_CHW : GLT_ORDER_HWC;
     return 0;
 }
 
-/* depth="window" | "linear", projection="perspective" | "orthographic", near=, far= */
+/* depth="window" | "raw" | "linear", projection="perspective" | "orthographic", near=, far= (None: the defaults) */
 static int parse_depth(PyObject *depth, PyObject *projection, PyObject *near_obj, PyObject *far_obj,
                        glt_read_options *o) {
-    const char *d = depth == Py_None ? "window" : PyUnicode_Check(depth) ? PyUnicode_AsUTF8AndSize(depth, NULL) : NULL;
-    const char *p = projection == Py_None ? "perspective" : PyUnicode_Check(projection) ? PyUnicode_AsUTF8AndSize(projection, NULL)
-                                                                                         : NULL;
-    if (!d || (strcmp(d, "window") && strcmp(d, "raw") && strcmp(d, "linear"))) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "depth must be 'window' (alias 'raw') or 'linear'");
+    static const char *const depths[] = {"window", "raw", "linear"};
+    static const char *const projections[] = {"perspective", "orthographic"};
+    int d = 0, p = 0;
+    if (glt_py_as_choice(depth, "depth", depths, 3, 0, &d) < 0 ||
+        glt_py_as_choice(projection, "projection", projections, 2, 0, &p) < 0)
         return -1;
-    }
-    if (!p || (strcmp(p, "perspective") && strcmp(p, "orthographic"))) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "projection must be 'perspective' or 'orthographic'");
-        return -1;
-    }
-    if (!strcmp(d, "linear")) {
+    if (d == 2) {
         if (near_obj == Py_None || far_obj == Py_None) {
             PyErr_SetString(PyExc_TypeError, "depth='linear' needs near= and far=, the planes of the projection the "
                                              "depth was rendered with");
@@ -426,7 +418,7 @@ static int parse_depth(PyObject *depth, PyObject *projection, PyObject *near_obj
         if (o->near_plane == -1.0 && PyErr_Occurred()) return -1;
         o->far_plane = PyFloat_AsDouble(far_obj);
         if (o->far_plane == -1.0 && PyErr_Occurred()) return -1;
-        o->depth = !strcmp(p, "perspective") ? GLT_DEPTH_LINEAR_PERSPECTIVE : GLT_DEPTH_LINEAR_ORTHOGRAPHIC;
+        o->depth = p == 0 ? GLT_DEPTH_LINEAR_PERSPECTIVE : GLT_DEPTH_LINEAR_ORTHOGRAPHIC;
     } else if (near_obj != Py_None || far_obj != Py_None || projection != Py_None) {
         PyErr_SetString(PyExc_TypeError, "near=, far= and projection= apply only with depth='linear'");
         return -1;
@@ -469,11 +461,7 @@ int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *cons
         }
     }
     glt_read_options_init(&r->opts);
-    if (flip_obj) {
-        int f = PyObject_IsTrue(flip_obj);
-        if (f < 0) return -1;
-        r->opts.flip = f;
-    }
+    if (glt_py_as_flag(flip_obj, r->opts.flip, &r->opts.flip) < 0) return -1; /* None: the default (True) */
     r->stream_given = stream_obj != Py_None;
     if (r->stream_given && glt_py_parse_stream(st, stream_obj, &r->opts.cuda_stream) < 0) return -1;
     if (channels != Py_None && parse_channels(channels, &r->opts) < 0) return -1;

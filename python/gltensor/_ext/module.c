@@ -148,11 +148,11 @@ static PyObject *py_core_default_cuda_device(PyObject *m, PyObject *unused) {
 }
 
 static PyObject *py_egl_device_index(PyObject *m, PyObject *arg) {
-    long cuda_device = PyLong_AsLong(arg);
-    if (cuda_device == -1 && PyErr_Occurred()) return NULL;
+    int cuda_device = -1;
+    if (glt_py_as_cuda_device(arg, "cuda_device", &cuda_device) < 0) return NULL;
     int index = -1;
     glt_status s;
-    Py_BEGIN_ALLOW_THREADS s = glt_egl_device_index((int)cuda_device, &index);
+    Py_BEGIN_ALLOW_THREADS s = glt_egl_device_index(cuda_device, &index);
     Py_END_ALLOW_THREADS if (s != GLT_OK) return glt_py_raise(get_state(m), s);
     return PyLong_FromLong(index);
 }
@@ -175,16 +175,18 @@ static PyObject *py_cuda_driver_version(PyObject *m, PyObject *unused) {
 }
 
 static PyObject *py_cuda_device_info(PyObject *m, PyObject *arg) {
-    long device = PyLong_AsLong(arg);
-    if (device == -1 && PyErr_Occurred()) return NULL;
+    int device = -1;
+    if (glt_py_as_cuda_device(arg, "cuda_device", &device) < 0) return NULL;
     char name[256] = "", pci[32] = "";
     int major = 0, minor = 0;
-    glt_status s = glt_cuda_describe_device((int)device, name, sizeof name, pci, sizeof pci, &major, &minor);
+    glt_status s = glt_cuda_describe_device(device, name, sizeof name, pci, sizeof pci, &major, &minor);
     if (s != GLT_OK) return glt_py_raise(get_state(m), s);
     return Py_BuildValue("{s:s,s:s,s:(ii)}", "name", name, "pci_bus_id", pci, "compute_capability", major, minor);
 }
 
 static PyMethodDef module_methods[] = {
+    {"_environment_problems", glt_py_environment_problems, METH_NOARGS,
+     "Private, for the doctor: what in the environment breaks gltensor (one line each)."},
     {"_build_info", py_build_info, METH_NOARGS, "Private, for the doctor: CUDA compiled in, kernel code, runtime version."},
     {"_cuda_driver_version", py_cuda_driver_version, METH_NOARGS,
      "Private, for the doctor: the driver's CUDA version (e.g. 13000), 0 when no driver is loaded."},

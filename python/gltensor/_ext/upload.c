@@ -26,14 +26,7 @@ static PyObject *upload_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     desc.gl_name = (unsigned)name;
     desc.gl_target = (unsigned)target;
     if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
-    if (device_obj != Py_None) {
-        desc.cuda_device = PyLong_AsLong(device_obj);
-        if (desc.cuda_device == -1 && PyErr_Occurred()) return NULL;
-        if (desc.cuda_device < 0) {
-            PyErr_SetString(PyExc_ValueError, "cuda_device must be None or a non-negative CUDA ordinal");
-            return NULL;
-        }
-    }
+    if (glt_py_as_cuda_device(device_obj, "cuda_device", &desc.cuda_device) < 0) return NULL;
     UploadObject *self = (UploadObject *)glt_py_alloc(type);
     if (!self) return NULL;
     self->st = st;
@@ -84,27 +77,54 @@ static void rename_source_error(void) {
     }
 }
 
-/* write(x, flip=True, stream=None, *, channels=None, layout='hwc', region=None) */
+/* write(x, flip=True, stream=None, *, channels=None, layout='hwc', region=None); None means the default for
+ * every option (flip=None is True: rows top first, as reads give them). */
+/* The tensor describer (shared with reads' out=) refuses element types no capture produces and lists the
+ * read-side types; for a write what counts is what this texture takes, which the core says. */
+static void accepted_types_hint(UploadObject *self) {
+    if (!PyErr_Occurred() || !self->up) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *msg = value ? PyObject_Str(value) : NULL;
+    const char *s = msg ? PyUnicode_AsUTF8AndSize(msg, NULL) : NULL;
+    const char *cut = s ? strstr(s, ", which no capturable format produces") : NULL;
+    if (cut) {
+        PyObject *head = PyUnicode_FromStringAndSize(s, (Py_ssize_t)(cut - s));
+        PyObject *fixed = head ? PyUnicode_FromFormat("%U, which gltensor cannot write into texture %u: %s", head,
+                                                      self->name, glt_upload_accepted_dtypes(self->up))
+                               : NULL;
+        Py_XDECREF(head);
+        if (fixed) {
+            Py_XDECREF(value);
+            value = fixed;
+        }
+    }
+    Py_XDECREF(msg);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
 static PyObject *upload_write(UploadObject *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"x", "flip", "stream", "channels", "layout", "region", NULL};
-    PyObject *x, *stream_obj = Py_None, *channels = Py_None, *region = Py_None;
-    int flip = 1;
-    const char *layout = "hwc";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|pO$OsO:write", kwlist, &x, &flip, &stream_obj, &channels,
-                                     &layout, &region))
+    static const char *const layouts[] = {"hwc", "chw"};
+    PyObject *x, *flip_obj = Py_None, *stream_obj = Py_None, *channels = Py_None, *layout_obj = Py_None,
+                 *region = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO$OOO:write", kwlist, &x, &flip_obj, &stream_obj, &channels,
+                                     &layout_obj, &region))
         return NULL;
     gltensor_state *st = self->st;
     if (!self->up) return closed(self);
     glt_write_options opts;
     glt_write_options_init(&opts);
-    opts.flip = flip;
-    if (!strcmp(layout, "chw")) opts.order = GLT_ORDER_CHW;
-    else if (strcmp(layout, "hwc")) {
-        PyErr_Format(PyExc_ValueError, "layout must be 'hwc' or 'chw', not '%s'", layout);
-        return NULL;
-    }
+    int layout = 0;
+    if (glt_py_as_flag(flip_obj, 1, &opts.flip) < 0) return NULL;
+    if (glt_py_as_choice(layout_obj, "layout", layouts, 2, 0, &layout) < 0) return NULL;
+    opts.order = layout ? GLT_ORDER_CHW : GLT_ORDER_HWC;
     if (channels != Py_None && parse_channels(channels, &opts) < 0) return NULL;
     if (glt_py_parse_region(region, "region", &opts.region) < 0) return NULL;
+    /* The conversions above ran the caller's code, which may have closed this upload. */
+    if (!self->up) return closed(self);
     glt_upload_info info;
     glt_upload_get_info(self->up, &info);
     int want_cuda = info.backend == GLT_BACKEND_CUDA;
@@ -117,7 +137,12 @@ static PyObject *upload_write(UploadObject *self, PyObject *args, PyObject *kwar
     PyObject *keep = NULL;
     if (glt_py_out_view(st, &r, want_cuda, &view, &keep) < 0) {
         rename_source_error();
+        accepted_types_hint(self);
         return NULL;
+    }
+    if (!self->up) { /* describing x ran its __dlpack__ / interface code */
+        Py_XDECREF(keep);
+        return closed(self);
     }
     /* Only CUDA uses a stream; the CPU backend refuses one the caller gave, not the defaults. */
     opts.cuda_stream = want_cuda || r.stream_given ? r.opts.cuda_stream : NULL;
