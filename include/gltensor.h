@@ -154,6 +154,10 @@ GLT_API glt_status glt_context_make_current(glt_context *ctx);
 /* Leaves the calling thread with no current context (only if ctx is current). */
 GLT_API glt_status glt_context_release_current(glt_context *ctx);
 GLT_API glt_status glt_context_get_info(const glt_context *ctx, glt_context_info *info);
+/* 0 when a child forked from this process could not make GL contexts: this process made an NVIDIA EGL context
+ * through gltensor (NVIDIA's EGL does not survive fork; such children get GLT_UNSUPPORTED saying so). Start
+ * worker processes with spawn or forkserver then. */
+GLT_API int glt_fork_safe(void);
 GLT_API void glt_context_destroy(glt_context *ctx);
 
 /* ---- capture of one GL image ---- */

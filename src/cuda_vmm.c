@@ -106,13 +106,7 @@ static int attribute(CUdevice dev, CUdevice_attribute a) {
     return drv.DeviceGetAttribute(&v, a, dev) == CUDA_SUCCESS ? v : 0;
 }
 
-/* GLTENSOR_SLOTS_COMPRESSION=none allocates without compression: a diagnostic that shows the stale sectors
- * described above (tools/slots_probe.py), never a setting to run with. */
-static int compression_wanted(int *bad) {
-    const char *v = getenv("GLTENSOR_SLOTS_COMPRESSION");
-    *bad = v && strcmp(v, "none") && strcmp(v, "generic");
-    return !(v && strcmp(v, "none") == 0);
-}
+
 
 glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out) {
     ON_DEVICE(device);
@@ -135,12 +129,11 @@ glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out) {
                         "or POSIX fd handles unsupported); shared slots need it: use backend='cpu' (shared host "
                         "memory), or read per worker",
                         device);
-    int bad = 0, compress = compression_wanted(&bad);
-    if (bad)
-        return glt_fail(GLT_INVALID_ARGUMENT,
-                        "GLTENSOR_SLOTS_COMPRESSION=%s is not a setting: 'generic' (the default) or 'none' (a "
-                        "diagnostic that shows GL's compressed writes read raw by CUDA)",
-                        getenv("GLTENSOR_SLOTS_COMPRESSION"));
+    glt_status env = glt_env_check();
+    if (env != GLT_OK) return env;
+    /* GLTENSOR_SLOTS_COMPRESSION=none allocates without compression: a diagnostic that shows the stale sectors
+     * described above (tools/slots_probe.py), never a setting to run with. */
+    int compress = glt_env_choice(GLT_ENV_SLOTS_COMPRESSION) == 0;
     if (compress && !attribute(dev, CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED))
         return glt_fail(GLT_UNSUPPORTED,
                         "CUDA device %d cannot allocate compressible memory (CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_"

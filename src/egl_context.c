@@ -74,6 +74,29 @@ static EGLContext create_on_display(const glt_egl *egl, EGLDisplay display, cons
     return EGL_NO_CONTEXT;
 }
 
+/* NVIDIA's EGL does not survive fork: a child of a process that made an NVIDIA EGL context crashes (abort or
+ * segfault, seen on an H100 with driver 580) when it makes or uses one. Children of such a process are told
+ * so, before any EGL call, instead. (Contexts an engine made itself are not seen here: the rule, "spawn or
+ * forkserver when the parent renders", is in docs/shared-slots.md.) */
+static int nvidia_egl_used;            /* this process made an NVIDIA EGL context through gltensor */
+static volatile int forked_after_nvidia; /* set in the child of such a process (an int store: fork-safe) */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void mark_forked_child(void) { forked_after_nvidia = nvidia_egl_used; }
+static void register_atfork(void) { pthread_atfork(NULL, NULL, mark_forked_child); }
+
+int glt_fork_safe(void) { return !nvidia_egl_used && !forked_after_nvidia; }
+
+glt_status glt_egl_fork_check(void) {
+    if (!forked_after_nvidia) return GLT_OK;
+    return glt_fail(GLT_UNSUPPORTED,
+                    "this process was forked from one that used NVIDIA's EGL (pid %d's parent made a GL context on an "
+                    "NVIDIA GPU), and NVIDIA's EGL does not survive fork: start the worker processes with 'spawn' or "
+                    "'forkserver' (multiprocessing.get_context('forkserver'), AsyncVectorEnv(..., context="
+                    "'forkserver'), SubprocVecEnv(..., start_method='forkserver')), or make no GL context in the "
+                    "parent before forking",
+                    (int)getpid());
+}
+
 static glt_status finish(const glt_egl *egl, EGLDisplay d, EGLContext c, int major, int minor, int cuda_device,
                          glt_context **out) {
     const glt_gl *gl = glt_gl_load();
@@ -96,6 +119,10 @@ static glt_status finish(const glt_egl *egl, EGLDisplay d, EGLContext c, int maj
     ctx->cuda_device = cuda_device;
     ctx->is_software = ctx->renderer && (strstr(ctx->renderer, "llvmpipe") || strstr(ctx->renderer, "softpipe") ||
                                          strstr(ctx->renderer, "Software"));
+    if (ctx->vendor && strstr(ctx->vendor, "NVIDIA")) {
+        pthread_once(&atfork_once, register_atfork);
+        nvidia_egl_used = 1;
+    }
     *out = ctx;
     glt_clear_error();
     return GLT_OK;
@@ -246,6 +273,8 @@ static glt_status create_headless(const glt_egl *egl, const glt_context_desc *de
 glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_context **out) {
     if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_context_create_headless: out is NULL");
     *out = NULL;
+    glt_status forked = glt_egl_fork_check();
+    if (forked != GLT_OK) return forked;
     if (glt_env_check() != GLT_OK) return GLT_INVALID_ARGUMENT;
     const glt_egl *egl = glt_egl_load();
     if (!egl) return GLT_EGL_ERROR;

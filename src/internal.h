@@ -60,6 +60,8 @@ typedef enum glt_env_var {
     GLT_ENV_DEPTH_PATH,           /* auto | readpixels | compute */
     GLT_ENV_TEXTURE_REGION_READ,  /* auto | framebuffer */
     GLT_ENV_UPLOAD_PATH,          /* auto | copy */
+    GLT_ENV_SLOTS_WRITE,          /* copy | direct (a diagnostic: wrong on NVIDIA's driver 580) */
+    GLT_ENV_SLOTS_COMPRESSION,    /* generic | none (a diagnostic: shows GL's compressed writes read raw) */
     GLT_ENV_COUNT
 } glt_env_var;
 /* The index of the variable's value among its values (0: auto, also when unset). */
@@ -426,6 +428,11 @@ glt_status glt_cuda_mapbuf_unmap(glt_cuda_mapbuf *b);
 glt_status glt_cuda_mapbuf_copy(glt_cuda_mapbuf *b, size_t offset, size_t bytes, void *dst, void *stream,
                                 void *ready_event);
 
+
+/* ---- egl_context.c ---- */
+/* GLT_UNSUPPORTED (saying what to do) in the child of a process that made an NVIDIA EGL context through gltensor:
+ * NVIDIA's EGL does not survive fork. */
+glt_status glt_egl_fork_check(void);
 
 /* ---- cuda_vmm.c: exportable device memory for shared slots (slots.c) ---- */
 typedef struct glt_cuda_vmm glt_cuda_vmm;

@@ -160,9 +160,11 @@ static void release_gl(glt_slot_writer *w) {
 glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer **out) {
     if (!d || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_create: NULL argument");
     *out = NULL;
+    glt_status st = glt_egl_fork_check();
+    if (st != GLT_OK) return st;
     glt_slot_writer *w = calloc(1, sizeof *w);
     if (!w) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    glt_status st = map_header(d->control_fd, &w->h, &w->control_bytes);
+    st = map_header(d->control_fd, &w->h, &w->control_bytes);
     if (st != GLT_OK) {
         free(w);
         return st;
@@ -192,12 +194,8 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
                         "worker, after its engine made its context current",
                         d->slot);
     }
-    const char *mode = getenv("GLTENSOR_SLOTS_WRITE");
-    if (mode && strcmp(mode, "copy") && strcmp(mode, "direct"))
-        st = glt_fail(GLT_INVALID_ARGUMENT,
-                      "GLTENSOR_SLOTS_WRITE=%s is not a slot write path: 'copy' (the default) or 'direct' (a "
-                      "diagnostic that packs straight into the trainer's memory; wrong on NVIDIA's driver 580)", mode);
-    w->pack_direct = mode && !strcmp(mode, "direct");
+    st = glt_env_check();
+    w->pack_direct = glt_env_choice(GLT_ENV_SLOTS_WRITE) == 1;
     if (st == GLT_OK && w->backend == GLT_BACKEND_CUDA) st = import_memory(w, gl, d->memory_fd);
     if (st != GLT_OK) {
         glt_slot_writer_destroy(w);

@@ -90,6 +90,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def fork_or_skip(method):
+    """`method`, except that "fork" is skipped in a process that made an NVIDIA EGL context: NVIDIA's EGL does not
+    survive fork (gltensor refuses it in the child, saying so). tests/test_slots.py's
+    test_fork_from_a_trainer_without_gl covers fork there, from a trainer process that never made a GL context."""
+    if method == "fork" and gltensor is not None and not gltensor.fork_is_safe():
+        pytest.skip("this test process made an NVIDIA EGL context, and NVIDIA's EGL does not survive fork; fork is "
+                    "tested from a trainer without GL (test_fork_from_a_trainer_without_gl)")
+    return method
+
+
+def fork_if_safe():
+    """"fork" where a forked child can make GL contexts, else "forkserver": for tests about something else."""
+    return "fork" if gltensor is None or gltensor.fork_is_safe() else "forkserver"
+
+
 # The same tests run on every backend that can run here: CPU always, CUDA when available.
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import fork_if_safe, fork_or_skip  # noqa: E402
 
 gymnasium = pytest.importorskip("gymnasium")
 torch = pytest.importorskip("torch")
@@ -36,6 +37,7 @@ def as_numpy(x):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_every_pixel_each_step(method, backend):
+    method = fork_or_skip(method)
     n = 3 if method != "spawn" else 4
     envs = make_vec(n, method, backend)
     try:
@@ -62,6 +64,7 @@ def test_every_pixel_each_step(method, backend):
 
 @pytest.mark.parametrize("method", ["spawn", "fork"])
 def test_host_array_observations(method, backend):
+    method = fork_or_skip(method)
     n = 3
     envs = make_vec(n, method, backend, host=True, read_as="numpy")
     try:
@@ -77,7 +80,7 @@ def test_host_array_observations(method, backend):
 def test_copy_false_returns_the_batch(backend):
     n = 3
     fns = [functools.partial(PatternEnv, backend=backend) for _ in range(n)]
-    envs = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True, copy=False, context="fork")
+    envs = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True, copy=False, context=fork_if_safe())
     try:
         batch, _ = envs.reset(seed=0)
         assert isinstance(batch, SlotBatch) and batch.shape == (n, H, W, 3)
@@ -97,7 +100,7 @@ def test_copy_false_returns_the_batch(backend):
 
 def test_autoreset_next_step(backend):
     """An episode of 2 steps: the autoreset step's frame is the reset's (t = 0) in that worker."""
-    envs = make_vec(3, "fork", backend, episode=2)
+    envs = make_vec(3, fork_if_safe(), backend, episode=2)
     try:
         obs, _ = envs.reset(seed=50)
         seeds = [50, 51, 52]

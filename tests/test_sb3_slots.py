@@ -5,6 +5,7 @@ import functools
 
 import numpy as np
 import pytest
+from conftest import fork_if_safe, fork_or_skip  # noqa: E402
 
 pytest.importorskip("gymnasium")
 pytest.importorskip("torch")
@@ -33,6 +34,7 @@ def run(venv, steps, n):
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn", "fork"])
 def test_same_observations_as_subprocvecenv(method, backend):
+    method = fork_or_skip(method)
     n = 3
     stock = SubprocVecEnv(fns(n, host=True, gl=False, episode=2), start_method=method)
     try:
@@ -65,7 +67,7 @@ def test_same_observations_as_subprocvecenv(method, backend):
 def test_host_observations_without_gl():
     """Environments whose observations are arrays and that have no GL context (CPU backend)."""
     n = 2
-    venv = SlotVecEnv(fns(n, host=True, gl=False), start_method="fork", backend="cpu")
+    venv = SlotVecEnv(fns(n, host=True, gl=False), start_method=fork_if_safe(), backend="cpu")
     try:
         venv.seed(5)
         obs = venv.reset()
@@ -75,7 +77,7 @@ def test_host_observations_without_gl():
 
 
 def test_worker_protocol(backend):
-    venv = SlotVecEnv(fns(2, backend=backend), start_method="fork", backend=backend)
+    venv = SlotVecEnv(fns(2, backend=backend), start_method=fork_if_safe(), backend=backend)
     try:
         assert venv.get_attr("channels") == [3, 3]
         venv.set_attr("channels", 3, indices=[1])
@@ -101,7 +103,7 @@ def test_slot_layout_refuses_non_images():
 def test_ppo_learns_a_few_steps():
     from stable_baselines3 import PPO
 
-    venv = SlotVecEnv(fns(2, height=40, width=40, episode=8), start_method="fork", backend="cpu")
+    venv = SlotVecEnv(fns(2, height=40, width=40, episode=8), start_method=fork_if_safe(), backend="cpu")
     try:
         model = PPO("CnnPolicy", venv, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")
         model.learn(total_timesteps=32)

@@ -13,6 +13,7 @@ import pytest
 
 import gltensor
 import slot_workers
+from conftest import fork_or_skip
 from slot_workers import pattern
 
 W, H = 97, 61  # odd on purpose: no row is a multiple of any alignment
@@ -109,6 +110,7 @@ def expected(count, step, channels=4, dtype=np.uint8, slots=None):
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
 def test_every_pixel_of_every_slot(backend, workers, method):
+    fork_or_skip(method)
     slots = gltensor.SharedSlots(3, (W, H), backend=backend)
     assert slots.backend == backend and slots.shape == (3, H, W, 4) and slots.dtype == "uint8"
     w = workers(slots, method=method)
@@ -359,3 +361,64 @@ def test_many_workers_exact(workers, count):
     for step in range(2):
         w.all("step", step)
         np.testing.assert_array_equal(to_host(slots.read()), expected(count, step))
+
+
+FORK_TRAINER = r"""
+import multiprocessing as mp, sys
+import numpy as np
+import gltensor, slot_workers
+backend = sys.argv[1]
+slots = gltensor.SharedSlots(3, (97, 61), backend=backend)
+assert gltensor.fork_is_safe()
+ctx = mp.get_context("fork")
+conns, procs = [], []
+for i in range(3):
+    a, b = ctx.Pipe()
+    p = ctx.Process(target=slot_workers.run, args=(slots.handle(i), i, (97, 61), b), daemon=True)
+    p.start()
+    msg = a.recv()
+    assert msg[0] == "ok", msg
+    conns.append(a)
+    procs.append(p)
+for step in range(3):
+    for a in conns:
+        a.send(("step", step))
+    for a in conns:
+        msg = a.recv()
+        assert msg[0] == "ok", msg
+    frame = slots.read()
+    got = np.from_dlpack(frame) if backend == "cpu" else __import__("torch").from_dlpack(frame).cpu().numpy()
+    want = np.stack([slot_workers.pattern(i, step, 97, 61) for i in range(3)])
+    assert np.array_equal(got, want), float(np.mean(got != want))
+for a in conns:
+    a.send(("cuda_initialized",))
+    assert a.recv() == ("ok", False)
+    a.send(None)
+for p in procs:
+    p.join(30)
+print("fork trainer ok")
+"""
+
+
+def test_fork_from_a_trainer_without_gl(backend, tmp_path):
+    """The usual RL layout: a trainer that makes no GL context (it trains) forks its workers (Gymnasium's and SB3's
+    default start method on Linux before Python 3.14); each worker makes its context on the trainer's GPU without
+    CUDA and writes its slot. Run in a fresh process: this test process has GL contexts of its own."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "fork_trainer.py"
+    script.write_text(FORK_TRAINER)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__)] + sys.path))
+    proc = subprocess.run([sys.executable, str(script), backend], capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0 and "fork trainer ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_fork_after_nvidia_egl_is_refused_clearly(ctx, workers):
+    """A trainer that made an NVIDIA EGL context forks: the child's GL would crash inside the driver (seen: abort,
+    segfault); gltensor refuses it with what to do instead."""
+    if gltensor.fork_is_safe():
+        pytest.skip(f"this process made no NVIDIA EGL context (GL: {ctx.renderer}): fork is safe here")
+    slots = gltensor.SharedSlots(1, (W, H), backend="cpu")
+    with pytest.raises(RuntimeError, match="UnsupportedError.*does not survive fork.*forkserver"):
+        workers(slots, method="fork")

@@ -36,6 +36,7 @@ from ._gltensor import (  # noqa: F401  (re-exported API)
     cuda_compiled,
     cuda_device_count,
     cuda_unavailable_reason,
+    fork_is_safe,
 )
 from .devices import default_cuda_device, egl_device_index  # noqa: F401
 from ._gltensor import Buffer, BufferView, Upload  # noqa: F401  (tensor -> GL)
@@ -51,5 +52,5 @@ __all__ = [
     "WrongDeviceError", "CudaUnavailableError", "ClosedError", "InvalidArgumentError", "CudaError", "GLError",
     "EGLError", "OutOfMemoryError", "__version__",
     "Upload", "Buffer", "BufferView", "upload", "map_buffer", "read_buffer",
-    "SharedSlots", "SlotHandle", "SlotClient", "GLImage", "StaleSlotError", "UnsupportedError",
+    "fork_is_safe", "SharedSlots", "SlotHandle", "SlotClient", "GLImage", "StaleSlotError", "UnsupportedError",
 ]

@@ -98,6 +98,11 @@ static int add_exceptions(PyObject *m, gltensor_state *st) {
     return 0;
 }
 
+static PyObject *py_fork_is_safe(PyObject *m, PyObject *unused) {
+    (void)m, (void)unused;
+    return PyBool_FromLong(glt_fork_safe());
+}
+
 static PyObject *py_cuda_compiled(PyObject *m, PyObject *unused) {
     (void)m, (void)unused;
     return PyBool_FromLong(glt_cuda_compiled());
@@ -202,6 +207,9 @@ static PyMethodDef module_methods[] = {
     {"cuda_compiled", py_cuda_compiled, METH_NOARGS, "True when this build contains the CUDA backend."},
     {"cuda_available", py_cuda_available, METH_NOARGS,
      "True when the CUDA backend is compiled in and a driver and GPU are usable now."},
+    {"fork_is_safe", py_fork_is_safe, METH_NOARGS,
+     "fork_is_safe() -> bool: False when this process made an NVIDIA EGL context (NVIDIA's EGL does not survive "
+     "fork): start worker processes with 'spawn' or 'forkserver' then."},
     {"cuda_device_count", py_cuda_device_count, METH_NOARGS,
      "Number of CUDA devices this process sees (after CUDA_VISIBLE_DEVICES); 0 without CUDA."},
     {"cuda_unavailable_reason", py_cuda_unavailable_reason, METH_NOARGS,
