@@ -9,13 +9,26 @@ a batch of cameras of the demo scene (gltensor.scene) into one atlas texture (or
 --mode batch), hands all of them to torch with ONE gltensor read per step (the rgb/float32/CHW
 conversion rides in that copy), and trains a small CNN wrapped in DistributedDataParallel to predict
 each camera's clock phase from its image. Rank 0 prints, per rank: the GPU its GL context runs on,
-its step time and frames/s, and the total; --json writes the same.
+its step time and frames/s, where its step goes (host time per phase: render, read, targets, forward,
+backward, optimizer; --profile-phases waits for the GPU at each phase's end and times the all-reduce),
+the nodes with their GPUs, and the total; --json writes the same. tools/ddp_scaling.py runs it at 1 and
+N ranks, interleaved, for scaling figures with their spread.
 
 Multi-node runs go through torchrun's rendezvous, e.g. two nodes of 8 GPUs:
 
     torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=HOST:29500 \\
         --rdzv_id=gltensor examples/distributed/train_ddp.py
 
+Tested as two nodes simulated on one host (tests/test_distributed_example.py, on CPUs with gloo; and
+tools/gpu_verify.sh multinode, each launch seeing one GPU), the same command in two shells:
+
+    CUDA_VISIBLE_DEVICES=0 torchrun --nnodes=2 --nproc_per_node=1 --node_rank=0 --rdzv_backend=c10d \\
+        --rdzv_endpoint=localhost:29500 --rdzv_id=gltensor examples/distributed/train_ddp.py
+    CUDA_VISIBLE_DEVICES=1 torchrun --nnodes=2 --nproc_per_node=1 --node_rank=1 --rdzv_backend=c10d \\
+        --rdzv_endpoint=localhost:29500 --rdzv_id=gltensor examples/distributed/train_ddp.py
+
+With c10d the rendezvous assigns the node ranks (the launch that reports is whichever got rank 0). Where
+both launches see the same one GPU, add `--dist-backend gloo`: NCCL refuses two ranks on one device.
 Without CUDA (Mesa llvmpipe) the same script runs on the CPU backend with the gloo backend.
 """
 import argparse
