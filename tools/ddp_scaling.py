@@ -41,7 +41,8 @@ def spread(values: list[float]) -> dict[str, float]:
 def fmt(s: dict[str, float], pct: bool = False) -> str:
     if not s:
         return "-"
-    f = (lambda x: f"{x:.1%}") if pct else (lambda x: f"{x:,.0f}")
+    def f(x: float) -> str:
+        return f"{x:.1%}" if pct else f"{x:,.0f}"
     return f"{f(s['median'])} [{f(s['min'])}, IQR {f(s['p25'])}-{f(s['p75'])}, {f(s['max'])}] (n={s['n']})"
 
 
@@ -60,7 +61,7 @@ class Runner:
         self.failed: list[str] = []
 
     def fits(self, n: int) -> bool:
-        left = self.args.time_limit - (time.monotonic() - self.t0)
+        left: float = self.args.time_limit - (time.monotonic() - self.t0)
         return left > max(self.longest[n] * 1.2, 5.0)
 
     def run(self, config: str, n: int, name: str, *extra: str) -> dict[str, Any] | None:
@@ -115,8 +116,9 @@ def measure(runner: Runner, config: str) -> dict[str, Any]:
         for n, r in got.items():
             if r is not None:
                 runs[n].append(r)
-        if got[1] is not None and got[n2] is not None:
-            pair_eff.append(got[n2]["total_frames_per_s"] / (n2 * got[1]["total_frames_per_s"]))
+        one, many = got[1], got[n2]
+        if one is not None and many is not None:
+            pair_eff.append(many["total_frames_per_s"] / (n2 * one["total_frames_per_s"]))
     profiled: dict[int, list[dict[str, Any]]] = {1: [], n2: []}
     for i in range(a.profile_runs):
         for n in ((1, n2) if i % 2 == 0 else (n2, 1)):
