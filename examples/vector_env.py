@@ -90,7 +90,8 @@ class VectorEnv:
         self.steps[:] = 0
         return self._observe()
 
-    def _render(self) -> None:
+    def render(self) -> None:
+        """Draws every env's current state into its texture (or tile); issues GL work, reads nothing."""
         for k in range(self.n):
             if self.mode == "batch":
                 self.scene.render(self.t[k], fbo=self.targets[k].fbo, viewport=self.targets[k].viewport, camera=k)
@@ -98,22 +99,31 @@ class VectorEnv:
                 assert self.atlas_target is not None
                 self.scene.render(self.t[k], fbo=self.atlas_target.fbo, viewport=self.viewports[k], camera=k)
 
-    def _observe(self) -> Any:
-        self._render()
-        # One read for all envs; DLPack makes torch's stream wait for the copy (CUDA) before using it.
+    def read(self) -> Any:
+        """ONE read of what render() drew, for all envs, as a torch tensor (no host copy on CUDA)."""
+        # DLPack makes torch's stream wait for the copy (CUDA) before using it.
         assert self.reader is not None, "the env was closed"
         return self.torch.from_dlpack(self.reader.read(**self.read_options))
 
+    def _observe(self) -> Any:
+        self.render()
+        return self.read()
+
     def step(self) -> Any:
         """Advances every env's clock (an env whose episode ends restarts at a random time) and
-        returns the new observations, (N, H, W, 4) uint8 (or as read_options convert them)."""
+        returns the new observations, (N, H, W, 4) uint8 (or as read_options convert them).
+        The same as advance(), render(), read() in turn (a caller that times the phases calls those)."""
+        self.advance()
+        return self._observe()
+
+    def advance(self) -> None:
+        """Advances every env's clock by one step; an env whose episode ends restarts at a random time."""
         self.t += self.dt * self.speed
         self.steps += 1
         done = self.steps >= self.episode_steps
         if done.any():
             self.t[done] = self.rng.uniform(0.0, 10.0, int(done.sum()))
             self.steps[done] = 0
-        return self._observe()
 
     def reference(self, k: int) -> "np.ndarray[Any, Any]":
         """glReadPixels of env k's current image, top row first: what obs[k] must equal."""

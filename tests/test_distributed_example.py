@@ -6,8 +6,11 @@ the `multigpu` test runs one rank per GPU with NCCL and checks that each rank's 
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,9 +32,13 @@ def _env():
     return env
 
 
-def _torchrun(nproc, tmp_path, *extra):
+def _need_torchrun():
     if shutil.which("torchrun") is None and not Path(sys.executable).with_name("torchrun").exists():
         pytest.skip("torchrun is not installed")
+
+
+def _torchrun(nproc, tmp_path, *extra):
+    _need_torchrun()
     out = tmp_path / "ranks.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--standalone", str(SCRIPT),
            *SMALL, "--json", str(out), *extra]
@@ -88,3 +95,90 @@ def test_more_ranks_than_gpus_is_refused_clearly(tmp_path):
     assert r.returncode != 0
     assert "LOCAL_RANK 1, but 1 CUDA device(s) are visible" in r.stdout + r.stderr
     assert "invalid device ordinal" not in r.stdout + r.stderr
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _two_nodes(tmp_path, attempt, extra, node_env, timeout=300):
+    """Two torchrun launches as two nodes would start them, rendezvousing through c10d on this host."""
+    out = tmp_path / f"nodes{attempt}.json"
+    port = _free_port()
+    procs, logs = [], []
+    for node in (0, 1):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+               f"--node_rank={node}", "--rdzv_backend=c10d", f"--rdzv_endpoint=localhost:{port}",
+               f"--rdzv_id=gltensor-test-{port}", str(SCRIPT), *SMALL, "--json", str(out), *extra]
+        log = tmp_path / f"node{node}_{attempt}.log"
+        with open(log, "w") as f:
+            procs.append(subprocess.Popen(cmd, env={**_env(), **node_env(node)}, stdout=f, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+        logs.append(log)
+    deadline = time.monotonic() + timeout
+    try:
+        codes = [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in procs]
+    except subprocess.TimeoutExpired:
+        codes = None
+    finally:
+        for p in procs:  # our launches and their workers (each launch leads its own session)
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    text = [log.read_text(errors="replace") for log in logs]
+    return codes, out, text
+
+
+def test_two_nodes_rendezvous_on_one_host(tmp_path):
+    """`torchrun --nnodes=2 --rdzv_backend=c10d` twice, as two machines would run it (the docstring's command):
+    both nodes join, each renders on what it sees (here the CPU; with CUDA its one visible GPU), the report
+    lists both."""
+    _need_torchrun()
+    devices = _cuda_devices()
+    extra, node_env = (), (lambda node: {})
+    if devices >= 2:  # a node per GPU, as on two machines: each launch sees one
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0,1").split(",")
+        node_env = (lambda node: {"CUDA_VISIBLE_DEVICES": visible[node]})
+    elif devices == 1:  # both nodes on the one GPU: NCCL refuses two ranks on one device
+        extra = ("--dist-backend", "gloo")
+    for attempt in (0, 1):
+        codes, out, text = _two_nodes(tmp_path, attempt, extra, node_env)
+        assert codes is not None, "the two-node launch did not finish in time:\n" + "\n---\n".join(
+            t[-3000:] for t in text)
+        failed = any(codes)
+        if failed and attempt == 0 and out.exists() and any(TEARDOWN_ABORT in t for t in text):
+            # The rare teardown abort of test_two_ranks_under_torchrun (after the report was written): one retry.
+            print(f"two-node run aborted at teardown ({TEARDOWN_ABORT!r}); retrying once", file=sys.stderr)
+            continue
+        assert not failed, f"exit codes {codes}\n" + "\n---\n".join(t[-3000:] for t in text)
+        break
+    report = json.loads(out.read_text())
+    assert report["world"] == 2 and report["nodes"] == 2, report
+    ranks = sorted(report["ranks"], key=lambda f: f["rank"])
+    assert [f["rank"] for f in ranks] == [0, 1]
+    assert sorted(f["node_rank"] for f in ranks) == [0, 1]
+    assert all(f["local_rank"] == 0 and f["frames_per_s"] > 0 for f in ranks), ranks
+    if devices == 0:
+        assert all(f["context_cuda_device"] is None and f["dist_backend"] == "gloo" for f in ranks), ranks
+    else:  # each node's context on its visible device 0
+        assert all(f["context_cuda_device"] == 0 for f in ranks), ranks
+    listing = "".join(text)
+    assert "node 0: " in listing and "node 1: " in listing, listing[-3000:]
+
+
+@pytest.mark.skipif(_cuda_devices() == 1, reason="with CUDA two ranks need two GPUs (tools/gpu_verify.sh scaling)")
+def test_scaling_tool_reports_spread_and_phases(tmp_path):
+    """tools/ddp_scaling.py at its smallest: one pair of 1- and 2-rank runs and one --profile-phases run per side."""
+    _need_torchrun()
+    tool = ROOT / "tools" / "ddp_scaling.py"
+    r = subprocess.run([sys.executable, str(tool), "--out", str(tmp_path), "--pairs", "1", "--profile-runs", "1",
+                        "--cameras", "2", "--size", "16", "--steps", "3", "--warmup", "1", "--time-limit", "400"],
+                       env=_env(), capture_output=True, text=True, timeout=500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    res = json.loads((tmp_path / "scaling.json").read_text())["results"][0]
+    assert res["efficiency_per_pair"]["n"] == 1 and res["efficiency_per_pair"]["median"] > 0
+    assert set(res["phases_host_us"]["1"]) >= {"render", "read", "targets", "forward", "backward", "optimizer"}
+    assert res["phases_profiled_us"]["2"]["allreduce"] > 0, res["phases_profiled_us"]
+    assert "efficiency per ABBA pair" in r.stdout and "| 2 - 1 |" in r.stdout

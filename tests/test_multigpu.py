@@ -67,13 +67,17 @@ class OnGpu:
         self._caps.append(obj)
         return obj
 
-    def consume(self, frame, stream=None):
-        """The frame as torch sees it, after a torch op on it (where v0.1's corruption surfaced)."""
+    def consume(self, frame, stream=None, caller_device=None):
+        """The frame as torch sees it, after a torch op on it (where v0.1's corruption surfaced).
+
+        caller_device: the device the caller has current here, the other GPU unless the caller made
+        another current itself (inside `with torch.cuda.stream(s)` torch makes s's device current).
+        The library must leave it as it is, through the read that made `frame` and the export."""
+        expected = self.other if caller_device is None else caller_device
+        assert torch.cuda.current_device() == expected, "the library changed the caller's current device (read)"
         t = torch.from_dlpack(frame) if stream is None else torch.from_dlpack(frame.__dlpack__(stream=stream))
+        assert torch.cuda.current_device() == expected, "the library changed the caller's current device (export)"
         assert t.device == self.torch_device, f"frame of a device-{self.dev} capture is on {t.device}"
-        # Inside `with torch.cuda.stream(s)` torch itself makes s's device current.
-        expected = self.other if stream is None else self.dev
-        assert torch.cuda.current_device() == expected, "the library changed the caller's current device"
         checksum = t.double().sum()
         torch.cuda.synchronize(self.dev)
         arr = glhelpers.torch_to_numpy(t)
@@ -170,14 +174,21 @@ def test_streams_of_the_captures_device(on_gpu):
     s = torch.cuda.Stream(device=on_gpu.dev)
     frame = cap.read(stream=s)
     with torch.cuda.stream(s):
-        got = on_gpu.consume(frame, stream=s.cuda_stream)
+        # torch, not the library, makes s's device current for the block
+        got = on_gpu.consume(frame, stream=s.cuda_stream, caller_device=on_gpu.dev)
+    assert torch.cuda.current_device() == on_gpu.other  # torch restored the caller's device at the block's end
     np.testing.assert_array_equal(got, upright(img.reference()))
-    # A consumer stream other than the copy's: the frame's event orders it (on the frame's device).
+    # A consumer stream other than the copy's, passed outside any `with torch.cuda.stream`: the frame's event
+    # orders it (on the frame's device), and the caller's current device stays the other GPU throughout.
     consumer = torch.cuda.Stream(device=on_gpu.dev)
     np.testing.assert_array_equal(on_gpu.consume(cap.read(), stream=consumer.cuda_stream), upright(img.reference()))
+    frame = cap.read(stream=consumer)
+    assert torch.cuda.current_device() == on_gpu.other, "the library changed the caller's current device"
+    np.testing.assert_array_equal(on_gpu.consume(frame, stream=consumer.cuda_stream), upright(img.reference()))
     foreign = torch.cuda.Stream(device=on_gpu.other)
     with pytest.raises(gltensor.InvalidArgumentError, match=f"device {on_gpu.other}"):
         cap.read(stream=foreign)
+    assert torch.cuda.current_device() == on_gpu.other, "a refused read changed the caller's current device"
 
 
 def test_batch(on_gpu):

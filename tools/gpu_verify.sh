@@ -4,6 +4,7 @@
 #   bash tools/gpu_verify.sh STEP...   steps: tests bench convert suite quick quickclears depth engines panda3d
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
+#                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
 #                                      reliability soak memcheck racecheck synccheck (issue 14; one per call)
 # Carry `.gl` (GL loader packages, see the device tool's README) and, for `engines`, `.whl` with the
 # engines' cp312 wheels. They do not fit one call (64 MiB): panda3d alone is 54 MB, so carry it in one
@@ -98,28 +99,42 @@ for step in "$@"; do
             -k "not local_rank and not default_device and not torch_current and not permutations and not gpu1_makes and not mujoco" \
             > "$OUT/memcheck_multigpu.log" 2>&1; echo "memcheck exit $? (99: errors found)"
         tail -3 "$OUT/memcheck_multigpu.log"; grep -E "ERROR SUMMARY|Invalid" "$OUT/memcheck_multigpu.txt" | sort | uniq -c | head ;;
-    scaling) # examples/distributed/train_ddp.py at the same per-rank load on 1 and on 2 GPUs; runs alternate
-             # (1, 2, 1, 2, ...) so that drift of the machine hits both, and the medians are compared
-        for cfg in "atlas --no-train" "atlas" "batch"; do
-            tag=$(echo "$cfg" | tr -d ' -')
-            for rep in 1 2 3; do for n in 1 2; do
-                timeout 100 python3 -m torch.distributed.run --standalone --nproc_per_node=$n \
-                    examples/distributed/train_ddp.py --mode $cfg --cameras 64 --size 128 --steps 300 \
-                    --json "$OUT/ddp_${tag}_${n}_${rep}.json" > /tmp/ddp.log 2>&1 || tail -20 /tmp/ddp.log
-            done; done
-            python3 - "$OUT" "$tag" <<'PY'
-import glob, json, statistics, sys
-out, tag = sys.argv[1:3]
-runs = {n: [json.load(open(p)) for p in sorted(glob.glob(f"{out}/ddp_{tag}_{n}_*.json"))] for n in (1, 2)}
-tot = {n: statistics.median(r["total_frames_per_s"] for r in runs[n]) for n in (1, 2)}
-per = " + ".join(f"cuda:{r['context_cuda_device']} {r['step_us']:.0f} us/step" for r in runs[2][0]["ranks"])
-print(f"{tag:>14}: 1 rank {tot[1]:8.0f} frames/s | 2 ranks {tot[2]:8.0f} frames/s ({per}) | "
-      f"efficiency {tot[2] / (2 * tot[1]):.1%}  [runs: {[round(r['total_frames_per_s']) for r in runs[1]]} vs "
-      f"{[round(r['total_frames_per_s']) for r in runs[2]]}]")
-json.dump({"median_frames_per_s": tot, "runs": runs}, open(f"{out}/scaling_{tag}.json", "w"), indent=1)
-PY
-            rm -f "$OUT"/ddp_"${tag}"_*.json
-        done ;;
+    scaling) # issue 23: tools/ddp_scaling.py, examples/distributed/train_ddp.py at the same per-rank load on 1 and
+             # on 2 GPUs: ABBA pairs (1,2 then 2,1), the per-pair efficiency and each side's frames/s with their
+             # spread, host time per phase of every run, and one --profile-phases run per side (each phase waited
+             # for, the all-reduce span from CUDA events). ~5 minutes; SCALING_CONFIGS (';'-separated train_ddp
+             # arguments, e.g. "--mode atlas --no-train;--mode batch;--mode atlas --targets host"), SCALING_PAIRS,
+             # SCALING_STEPS, SCALING_TIME (seconds) change it. Per-run logs and JSON under $OUT/scaling/runs.
+        IFS=';' read -ra cfgs <<< "${SCALING_CONFIGS:---mode atlas}"
+        cargs=(); for c in "${cfgs[@]}"; do cargs+=("--config=$c"); done
+        timeout $(( ${SCALING_TIME:-285} + 60 )) python3 tools/ddp_scaling.py --out "$OUT/scaling" "${cargs[@]}" \
+            --pairs "${SCALING_PAIRS:-6}" --steps "${SCALING_STEPS:-600}" --warmup 50 --profile-runs 1 \
+            --time-limit "${SCALING_TIME:-285}" > "$OUT/scaling.log" 2>&1; echo "ddp_scaling exit $?"
+        grep -v "^  " "$OUT/scaling.log" | tail -45 ;;
+    multinode) # issue 23: multi-node as users launch it, simulated on this host: two `torchrun --nnodes=2
+               # --rdzv_backend=c10d` launches (the command of train_ddp.py's docstring), each seeing one GPU
+               # through CUDA_VISIBLE_DEVICES. Both on GPU 0 (gloo: NCCL refuses two ranks on one device); with
+               # 2+ GPUs also one node per GPU (NCCL). Then the CI test of the same launch. ~3 minutes.
+        two_nodes() { # $1 tag, $2 node 0's GPU, $3 node 1's GPU, rest: train_ddp arguments
+            local tag=$1 g0=$2 g1=$3 port=$((29600 + RANDOM % 300)) pids=() rc=0; shift 3
+            for node in 0 1; do
+                g=$g0; [ "$node" = 1 ] && g=$g1
+                CUDA_VISIBLE_DEVICES=$g timeout 150 python3 -m torch.distributed.run --nnodes=2 --nproc_per_node=1 \
+                    --node_rank=$node --rdzv_backend=c10d --rdzv_endpoint=localhost:$port --rdzv_id=gltensor-$tag \
+                    examples/distributed/train_ddp.py --cameras 64 --size 128 --steps 300 "$@" \
+                    --json "$OUT/multinode_$tag.json" > "$OUT/multinode_${tag}_node$node.log" 2>&1 &
+                pids+=($!)
+            done
+            for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+            echo "== $tag: node 0 on GPU $g0, node 1 on GPU $g1: exit $rc"
+            cat "$OUT"/multinode_"${tag}"_node*.log | sed -n '/ rank(s), /,/^total:/p'
+            grep -hE "Error|error:" "$OUT"/multinode_"${tag}"_node*.log | head -8
+        }
+        two_nodes onegpu 0 0 --dist-backend gloo
+        [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && two_nodes twogpus 0 1
+        timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_distributed_example.py -k two_nodes \
+            > "$OUT/multinode_test.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/multinode_test.log" | tail -5 ;;
     reliability) # tests/reliability on the CUDA backend: bad input, lifetimes, threads, properties, fuzzing, the
                  # CI-size soak (20,000 reads, CPU and CUDA); the counts and drifts are printed (-s)
         timeout 470 python3 -m pytest -q -s -p no:cacheprovider -rfEs tests/reliability > "$OUT/reliability.log" 2>&1
@@ -152,6 +167,6 @@ for b in ours[:3]:
     print("\n".join(b.splitlines()[:12]))
 PY
         ;;
-    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d multigpu memcheck-multigpu scaling reliability soak memcheck racecheck synccheck)"; exit 2 ;;
+    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d multigpu memcheck-multigpu scaling multinode reliability soak memcheck racecheck synccheck)"; exit 2 ;;
     esac
 done
