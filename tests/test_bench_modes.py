@@ -95,7 +95,7 @@ def test_procs_mode_quick(tmp_path):
     assert report["benchmark"] == "procs"
     cells = report["cells"]
     assert [(c["workers"], c["width"], c["height"]) for c in cells] == [(1, 32, 24), (2, 32, 24)]
-    expected = {"host", "slots", "floor", "atlas"} | ({"per_worker"} if report["machine"]["backend"] == "cuda" else set())
+    expected = {"host", "slots", "floor", "pack", "atlas"} | ({"per_worker"} if report["machine"]["backend"] == "cuda" else set())
     for c in cells:
         assert set(c["us_per_step"]) == expected and all(v > 0 for v in c["us_per_step"].values())
     assert "host/slots" in proc.stdout

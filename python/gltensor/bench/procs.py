@@ -8,6 +8,8 @@ Paths, all in the same run, interleaved, median of runs:
               (every worker holds a CUDA context and pays its own GL->CUDA switch)
   slots       gltensor.SharedSlots: workers write with GL alone into the trainer's memory, one read for all
   floor       workers render and fence, nothing copied; the trainer's consumer op on a batch it already has
+  pack        as floor, plus each worker's glReadPixels into a pixel-pack buffer of its own (what a slot write
+              does on the GPU before its copy into the slot): where the slots' time over the floor goes
   atlas       one process draws N tiles of one texture and reads them with one Atlas read (no workers)
 
 Every path's batch is checked against each worker's own glReadPixels before it is timed. Device memory per
@@ -27,8 +29,8 @@ from .measure import CheckFailed, Skip, median
 from .options import arg, parse_sizes
 from .report import fmt_us, machine_info, print_table, results_path, save_json
 
-PATHS = ("host", "per_worker", "slots", "floor", "atlas")
-GL_ONLY_PATHS = ("host", "slots", "floor")  # the workers of these never touch CUDA
+PATHS = ("host", "per_worker", "slots", "floor", "pack", "atlas")
+GL_ONLY_PATHS = ("host", "slots", "floor", "pack")  # the workers of these never touch CUDA
 
 
 # ---------------------------------------------------------------- the worker process
@@ -40,6 +42,8 @@ def _worker(k, n, conn, slots_handle, batch):
     None ends. Replies ("ok", value) or ("error", text)."""
     os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
     try:
+        import ctypes
+
         import gltensor
         from OpenGL import GL
 
@@ -64,6 +68,10 @@ def _worker(k, n, conn, slots_handle, batch):
                     cams.close()
                 cams = Cameras(1, w, h, atlas=False, draw="pattern")
                 tex = int(cams.targets[0].texture)
+                pbo = int(GL.glGenBuffers(1))
+                GL.glBindBuffer(GL.GL_PIXEL_PACK_BUFFER, pbo)
+                GL.glBufferData(GL.GL_PIXEL_PACK_BUFFER, w * h * 4, None, GL.GL_STREAM_COPY)
+                GL.glBindBuffer(GL.GL_PIXEL_PACK_BUFFER, 0)
                 cap = gltensor.Capture(tex) if batch is not None else None
                 GL.glFinish()
                 conn.send(("ok", None))
@@ -81,6 +89,13 @@ def _worker(k, n, conn, slots_handle, batch):
             elif path == "slots":
                 slots_handle.write(tex)
             elif path == "floor":
+                GL.glFinish()
+            elif path == "pack":
+                GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, int(cams.targets[0].fbo))
+                GL.glBindBuffer(GL.GL_PIXEL_PACK_BUFFER, pbo)
+                GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 1)
+                GL.glReadPixels(0, 0, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, ctypes.c_void_p(0))
+                GL.glBindBuffer(GL.GL_PIXEL_PACK_BUFFER, 0)
                 GL.glFinish()
             if cmd == "check":
                 value = (value, cams.targets[0].read_pixels(flip=True))
@@ -217,14 +232,14 @@ class Cell:
                 x = self.cuda_batch
             elif path == "slots":
                 x = torch.from_dlpack(self.slots.read())
-            else:
+            else:  # floor, pack: nothing handed over
                 x = self.floor_batch
             return (x, refs) if check else x
         return step
 
 
 def check(cell, path):
-    if path == "floor":
+    if path in ("floor", "pack"):
         return
     x, refs = cell.step_fn(path)(10_000, check=True)
     got = x.cpu().numpy()
