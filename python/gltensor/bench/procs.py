@@ -29,8 +29,16 @@ from .measure import CheckFailed, Skip, median
 from .options import arg, parse_sizes
 from .report import fmt_us, machine_info, print_table, results_path, save_json
 
+# What a worker's CUDA context takes on the device (measured on an H100: 1,050 MiB with torch): the per-worker
+# path is skipped where N of them would not fit.
+PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
+
 PATHS = ("host", "per_worker", "slots", "floor", "pack", "atlas")
-GL_ONLY_PATHS = ("host", "slots", "floor", "pack")  # the workers of these never touch CUDA
+GL_ONLY_# What a worker's CUDA context takes on the device (measured on an H100: 1,050 MiB with torch): the per-worker
+# path is skipped where N of them would not fit.
+PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
+
+PATHS = ("host", "slots", "floor", "pack")  # the workers of these never touch CUDA
 
 
 # ---------------------------------------------------------------- the worker process
@@ -334,9 +342,16 @@ def main(argv=None):
                     slots = gltensor.SharedSlots(n, args.sizes[0], backend="cuda" if cuda else "cpu")
                     pools["gl"] = Pool(n, slots_handles=slots.handles())
                 if path == "per_worker" and "cuda" not in pools:
+                    free = torch.cuda.mem_get_info(device)[0]
+                    if n * PER_WORKER_CONTEXT_BYTES > 0.8 * free:
+                        skipped[f"per_worker at {n} workers"] = (
+                            f"{n} CUDA contexts of ~{PER_WORKER_CONTEXT_BYTES / 2**30:.1f} GiB would not fit the "
+                            f"{free / 2**30:.0f} GiB free")
+                        continue
                     cuda_batch = torch.zeros((n, h_max, w_max, 4), dtype=torch.uint8, device=device).share_memory_()
                     pools["cuda"] = Pool(n, cuda_batch=cuda_batch, torch=torch)
-            by_path = {p: pools["gl" if p in GL_ONLY_PATHS else "cuda"] for p in run_paths if p != "atlas"}
+            cell_paths = [p for p in run_paths if p != "per_worker" or "cuda" in pools]
+            by_path = {p: pools["gl" if p in GL_ONLY_PATHS else "cuda"] for p in cell_paths if p != "atlas"}
             memory = {name: worker_memory_mib(pool.pids) for name, pool in pools.items()}
             for (w, h) in args.sizes:
                 if slots is None or slots.size != (w, h):
@@ -346,19 +361,19 @@ def main(argv=None):
                         pools["gl"].close()
                         slots = gltensor.SharedSlots(n, (w, h), backend="cuda" if cuda else "cpu")
                         pools["gl"] = Pool(n, slots_handles=slots.handles())
-                        by_path.update({p: pools["gl"] for p in run_paths if p in GL_ONLY_PATHS})
+                        by_path.update({p: pools["gl"] for p in cell_paths if p in GL_ONLY_PATHS})
                 batch_view = cuda_batch[:, :h, :w] if cuda_batch is not None else None
                 cell = Cell(torch, gltensor, device, n, w, h, by_path, slots, batch_view)
                 label = f"{n} x {w}x{h}"
                 try:
-                    cell.setup(run_paths)
-                    for path in run_paths:
+                    cell.setup(cell_paths)
+                    for path in cell_paths:
                         check(cell, path)
-                    times = {p: [] for p in run_paths}
+                    times = {p: [] for p in cell_paths}
                     used = {}
                     first = 0
                     for _ in range(args.runs):
-                        for path in run_paths:
+                        for path in cell_paths:
                             us, steps = time_path(cell, path, args.steps, args.warmup, args.max_seconds, sync, first)
                             first += args.warmup + steps
                             times[path].append(us)
@@ -367,9 +382,9 @@ def main(argv=None):
                     cell_report = {"workers": n, "width": w, "height": h, "us_per_step": med, "runs": times,
                                    "steps": used, "worker_memory_mib": memory, "skipped": skipped}
                     report["cells"].append(cell_report)
-                    rows.append(row_of(label, med, run_paths))
+                    rows.append(row_of(label, med, cell_paths))
                     print_table(f"{label}: µs per step (median of {args.runs})", ["path", "µs/step", "frames/s"],
-                                [[p, fmt_us(med[p]), "%.0f" % (n * 1e6 / med[p])] for p in run_paths])
+                                [[p, fmt_us(med[p]), "%.0f" % (n * 1e6 / med[p])] for p in cell_paths])
                 except (CheckFailed, Skip) as e:
                     print(f"{label}: {type(e).__name__}: {e}", file=sys.stderr)
                     report["cells"].append({"workers": n, "width": w, "height": h, "error": str(e)})
