@@ -34,11 +34,7 @@ from .report import fmt_us, machine_info, print_table, results_path, save_json
 PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
 
 PATHS = ("host", "per_worker", "slots", "floor", "pack", "atlas")
-GL_ONLY_# What a worker's CUDA context takes on the device (measured on an H100: 1,050 MiB with torch): the per-worker
-# path is skipped where N of them would not fit.
-PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
-
-PATHS = ("host", "slots", "floor", "pack")  # the workers of these never touch CUDA
+GL_ONLY_PATHS = ("host", "slots", "floor", "pack")  # the workers of these never touch CUDA
 
 
 # ---------------------------------------------------------------- the worker process
