@@ -236,6 +236,7 @@ typedef void (*PFN_glCreateMemoryObjectsEXT)(GLsizei, GLuint *);
 typedef void (*PFN_glDeleteMemoryObjectsEXT)(GLsizei, const GLuint *);
 typedef void (*PFN_glImportMemoryFdEXT)(GLuint, GLuint64, GLenum, GLint);
 typedef void (*PFN_glBufferStorageMemEXT)(GLenum, GLsizeiptr, GLuint, GLuint64);
+typedef void (*PFN_glBufferStorage)(GLenum, GLsizeiptr, const void *, GLbitfield);
 typedef void (*PFN_glGetUnsignedBytei_vEXT)(GLenum, GLuint, GLubyte *);
 
 /* The GL entry points gltensor uses; filled once by glt_gl_load(). */
@@ -330,6 +331,7 @@ typedef struct glt_gl {
     PFN_glImportMemoryFdEXT ImportMemoryFdEXT;
     PFN_glBufferStorageMemEXT BufferStorageMemEXT;
     PFN_glGetUnsignedBytei_vEXT GetUnsignedBytei_vEXT;
+    PFN_glBufferStorage BufferStorage; /* GL 4.4 */
 } glt_gl;
 
 /* ---- EGL ---- */

@@ -203,6 +203,7 @@ static void load_gl(void) {
     LOAD_ALONE(ImportMemoryFdEXT);
     LOAD_ALONE(BufferStorageMemEXT);
     LOAD_ALONE(GetUnsignedBytei_vEXT);
+    LOAD_ALONE(BufferStorage);
 #undef LOAD_ALONE
 }
 

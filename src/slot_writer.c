@@ -410,9 +410,14 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
         int staged = w->backend == GLT_BACKEND_CUDA && !w->pack_direct;
         if (staged) {
             if (!w->stage) {
+                /* Immutable storage without any map or client bit: the driver keeps it in video memory (a
+                 * glBufferData buffer may live in system memory, which made each write two PCIe crossings). */
                 gl->GenBuffers(1, &w->stage);
                 gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->stage);
-                gl->BufferData(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, NULL, 0x88EA /* GL_STREAM_COPY */);
+                if (gl->BufferStorage)
+                    gl->BufferStorage(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, NULL, 0);
+                else
+                    gl->BufferData(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, NULL, 0x88EA /* STREAM_COPY */);
             }
             gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->stage);
             dst = NULL;

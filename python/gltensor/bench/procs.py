@@ -74,7 +74,7 @@ def _worker(k, n, conn, slots_handle, batch):
                 tex = int(cams.targets[0].texture)
                 pbo = int(GL.glGenBuffers(1))
                 GL.glBindBuffer(GL.GL_PIXEL_PACK_BUFFER, pbo)
-                GL.glBufferData(GL.GL_PIXEL_PACK_BUFFER, w * h * 4, None, GL.GL_STREAM_COPY)
+                GL.glBufferStorage(GL.GL_PIXEL_PACK_BUFFER, w * h * 4, None, 0)  # video memory, as the slots' stage
                 GL.glBindBuffer(GL.GL_PIXEL_PACK_BUFFER, 0)
                 cap = gltensor.Capture(tex) if batch is not None else None
                 GL.glFinish()
@@ -378,7 +378,7 @@ def main(argv=None):
                     cell_report = {"workers": n, "width": w, "height": h, "us_per_step": med, "runs": times,
                                    "steps": used, "worker_memory_mib": memory, "skipped": skipped}
                     report["cells"].append(cell_report)
-                    rows.append(row_of(label, med, cell_paths))
+                    rows.append(row_of(label, med, run_paths))
                     print_table(f"{label}: µs per step (median of {args.runs})", ["path", "µs/step", "frames/s"],
                                 [[p, fmt_us(med[p]), "%.0f" % (n * 1e6 / med[p])] for p in cell_paths])
                 except (CheckFailed, Skip) as e:
@@ -393,8 +393,8 @@ def main(argv=None):
                 pool.close()
             if slots is not None:
                 slots.close()
-    summarize(report, rows, run_paths, skipped)
     save_json(json_path, report)
+    summarize(report, rows, run_paths, skipped)
     print(f"JSON: {json_path}")
     return 0 if report["status"] == "ok" else 1
 
