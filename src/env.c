@@ -31,6 +31,8 @@ static const env_var vars[GLT_ENV_COUNT] = {
     [GLT_ENV_SLOTS_COMPRESSION] = {"GLTENSOR_SLOTS_COMPRESSION", {"generic", "none", NULL, NULL},
                                    "whether CUDA shared slots are compressible (a diagnostic: 'none' reads stale "
                                    "pixels on NVIDIA's GL)"},
+    [GLT_ENV_SLOTS_ALIGN] = {"GLTENSOR_SLOTS_ALIGN", {"4k", "64k", "2m", NULL},
+                             "where each shared slot starts (a diagnostic)"},
 };
 
 static int value_index(const env_var *v, const char *s) {

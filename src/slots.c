@@ -207,7 +207,13 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     }
     size_t bpp = glt_dtype_size(fmt->dtype) * (size_t)fmt->channels;
     size_t pitch = align_up((size_t)d->width * bpp, GLT_SLOT_PITCH_ALIGN);
-    size_t slot_bytes = align_up(pitch * (size_t)d->height, GLT_SLOT_ALIGN);
+    st = glt_env_check();
+    if (st != GLT_OK) {
+        free(s);
+        return st;
+    }
+    static const size_t aligns[] = {GLT_SLOT_ALIGN, 64u << 10, 2u << 20};
+    size_t slot_bytes = align_up(pitch * (size_t)d->height, aligns[glt_env_choice(GLT_ENV_SLOTS_ALIGN)]);
     size_t pixels = slot_bytes * (size_t)d->count * (size_t)d->buffers;
     st = map_control(s, d->count, s->backend == GLT_BACKEND_CPU ? pixels : 0);
     if (st != GLT_OK) {

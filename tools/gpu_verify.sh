@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: tests bench convert suite quick quickclears depth engines panda3d
+#   bash tools/gpu_verify.sh STEP...   steps: tests procs vecenvs bench convert suite quick quickclears depth engines panda3d
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
@@ -28,9 +28,34 @@ GLTENSOR_CUDA_ARCHS=${GLTENSOR_CUDA_ARCHS:-90} python3 -m pip install --no-build
     > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 for step in "$@"; do
     case "$step" in
-    tests) # xdist restarts a worker that crashes, so one crash cannot hide the rest of the run
-        timeout 300 python3 -m pytest -q -p no:cacheprovider -n 1 --max-worker-restart 20 -rfEs > "$OUT/pytest.log" 2>&1
-        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/pytest.log" | tail -40 ;;
+    tests) # xdist restarts a worker that crashes, so one crash cannot hide the rest of the run. TESTS_WORKERS
+           # (default 1) runs the tests that bound no global figure in parallel; the slow ones (the soak samples
+           # the whole device's free memory) then run alone, and whatever failed is run once more alone
+           # (--lf), both results printed: a test that fails only beside others is named, not hidden.
+        n=${TESTS_WORKERS:-1}
+        timeout ${TESTS_TIME:-300} python3 -m pytest -q -n "$n" --max-worker-restart 20 -rfEs -m "not slow" \
+            > "$OUT/pytest.log" 2>&1
+        grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.log" | tail -40
+        timeout 100 python3 -m pytest -q -rfEs -m slow > "$OUT/pytest_slow.log" 2>&1
+        echo "slow: $(grep -E "passed|failed" "$OUT/pytest_slow.log" | tail -1)"
+        if grep -qE "^(FAILED|ERROR)" "$OUT/pytest.log"; then
+            timeout 90 python3 -m pytest -q -rfEs --lf -m "not slow" > "$OUT/pytest_rerun.log" 2>&1
+            echo "failed ones again, alone:"; grep -E "^(FAILED|ERROR)|passed|failed|^E  " "$OUT/pytest_rerun.log" | tail -30
+        fi
+        grep -E "^SKIPPED" "$OUT/pytest.log" | sed -E 's/^SKIPPED \[[0-9]+\] //' | cut -c1-150 | sort | uniq -c | sort -rn | head -25 ;;
+    procs) # issue 21: many engine processes, one GPU batch (host readback per worker, gltensor per worker,
+           # shared slots, the floor, the pack path, one-process Atlas) for PROCS_WORKERS x PROCS_SIZES
+        timeout ${PROCS_TIME:-420} python3 -m gltensor.bench procs --workers "${PROCS_WORKERS:-1,4,8,16,64}" \
+            --sizes "${PROCS_SIZES:-84,256,512}" --steps "${PROCS_STEPS:-200}" --max-seconds "${PROCS_SECONDS:-1.0}" \
+            --json "$OUT/procs.json" > "$OUT/procs.log" 2>&1; echo "procs exit $?"
+        grep -v "^  " "$OUT/procs.log" | tail -60 ;;
+    vecenvs) # issue 21: the two vector-env examples end to end on the CUDA backend (train, then SB3's bench)
+        timeout 150 python3 examples/gymnasium_slots.py --envs 4 --size 64 --steps 200 --backend cuda \
+            > "$OUT/gymnasium_slots.log" 2>&1; echo "gymnasium_slots exit $?"; tail -6 "$OUT/gymnasium_slots.log"
+        timeout 150 python3 examples/sb3_slots.py --envs 4 --size 64 --timesteps 256 --backend cuda \
+            > "$OUT/sb3_slots.log" 2>&1; echo "sb3_slots exit $?"; tail -6 "$OUT/sb3_slots.log"
+        timeout 240 python3 examples/sb3_slots.py --bench --envs-list 4 16 --size 84 --steps 100 --backend cuda \
+            --json "$OUT/sb3_bench.json" > "$OUT/sb3_bench.log" 2>&1; echo "sb3 bench exit $?"; tail -14 "$OUT/sb3_bench.log" ;;
     bench)
         (make lib CUDA_ARCHS=90 && make -C benchmarks/c) > "$OUT/make.log" 2>&1
         timeout 200 python3 -m gltensor.bench single --json "$OUT/single.json" > "$OUT/single.log" 2>&1; tail -28 "$OUT/single.log"
