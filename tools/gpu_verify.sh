@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: tests procs vecenvs bench convert suite quick quickclears depth engines panda3d
+#   bash tools/gpu_verify.sh STEP...   steps: tests procs slotvariants vecenvs bench convert suite quick quickclears depth engines panda3d
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
@@ -49,6 +49,23 @@ for step in "$@"; do
             --sizes "${PROCS_SIZES:-84,256,512}" --steps "${PROCS_STEPS:-200}" --max-seconds "${PROCS_SECONDS:-1.0}" \
             --json "$OUT/procs.json" > "$OUT/procs.log" 2>&1; echo "procs exit $?"
         grep -v "^  " "$OUT/procs.log" | tail -60 ;;
+    slotvariants) # issue 21: where a shared-slot write's time goes, per write mode (copy engine, direct pack,
+                  # compute shader), slot alignment and import span; every variant's pixels checked. The fastest
+                  # exact variant (>= 15% faster than the default) then gets the CUDA slot tests and the procs
+                  # cells that missed their targets, under its GLTENSOR_SLOTS_* settings.
+        timeout 150 python3 tools/slots_timing.py --count 4 --best-env "$OUT/best.sh" > "$OUT/timing4.log" 2>&1
+        cat "$OUT/timing4.log"
+        timeout 90 python3 tools/slots_timing.py --count 16 --variants "${SLOT_VARIANTS16:-copy:4k,direct:2m:slot,direct:4k:slot,shader:4k}" \
+            > "$OUT/timing16.log" 2>&1; cat "$OUT/timing16.log"
+        if [ -s "$OUT/best.sh" ]; then
+            ( . "$OUT/best.sh"; env | grep GLTENSOR_SLOTS
+              timeout 150 python3 -m pytest -q -rfEs -n 4 tests/test_slots.py tests/test_gymnasium_slots.py \
+                  tests/test_sb3_slots.py > "$OUT/slots_best_tests.log" 2>&1
+              grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/slots_best_tests.log" | tail -12
+              timeout 150 python3 -m gltensor.bench procs --workers 4,16 --sizes 256,512 --paths host,slots,floor,pack \
+                  --steps 150 --max-seconds 0.5 --json "$OUT/procs_best.json" > "$OUT/procs_best.log" 2>&1
+              grep -v "^  " "$OUT/procs_best.log" | tail -12 )
+        fi ;;
     vecenvs) # issue 21: the two vector-env examples end to end on the CUDA backend (train, then SB3's bench)
         timeout 150 python3 examples/gymnasium_slots.py --envs 4 --size 64 --steps 200 --backend cuda \
             > "$OUT/gymnasium_slots.log" 2>&1; echo "gymnasium_slots exit $?"; tail -6 "$OUT/gymnasium_slots.log"
