@@ -4,7 +4,7 @@
 
 For each variant (GLTENSOR_SLOTS_WRITE : GLTENSOR_SLOTS_ALIGN [: GLTENSOR_SLOTS_IMPORT]) N spawned workers (GL only) write seeded
 patterns; the trainer checks every byte of every slot over three steps, then the workers time, all at once
-(as in a vector env's step), each of:
+in lockstep (as in a vector env's step: the trainer asks, every worker does one operation and replies), each of:
   write   SlotHandle.write(texture): pack (+ copy into the slot) + fence wait
   pack    glReadPixels into a buffer of the worker's own (immutable storage) + glFinish
   packcp  the same + a glCopyBufferSubData into a second buffer of its own + glFinish
@@ -73,19 +73,16 @@ def worker(handle, slot, size, conn):
             show(msg[1])
             handle.write(tex)
             conn.send("ok")
-        elif msg[0] == "time":
-            mode, reps = msg[1], msg[2]
-            show(0)
-            GL.glFinish()
-            ts = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                if mode == "write":
-                    handle.write(tex)
-                else:
-                    pack(mode == "packcp")
-                ts.append((time.perf_counter() - t0) * 1e6)
-            conn.send(statistics.median(ts))
+        elif msg[0] == "op":
+            # One operation, timed here. Workers run free between the trainer's requests in no real vector env:
+            # four free-running workers made every operation take ~409 ms on an H100 (a first version of this
+            # probe), so the trainer paces them as a step does.
+            t0 = time.perf_counter()
+            if msg[1] == "write":
+                handle.write(tex)
+            else:
+                pack(msg[1] == "packcp")
+            conn.send((time.perf_counter() - t0) * 1e6)
     handle.close()
     ctx.close()
 
@@ -117,9 +114,12 @@ def run_variant(count, size, reps, write, align, imp, torch, backend):
             worst = max(worst, float(np.mean(got[i] != slot_workers.pattern(i, step, w, h))))
     out = {"exact": worst == 0, "worst_slot_wrong": worst}
     for mode in ("write", "pack", "packcp"):
-        for c in conns:
-            c.send(("time", mode, reps))
-        out[mode] = statistics.median(c.recv() for c in conns)
+        ts = []
+        for _ in range(reps):
+            for c in conns:
+                c.send(("op", mode))
+            ts += [c.recv() for c in conns]
+        out[mode] = statistics.median(ts)
     reads = []
     for step in range(reps):
         for c in conns:
@@ -160,7 +160,7 @@ def main():
     import torch
 
     size = tuple(int(v) for v in a.size.split("x"))
-    print(f"{a.count} workers x {a.size}, medians in µs (write/pack/packcp: per worker, all at once)")
+    print(f"{a.count} workers x {a.size}, medians in µs (write/pack/packcp: one operation per worker, in lockstep)")
     print(f"{'variant':16} {'exact':6} {'worst':>6} {'write':>8} {'pack':>8} {'packcp':>8} {'read wall':>9} {'read gpu':>9}")
     results = {}
     for v in a.variants.split(","):
