@@ -26,15 +26,13 @@ static const env_var vars[GLT_ENV_COUNT] = {
                                      "framebuffer read)"},
     [GLT_ENV_UPLOAD_PATH] = {"GLTENSOR_UPLOAD_PATH", {"auto", "copy", NULL, NULL},
                              "the CUDA upload path (surface writes, or a linear copy)"},
-    [GLT_ENV_SLOTS_WRITE] = {"GLTENSOR_SLOTS_WRITE", {"copy", "direct", "shader", NULL},
+    [GLT_ENV_SLOTS_WRITE] = {"GLTENSOR_SLOTS_WRITE", {"copy", "direct", NULL, NULL},
                              "how a shared-slot worker writes (a diagnostic: 'direct' was wrong on NVIDIA's driver 580)"},
     [GLT_ENV_SLOTS_COMPRESSION] = {"GLTENSOR_SLOTS_COMPRESSION", {"generic", "none", NULL, NULL},
                                    "whether CUDA shared slots are compressible (a diagnostic: 'none' reads stale "
                                    "pixels on NVIDIA's GL)"},
     [GLT_ENV_SLOTS_ALIGN] = {"GLTENSOR_SLOTS_ALIGN", {"4k", "64k", "2m", NULL},
                              "where each shared slot starts (a diagnostic)"},
-    [GLT_ENV_SLOTS_IMPORT] = {"GLTENSOR_SLOTS_IMPORT", {"whole", "slot", NULL, NULL},
-                              "whether a worker's GL buffer spans all the slots or only its own (a diagnostic)"},
 };
 
 static int value_index(const env_var *v, const char *s) {

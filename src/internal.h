@@ -60,10 +60,9 @@ typedef enum glt_env_var {
     GLT_ENV_DEPTH_PATH,           /* auto | readpixels | compute */
     GLT_ENV_TEXTURE_REGION_READ,  /* auto | framebuffer */
     GLT_ENV_UPLOAD_PATH,          /* auto | copy */
-    GLT_ENV_SLOTS_WRITE,          /* copy | direct | shader (a diagnostic: direct was wrong on driver 580) */
+    GLT_ENV_SLOTS_WRITE,          /* copy | direct (a diagnostic: wrong on NVIDIA's driver 580) */
     GLT_ENV_SLOTS_COMPRESSION,    /* generic | none (a diagnostic: shows GL's compressed writes read raw) */
     GLT_ENV_SLOTS_ALIGN,          /* 4k | 64k | 2m: where each slot starts (a diagnostic) */
-    GLT_ENV_SLOTS_IMPORT,         /* whole | slot: a worker's GL buffer spans every slot or its own (a diagnostic) */
     GLT_ENV_COUNT
 } glt_env_var;
 /* The index of the variable's value among its values (0: auto, also when unset). */

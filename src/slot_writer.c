@@ -31,9 +31,6 @@ struct glt_slot_writer {
     glt_backend backend;
     glt_gl_context_id gl_context;
     GLuint memory_object, buffer; /* CUDA backend: the imported memory */
-    /* GLTENSOR_SLOTS_IMPORT=slot: one buffer per set over this writer's own slot only (written at offset 0),
-     * instead of `buffer` over every slot (written at the slot's offset). */
-    GLuint own[2];
     GLuint read_fbo;              /* the source attached for glReadPixels */
     GLuint resolve_fbo, resolve_rb; /* multisampled sources */
     /* CUDA backend: glReadPixels packs into a buffer of our own, which is then copied into the slot. Packing
@@ -42,10 +39,6 @@ struct glt_slot_writer {
      * (tools/slots_probe.py; GLTENSOR_SLOTS_WRITE=direct reproduces it). */
     GLuint stage;
     int pack_direct;
-    /* GLTENSOR_SLOTS_WRITE=shader: the stage goes into the slot by a compute shader (SM writes) instead of
-     * glCopyBufferSubData (the copy engine). */
-    int copy_shader;
-    GLuint copy_program;
     uint64_t writes;
 };
 
@@ -144,14 +137,6 @@ static glt_status import_memory(glt_slot_writer *w, const glt_gl *gl, int memory
     gl->GenBuffers(1, &w->buffer);
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->buffer);
     gl->BufferStorageMemEXT(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->memory_bytes, w->memory_object, 0);
-    if (glt_env_choice(GLT_ENV_SLOTS_IMPORT) == 1) {
-        for (unsigned set = 0; set < w->h->buffers && set < 2; ++set) {
-            gl->GenBuffers(1, &w->own[set]);
-            gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->own[set]);
-            gl->BufferStorageMemEXT(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, w->memory_object,
-                                    glt_slot_offset(w->h, set, w->slot));
-        }
-    }
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)prev);
     err = gl->GetError();
     if (err != GL_NO_ERROR)
@@ -167,13 +152,9 @@ static void release_gl(glt_slot_writer *w) {
     if (w->resolve_fbo) gl->DeleteFramebuffers(1, &w->resolve_fbo);
     if (w->resolve_rb) gl->DeleteRenderbuffers(1, &w->resolve_rb);
     if (w->stage) gl->DeleteBuffers(1, &w->stage);
-    if (w->copy_program) gl->DeleteProgram(w->copy_program);
     if (w->buffer) gl->DeleteBuffers(1, &w->buffer);
-    for (int k = 0; k < 2; ++k)
-        if (w->own[k]) gl->DeleteBuffers(1, &w->own[k]);
     if (w->memory_object && gl->DeleteMemoryObjectsEXT) gl->DeleteMemoryObjectsEXT(1, &w->memory_object);
-    w->read_fbo = w->resolve_fbo = w->resolve_rb = w->buffer = w->memory_object = w->own[0] = w->own[1] = 0;
-    w->stage = w->copy_program = 0;
+    w->read_fbo = w->resolve_fbo = w->resolve_rb = w->buffer = w->memory_object = 0;
 }
 
 glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer **out) {
@@ -215,7 +196,6 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
     }
     st = glt_env_check();
     w->pack_direct = glt_env_choice(GLT_ENV_SLOTS_WRITE) == 1;
-    w->copy_shader = glt_env_choice(GLT_ENV_SLOTS_WRITE) == 2;
     if (st == GLT_OK && w->backend == GLT_BACKEND_CUDA) st = import_memory(w, gl, d->memory_fd);
     if (st != GLT_OK) {
         glt_slot_writer_destroy(w);
@@ -333,70 +313,6 @@ static glt_status bind_source(glt_slot_writer *w, const glt_gl *gl, GLuint name,
     return GLT_OK;
 }
 
-/* The stage's bytes into the slot by a compute shader: 16 bytes per invocation (slot rows are padded to 256
- * bytes, so the size is a multiple of 16), a grid-stride loop over at most 4096 groups. */
-static const char copy_shader_src[] =
-    "#version 430\n"
-    "layout(local_size_x = 256) in;\n"
-    "layout(std430, binding = 0) readonly buffer Src { uvec4 src[]; };\n"
-    "layout(std430, binding = 1) writeonly buffer Dst { uvec4 dst[]; };\n"
-    "uniform ivec2 count;\n"
-    "void main() {\n"
-    "    uint n = uint(count.x), stride = gl_NumWorkGroups.x * 256u;\n"
-    "    for (uint i = gl_GlobalInvocationID.x; i < n; i += stride) dst[i] = src[i];\n"
-    "}\n";
-
-static glt_status shader_copy(glt_slot_writer *w, const glt_gl *gl, GLuint dst, uint64_t offset, uint64_t bytes) {
-    if (!gl->CreateShader || !gl->DispatchCompute || !gl->BindBufferRange || !gl->GetInteger64i_v)
-        return glt_fail(GLT_UNSUPPORTED, "GLTENSOR_SLOTS_WRITE=shader needs compute shaders (GL 4.3)");
-    if (!w->copy_program) {
-        GLuint sh = gl->CreateShader(GL_COMPUTE_SHADER);
-        const GLchar *src = copy_shader_src;
-        gl->ShaderSource(sh, 1, &src, NULL);
-        gl->CompileShader(sh);
-        GLint ok = 0;
-        gl->GetShaderiv(sh, GL_COMPILE_STATUS, &ok);
-        if (!ok) {
-            char log[512] = "";
-            gl->GetShaderInfoLog(sh, sizeof log, NULL, log);
-            gl->DeleteShader(sh);
-            return glt_fail(GLT_GL_ERROR, "compiling the slot copy shader failed: %s", log);
-        }
-        w->copy_program = gl->CreateProgram();
-        gl->AttachShader(w->copy_program, sh);
-        gl->LinkProgram(w->copy_program);
-        gl->DeleteShader(sh);
-        gl->GetProgramiv(w->copy_program, GL_LINK_STATUS, &ok);
-        if (!ok) return glt_fail(GLT_GL_ERROR, "linking the slot copy shader failed");
-    }
-    GLint n = (GLint)(bytes / 16);
-    gl->ProgramUniform2i(w->copy_program, gl->GetUniformLocation(w->copy_program, "count"), n, 0);
-    GLint program = 0, generic = 0, bound[2] = {0, 0};
-    GLint64 start[2] = {0, 0}, size[2] = {0, 0};
-    gl->GetIntegerv(GL_CURRENT_PROGRAM, &program);
-    gl->GetIntegerv(GL_SHADER_STORAGE_BUFFER_BINDING, &generic);
-    for (GLuint k = 0; k < 2; ++k) {
-        gl->GetIntegeri_v(GL_SHADER_STORAGE_BUFFER_BINDING, k, &bound[k]);
-        gl->GetInteger64i_v(GL_SHADER_STORAGE_BUFFER_START, k, &start[k]);
-        gl->GetInteger64i_v(GL_SHADER_STORAGE_BUFFER_SIZE, k, &size[k]);
-    }
-    gl->UseProgram(w->copy_program);
-    gl->BindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, w->stage, 0, (GLsizeiptr)bytes);
-    gl->BindBufferRange(GL_SHADER_STORAGE_BUFFER, 1, dst, (GLintptr)offset, (GLsizeiptr)bytes);
-    GLuint groups = (GLuint)((n + 255) / 256);
-    gl->DispatchCompute(groups > 4096 ? 4096 : (groups ? groups : 1), 1, 1);
-    gl->MemoryBarrier(GL_ALL_BARRIER_BITS);
-    for (GLuint k = 0; k < 2; ++k) {
-        if (size[k] > 0)
-            gl->BindBufferRange(GL_SHADER_STORAGE_BUFFER, k, (GLuint)bound[k], (GLintptr)start[k], (GLsizeiptr)size[k]);
-        else
-            gl->BindBufferBase(GL_SHADER_STORAGE_BUFFER, k, (GLuint)bound[k]);
-    }
-    gl->BindBuffer(GL_SHADER_STORAGE_BUFFER, (GLuint)generic);
-    gl->UseProgram((GLuint)program);
-    return GLT_OK;
-}
-
 /* Waits until GL has finished the commands issued so far (the copy into the slot). */
 static glt_status wait_gl(const glt_gl *gl, unsigned slot) {
     GLsync sync = gl->FenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0);
@@ -485,11 +401,6 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
     if (st == GLT_OK) {
         size_t bpp = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels;
         uint64_t offset = glt_slot_offset(w->h, set, w->slot);
-        GLuint slot_buffer = w->buffer;
-        if (w->own[set]) {
-            slot_buffer = w->own[set];
-            offset = 0;
-        }
         gl->PixelStorei(GL_PACK_ALIGNMENT, 1);
         gl->PixelStorei(GL_PACK_ROW_LENGTH, (GLint)(w->h->row_pitch / bpp));
         gl->PixelStorei(GL_PACK_SKIP_ROWS, 0);
@@ -511,21 +422,19 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
             gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->stage);
             dst = NULL;
         } else if (w->backend == GLT_BACKEND_CUDA) {
-            gl->BindBuffer(GL_PIXEL_PACK_BUFFER, slot_buffer);
+            gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->buffer);
             dst = (void *)(uintptr_t)offset;
         } else {
             gl->BindBuffer(GL_PIXEL_PACK_BUFFER, 0);
             dst = (char *)w->h + w->h->data_offset + offset;
         }
         gl->ReadPixels(x, y, r.width, r.height, w->fmt->read_format, w->fmt->read_type, dst);
-        if (staged && w->copy_shader) {
-            st = shader_copy(w, gl, slot_buffer, offset, w->h->row_pitch * (uint64_t)r.height);
-        } else if (staged) {
+        if (staged) {
             GLint prev_read = 0, prev_write = 0;
             gl->GetIntegerv(0x8F36 /* GL_COPY_READ_BUFFER */, &prev_read);
             gl->GetIntegerv(GL_COPY_WRITE_BUFFER, &prev_write);
             gl->BindBuffer(0x8F36, w->stage);
-            gl->BindBuffer(GL_COPY_WRITE_BUFFER, slot_buffer);
+            gl->BindBuffer(GL_COPY_WRITE_BUFFER, w->buffer);
             gl->CopyBufferSubData(0x8F36, GL_COPY_WRITE_BUFFER, 0, (GLintptr)offset,
                                   (GLsizeiptr)(w->h->row_pitch * (uint64_t)r.height));
             gl->BindBuffer(0x8F36, (GLuint)prev_read);
