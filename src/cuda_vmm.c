@@ -108,8 +108,9 @@ static int attribute(CUdevice dev, CUdevice_attribute a) {
 
 
 
-glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out) {
-    ON_DEVICE(device);
+/* Whether `device` can hold shared slots (VMM, POSIX fd export, compressible memory), the reason when not;
+ * *dev_out (may be NULL) is its driver handle. Called with the device entered. */
+static glt_status check_support(int device, CUdevice *dev_out) {
     pthread_once(&drv_once, load_vmm_entries);
     if (drv.missing)
         return glt_fail(GLT_UNSUPPORTED,
@@ -141,6 +142,22 @@ glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out) {
                         "uncompressed allocation then sees stale pixels, so shared CUDA slots are refused here: use "
                         "backend='cpu' (shared host memory, one host->device copy per step for all workers)",
                         device);
+    if (dev_out) *dev_out = dev;
+    return GLT_OK;
+}
+
+glt_status glt_cuda_vmm_supported(int device) {
+    ON_DEVICE(device);
+    return check_support(device, NULL);
+}
+
+glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out) {
+    ON_DEVICE(device);
+    CUdevice dev;
+    glt_status support = check_support(device, &dev);
+    if (support != GLT_OK) return support;
+    int compress = glt_env_choice(GLT_ENV_SLOTS_COMPRESSION) == 0;
+    CUresult r;
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -197,7 +214,7 @@ glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out) {
         return drv_fail(r, "cuMemAddressReserve/cuMemMap/cuMemSetAccess", "mapping the shared slots");
     }
     /* The workers copy into it on the GPU; zeros make a slot never written recognisable in a dump. */
-    e = cudaMemset((void *)(uintptr_t)m->ptr, 0, size);
+    cudaError_t e = cudaMemset((void *)(uintptr_t)m->ptr, 0, size);
     if (e == cudaSuccess) e = cudaDeviceSynchronize(); /* before any worker can write into it */
     if (e != cudaSuccess) {
         glt_cuda_vmm_free(m);
@@ -306,6 +323,10 @@ glt_status glt_cuda_event_sync(int device, void *event) {
 static glt_status no_cuda_slots(void) {
     return glt_fail(GLT_CUDA_UNAVAILABLE, "this gltensor was built without CUDA, so shared slots live in host "
                                           "memory: use backend='cpu' (or 'auto')");
+}
+glt_status glt_cuda_vmm_supported(int device) {
+    (void)device;
+    return no_cuda_slots();
 }
 glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out) {
     (void)device, (void)bytes, (void)out;

@@ -100,7 +100,8 @@ static glt_status check_device(const glt_gl *gl, const glt_slots_header *h) {
                     h->cuda_device, h->device_name, want, renderer ? renderer : "unknown renderer", got);
 }
 
-static glt_status import_memory(glt_slot_writer *w, const glt_gl *gl, int memory_fd) {
+/* Whether the current GL context can write CUDA shared slots (GL_EXT_memory_object_fd and fences). */
+static glt_status gl_supported(const glt_gl *gl) {
     const char *missing = !gl->CreateMemoryObjectsEXT || !gl->ImportMemoryFdEXT || !gl->BufferStorageMemEXT ||
                                   !gl->DeleteMemoryObjectsEXT || !gl->GetUnsignedBytei_vEXT
                               ? "entry points"
@@ -113,6 +114,20 @@ static glt_status import_memory(glt_slot_writer *w, const glt_gl *gl, int memory
                         "write into the trainer's CUDA memory; run the worker on NVIDIA's GL (EGL vendor "
                         "libEGL_nvidia), or create the slots with backend='cpu' (shared host memory)",
                         (const char *)gl->GetString(GL_RENDERER), missing);
+    return GLT_OK;
+}
+
+glt_status glt_slot_writer_gl_supported(void) {
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return GLT_GL_ERROR;
+    if (glt_current_gl_context().api == GLT_API_NONE)
+        return glt_fail(GLT_NO_CONTEXT, "no OpenGL context is current in this thread");
+    return gl_supported(gl);
+}
+
+static glt_status import_memory(glt_slot_writer *w, const glt_gl *gl, int memory_fd) {
+    glt_status support = gl_supported(gl);
+    if (support != GLT_OK) return support;
     glt_status st = check_device(gl, w->h);
     if (st != GLT_OK) return st;
     if (memory_fd < 0)

@@ -140,6 +140,7 @@ HEALTHY = {
     "selftest": [{"context": "cuda:0", "backend": "cpu", "ok": True, "us_per_read": 80.0},
                  {"context": "cuda:0", "backend": "cuda", "ok": True, "us_per_read": 20.0}],
     "auto": {"backend": "cuda", "reason": "the context runs on CUDA device 0", "context": "NVIDIA H100/PCIe/SSE2"},
+    "slots": [{"context": "cuda:0", "gl": None, "cuda": None, "ok": True}],
     "vendor_fix": "export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
 }
 
@@ -233,6 +234,35 @@ def test_self_test_mismatch_is_reported():
     assert ids(d) == ["selftest_mismatch"] and "row 0, column 0" in d["findings"][0]["cause"]
 
 
+def test_shared_slots_that_cannot_use_cuda_are_a_warning_with_the_fallback():
+    no_compression = [{"context": "cuda:0", "gl": None, "ok": False,
+                       "cuda": "GLT_UNSUPPORTED: CUDA device 0 cannot allocate compressible memory (...)"}]
+    facts = machine(slots=no_compression)
+    d = doctor.diagnose(facts)
+    f = finding(d, "slots_cuda_unsupported")
+    assert f["severity"] == "warning" and "compressible memory" in f["cause"] and "backend='cpu'" in f["fix"]
+    assert "slots       cuda:0: CPU slots only (GLT_UNSUPPORTED: CUDA device 0 cannot allocate" in \
+        doctor.format_report(facts, d)
+    no_extension = [{"context": "cuda:0", "cuda": None, "ok": False,
+                     "gl": "GLT_UNSUPPORTED: this GL driver (X) lacks GL_EXT_memory_object_fd (extension missing)"}]
+    assert "GL_EXT_memory_object_fd" in finding(doctor.diagnose(machine(slots=no_extension)),
+                                                 "slots_cuda_unsupported")["cause"]
+    # a context on no CUDA device (Mesa) is not a finding: CPU slots are what it can have
+    mesa = [{"context": "default", "gl": None, "cuda": "this context runs on no CUDA device", "ok": False}]
+    assert "slots_cuda_unsupported" not in ids(doctor.diagnose(machine(slots=mesa)))
+
+
+def test_this_machine_reports_shared_slots_per_context(here):
+    facts, _ = here
+    assert [r["context"] for r in facts["slots"]] == [c["requested"] for c in facts["contexts"] if not c.get("error")]
+    for r in facts["slots"]:
+        assert r["ok"] == (r["gl"] is None and r["cuda"] is None)
+        if r["context"].startswith("cuda:"):
+            assert r["ok"], r  # NVIDIA GPUs of this project's machines (H100, H200) hold CUDA slots
+        else:
+            assert r["cuda"] == "this context runs on no CUDA device"
+
+
 def test_report_text_of_a_simulated_machine():
     facts = machine(env__NVIDIA_DRIVER_CAPABILITIES="compute")
     text = doctor.format_report(facts, doctor.diagnose(facts))
@@ -240,6 +270,7 @@ def test_report_text_of_a_simulated_machine():
     assert "* /usr/share/glvnd/egl_vendor.d/10_nvidia.json -> libEGL_nvidia.so.0" in text
     assert "EGL device 0: unnamed, DRM /dev/dri/renderD128, CUDA device 0" in text
     assert "[warning] container without the graphics capability" in text
+    assert "slots       cuda:0: CUDA shared slots possible" in text
 
 
 # ------------------------------------------------------------------ exceptions carry the same explanation

@@ -124,6 +124,13 @@ KNOWN_FAILURES: Dict[str, Tuple[str, str, str]] = {
         "leaves the setting you meant at its default.",
         "Rename it to the variable you meant, or unset it.",
     ),
+    "slots_cuda_unsupported": (
+        "shared slots cannot use CUDA here",
+        "On {context}, CUDA shared slots (worker processes writing into the trainer's GPU memory with GL alone) "
+        "are not possible: {reason}",
+        "Use SharedSlots(..., backend='cpu') (shared host memory: one host->device copy per step for all "
+        "workers), or put the cameras in one process (Atlas, Batch).",
+    ),
     "selftest_mismatch": (
         "self-test captured wrong pixels",
         "The {backend} backend on {context} returned an image that differs from the pattern rendered "
@@ -662,7 +669,21 @@ def _probe_contexts(gltensor: Any, facts: Facts, count: int, run_selftest: bool)
                                               "error": "%s: %s" % (type(err).__name__, err)})
             if k == requests[0]:
                 facts["auto"] = _auto_backend(gltensor, ctx)
+            facts.setdefault("slots", []).append(_slots_support(gltensor, ctx, label))
         facts["contexts"].append(c)
+
+
+def _slots_support(gltensor: Any, ctx: Any, label: str) -> Dict[str, Any]:
+    """Whether shared slots can use CUDA in ctx: the GPU's side (exportable, compressible memory) and GL's
+    (GL_EXT_memory_object_fd). Slots on the CPU backend work wherever a capture does."""
+    from . import _gltensor
+
+    ctx.make_current()
+    r: Dict[str, Any] = {"context": label, "gl": _gltensor._slots_gl_support()}
+    r["cuda"] = (_gltensor._slots_cuda_support(ctx.cuda_device) if ctx.cuda_device is not None
+                 else "this context runs on no CUDA device")
+    r["ok"] = r["gl"] is None and r["cuda"] is None
+    return r
 
 
 def _auto_backend(gltensor: Any, ctx: Any) -> Dict[str, Any]:
@@ -755,6 +776,10 @@ def diagnose(facts: Facts) -> Dict[str, Any]:
         elif c["requested"].startswith("cuda:") and c.get("is_software"):
             findings.append(_finding("software_renderer", "error", cuda_device=c["requested"][5:],
                                      renderer=c.get("renderer"), vendor_fix=vendor_fix))
+    for r in facts.get("slots", []):
+        if r["context"].startswith("cuda:") and not r["ok"]:
+            findings.append(_finding("slots_cuda_unsupported", "warning", context=r["context"],
+                                     reason=(r["cuda"] or r["gl"] or "").split("\n")[0]))
     for r in facts.get("selftest", []):
         if r.get("error"):
             hint = explain_error(r["error"])
@@ -860,6 +885,10 @@ def format_report(facts: Facts, diagnosis: Dict[str, Any]) -> str:
         timing = " %.0f us/read" % r["us_per_read"] if "us_per_read" in r else ""
         add("  self-test   %s %s on %s: %s%s" % (status, r["backend"], r["context"],
                                                 r.get("error") or r.get("detail"), timing))
+    for r in facts.get("slots", []):
+        add("  slots       %s: %s" % (r["context"], "CUDA shared slots possible (exportable compressible memory, "
+                                       "GL_EXT_memory_object_fd)" if r["ok"] else "CPU slots only (%s)"
+                                       % (r["cuda"] or r["gl"] or "").split("\n")[0]))
     v = diagnosis["verdict"]
     add("")
     add("verdict: backend='auto' uses %s here: %s" % (v["backend"] or "nothing (no capture possible)", v["why"]))

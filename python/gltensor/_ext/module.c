@@ -189,7 +189,29 @@ static PyObject *py_cuda_device_info(PyObject *m, PyObject *arg) {
     return Py_BuildValue("{s:s,s:s,s:(ii)}", "name", name, "pci_bus_id", pci, "compute_capability", major, minor);
 }
 
+/* None where shared slots can use CUDA here, else the reason (for the doctor). */
+static PyObject *status_reason(glt_status s) {
+    if (s == GLT_OK) Py_RETURN_NONE;
+    return PyUnicode_FromFormat("%s: %s", glt_status_name(s), glt_last_error());
+}
+
+static PyObject *py_slots_cuda_support(PyObject *m, PyObject *arg) {
+    int device = -1;
+    if (glt_py_as_cuda_device(arg, "cuda_device", &device) < 0) return NULL;
+    glt_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = glt_cuda_vmm_supported(device);
+    Py_END_ALLOW_THREADS
+    return status_reason(s);
+}
+
+static PyObject *py_slots_gl_support(PyObject *m, PyObject *unused) { return status_reason(glt_slot_writer_gl_supported()); }
+
 static PyMethodDef module_methods[] = {
+    {"_slots_cuda_support", py_slots_cuda_support, METH_O,
+     "Private, for the doctor: None where CUDA device N can hold shared slots, else why not."},
+    {"_slots_gl_support", py_slots_gl_support, METH_NOARGS,
+     "Private, for the doctor: None where the current GL context can write CUDA shared slots, else why not."},
     {"_environment_problems", glt_py_environment_problems, METH_NOARGS,
      "Private, for the doctor: what in the environment breaks gltensor (one line each)."},
     {"_build_info", py_build_info, METH_NOARGS, "Private, for the doctor: CUDA compiled in, kernel code, runtime version."},
