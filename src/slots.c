@@ -24,6 +24,22 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
+
+/* memfd_create through its system call: glibc has the wrapper only from 2.27, and the wheel is built against
+ * glibc 2.17 (manylinux2014). The call itself needs Linux 3.17. */
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#if defined(SYS_memfd_create)
+#define GLT_SYS_MEMFD_CREATE SYS_memfd_create
+#elif defined(__NR_memfd_create)
+#define GLT_SYS_MEMFD_CREATE __NR_memfd_create
+#elif defined(__x86_64__)
+#define GLT_SYS_MEMFD_CREATE 319
+#elif defined(__aarch64__)
+#define GLT_SYS_MEMFD_CREATE 279
+#endif
 
 #define MAX_SLOTS 4096
 #define MAX_SIDE 32768
@@ -93,10 +109,16 @@ static glt_status check_desc(const glt_slots_desc *d, const glt_format **fmt) {
 static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
     size_t head = align_up(sizeof(glt_slots_header) + sizeof(glt_slot_record) * (size_t)count, GLT_SLOT_ALIGN);
     size_t total = head + pixel_bytes;
-    int fd = memfd_create("gltensor-slots", MFD_CLOEXEC);
+#ifdef GLT_SYS_MEMFD_CREATE
+    int fd = (int)syscall(GLT_SYS_MEMFD_CREATE, "gltensor-slots", MFD_CLOEXEC);
+#else
+    int fd = -1;
+    errno = ENOSYS;
+#endif
     if (fd < 0)
-        return glt_fail(GLT_OUT_OF_MEMORY, "memfd_create failed (%s): cannot make shared memory for the slots",
-                        strerror(errno));
+        return glt_fail(errno == ENOSYS ? GLT_UNSUPPORTED : GLT_OUT_OF_MEMORY,
+                        "memfd_create failed (%s): cannot make shared memory for the slots%s", strerror(errno),
+                        errno == ENOSYS ? " (it needs Linux 3.17 or newer)" : "");
     if (ftruncate(fd, (off_t)total) != 0) {
         int err = errno;
         close(fd);
