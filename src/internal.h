@@ -438,9 +438,9 @@ glt_status glt_egl_fork_check(void);
 /* ---- cuda_vmm.c: exportable device memory for shared slots (slots.c) ---- */
 typedef struct glt_cuda_vmm glt_cuda_vmm;
 /* GLT_OK where `device` can hold CUDA shared slots; else GLT_UNSUPPORTED (or a CUDA error) saying what is missing. */
+glt_status glt_cuda_vmm_supported(int device);
 /* (slot_writer.c) GLT_OK where the current GL context can write CUDA shared slots (GL_EXT_memory_object_fd). */
 glt_status glt_slot_writer_gl_supported(void);
-glt_status glt_cuda_vmm_supported(int device);
 /* Compressible device memory of `device` exportable as a POSIX fd; GLT_UNSUPPORTED (with the reason and the
  * fallback) where the driver or device cannot export it or cannot compress it. */
 glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out);

@@ -115,10 +115,13 @@ static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
     int fd = -1;
     errno = ENOSYS;
 #endif
-    if (fd < 0)
-        return glt_fail(errno == ENOSYS ? GLT_UNSUPPORTED : GLT_OUT_OF_MEMORY,
-                        "memfd_create failed (%s): cannot make shared memory for the slots%s", strerror(errno),
-                        errno == ENOSYS ? " (it needs Linux 3.17 or newer)" : "");
+    if (fd < 0) {
+        int err = errno;
+        return glt_fail(err == ENOSYS ? GLT_UNSUPPORTED : GLT_OUT_OF_MEMORY,
+                        "memfd_create failed (%s): cannot make shared memory for the slots; %s", strerror(err),
+                        err == ENOSYS ? "it needs Linux 3.17 or newer: upgrade the kernel"
+                                      : "free memory or raise the process's limits, or make fewer or smaller slots");
+    }
     if (ftruncate(fd, (off_t)total) != 0) {
         int err = errno;
         close(fd);
@@ -216,6 +219,7 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     *out = NULL;
     const glt_format *fmt = NULL;
     glt_status st = check_desc(d, &fmt);
+    if (st == GLT_OK) st = glt_env_check(); /* GLTENSOR_SLOTS_ALIGN below, the others where they are read */
     if (st != GLT_OK) return st;
     glt_slots *s = calloc(1, sizeof *s);
     if (!s) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
@@ -229,11 +233,6 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     }
     size_t bpp = glt_dtype_size(fmt->dtype) * (size_t)fmt->channels;
     size_t pitch = align_up((size_t)d->width * bpp, GLT_SLOT_PITCH_ALIGN);
-    st = glt_env_check();
-    if (st != GLT_OK) {
-        free(s);
-        return st;
-    }
     static const size_t aligns[] = {GLT_SLOT_ALIGN, 64u << 10, 2u << 20};
     size_t slot_bytes = align_up(pitch * (size_t)d->height, aligns[glt_env_choice(GLT_ENV_SLOTS_ALIGN)]);
     size_t pixels = slot_bytes * (size_t)d->count * (size_t)d->buffers;
