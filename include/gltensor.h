@@ -540,6 +540,10 @@ typedef struct glt_slot_writer_info {
     const char *format_name;
     glt_backend backend;
     uint64_t writes;
+    /* How GL writes move the pixels: "shader" (a compute shader packs the image into the slot), "copy"
+     * (glReadPixels into a buffer of the writer's own, then a buffer copy), "readpixels" (glReadPixels straight
+     * into the slot: CPU slots, or the GLTENSOR_SLOTS_WRITE=direct diagnostic). */
+    const char *write_path;
 } glt_slot_writer_info;
 
 /* Attaches to a slot in the GL context current in this thread (CUDA backend: imports the memory into GL, and

@@ -26,8 +26,10 @@ static const env_var vars[GLT_ENV_COUNT] = {
                                      "framebuffer read)"},
     [GLT_ENV_UPLOAD_PATH] = {"GLTENSOR_UPLOAD_PATH", {"auto", "copy", NULL, NULL},
                              "the CUDA upload path (surface writes, or a linear copy)"},
-    [GLT_ENV_SLOTS_WRITE] = {"GLTENSOR_SLOTS_WRITE", {"copy", "direct", NULL, NULL},
-                             "how a shared-slot worker writes (a diagnostic: 'direct' was wrong on NVIDIA's driver 580)"},
+    [GLT_ENV_SLOTS_WRITE] = {"GLTENSOR_SLOTS_WRITE", {"auto", "shader", "copy", "direct"},
+                             "how a shared-slot worker writes: auto (a compute shader where GL 4.3 has one, else copy), "
+                             "shader, copy (glReadPixels + glCopyBufferSubData), direct (a diagnostic: wrong on "
+                             "NVIDIA's driver 580)"},
     [GLT_ENV_SLOTS_COMPRESSION] = {"GLTENSOR_SLOTS_COMPRESSION", {"generic", "none", NULL, NULL},
                                    "whether CUDA shared slots are compressible (a diagnostic: 'none' reads stale "
                                    "pixels on NVIDIA's GL)"},

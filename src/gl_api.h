@@ -183,6 +183,8 @@ typedef void (*PFN_glDeleteProgram)(GLuint);
 typedef void (*PFN_glUseProgram)(GLuint);
 typedef GLint (*PFN_glGetUniformLocation)(GLuint, const GLchar *);
 typedef void (*PFN_glProgramUniform2i)(GLuint, GLint, GLint, GLint);
+typedef void (*PFN_glProgramUniform1i)(GLuint, GLint, GLint);
+typedef void (*PFN_glTextureView)(GLuint, GLenum, GLuint, GLenum, GLuint, GLuint, GLuint, GLuint);
 typedef void (*PFN_glDispatchCompute)(GLuint, GLuint, GLuint);
 typedef void (*PFN_glMemoryBarrier)(GLbitfield);
 typedef void (*PFN_glBindBufferBase)(GLenum, GLuint, GLuint);
@@ -326,6 +328,8 @@ typedef struct glt_gl {
     PFN_glFlush Flush;
     PFN_glGetStringi GetStringi;
     PFN_glBufferSubData BufferSubData;
+    PFN_glProgramUniform1i ProgramUniform1i; /* slot_pack.c (with the compute entry points above) */
+    PFN_glTextureView TextureView;           /* slot_pack.c, sRGB slots only */
     PFN_glCreateMemoryObjectsEXT CreateMemoryObjectsEXT;
     PFN_glDeleteMemoryObjectsEXT DeleteMemoryObjectsEXT;
     PFN_glImportMemoryFdEXT ImportMemoryFdEXT;

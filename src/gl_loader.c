@@ -198,6 +198,8 @@ static void load_gl(void) {
     LOAD_ALONE(Flush);
     LOAD_ALONE(GetStringi);
     LOAD_ALONE(BufferSubData);
+    LOAD_ALONE(ProgramUniform1i);
+    LOAD_ALONE(TextureView);
     LOAD_ALONE(CreateMemoryObjectsEXT);
     LOAD_ALONE(DeleteMemoryObjectsEXT);
     LOAD_ALONE(ImportMemoryFdEXT);

@@ -299,6 +299,34 @@ static void blit_region(const glt_gl *gl, const glt_gl_stage *s, GLbitfield mask
                         mask, GL_NEAREST);
 }
 
+/* What a compute dispatch of ours changes in the caller's context: the program, texture unit 0's 2D texture and
+ * sampler (unit 0 made active), and shader-storage binding 0. The depth shader and the slot pack share it. */
+void glt_compute_push(const glt_gl *gl, glt_compute_state *s) {
+    memset(s, 0, sizeof *s);
+    gl->GetIntegerv(GL_CURRENT_PROGRAM, &s->program);
+    gl->GetIntegerv(GL_ACTIVE_TEXTURE, &s->active);
+    gl->ActiveTexture(GL_TEXTURE0);
+    gl->GetIntegerv(GL_TEXTURE_BINDING_2D, &s->texture);
+    gl->GetIntegerv(GL_SAMPLER_BINDING, &s->sampler);
+    gl->GetIntegerv(GL_SHADER_STORAGE_BUFFER_BINDING, &s->ssbo);
+    gl->GetIntegeri_v(GL_SHADER_STORAGE_BUFFER_BINDING, 0, &s->ssbo0);
+    gl->GetInteger64i_v(GL_SHADER_STORAGE_BUFFER_START, 0, &s->ssbo0_start);
+    gl->GetInteger64i_v(GL_SHADER_STORAGE_BUFFER_SIZE, 0, &s->ssbo0_size);
+}
+
+void glt_compute_pop(const glt_gl *gl, const glt_compute_state *s) {
+    if (s->ssbo0_size > 0)
+        gl->BindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, (GLuint)s->ssbo0, (GLintptr)s->ssbo0_start,
+                            (GLsizeiptr)s->ssbo0_size);
+    else
+        gl->BindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, (GLuint)s->ssbo0);
+    gl->BindBuffer(GL_SHADER_STORAGE_BUFFER, (GLuint)s->ssbo);
+    gl->BindSampler(0, (GLuint)s->sampler);
+    gl->BindTexture(GL_TEXTURE_2D, (GLuint)s->texture);
+    gl->ActiveTexture((GLenum)s->active);
+    gl->UseProgram((GLuint)s->program);
+}
+
 /* Depth -> floats in s->pbo through the compute shader; every binding it touches is restored. */
 static void run_compute(const glt_gl *gl, glt_gl_stage *s) {
     if (s->copy_tex) {
@@ -314,18 +342,8 @@ static void run_compute(const glt_gl *gl, glt_gl_stage *s) {
         gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, (GLuint)prev_draw);
         if (scissor) gl->Enable(GL_SCISSOR_TEST);
     }
-    GLint program = 0, active = 0, tex = 0, sampler = 0, ssbo = 0, ssbo0 = 0;
-    GLint64 ssbo0_start = 0, ssbo0_size = 0;
-    gl->GetIntegerv(GL_CURRENT_PROGRAM, &program);
-    gl->GetIntegerv(GL_ACTIVE_TEXTURE, &active);
-    gl->ActiveTexture(GL_TEXTURE0);
-    gl->GetIntegerv(GL_TEXTURE_BINDING_2D, &tex);
-    gl->GetIntegerv(GL_SAMPLER_BINDING, &sampler);
-    gl->GetIntegerv(GL_SHADER_STORAGE_BUFFER_BINDING, &ssbo);
-    gl->GetIntegeri_v(GL_SHADER_STORAGE_BUFFER_BINDING, 0, &ssbo0);
-    gl->GetInteger64i_v(GL_SHADER_STORAGE_BUFFER_START, 0, &ssbo0_start);
-    gl->GetInteger64i_v(GL_SHADER_STORAGE_BUFFER_SIZE, 0, &ssbo0_size);
-
+    glt_compute_state saved;
+    glt_compute_push(gl, &saved);
     gl->UseProgram(s->program);
     gl->BindTexture(GL_TEXTURE_2D, s->sample_tex);
     gl->BindSampler(0, s->sampler);
@@ -334,15 +352,7 @@ static void run_compute(const glt_gl *gl, glt_gl_stage *s) {
     /* Host mapping (CPU backend) and later GL reads see the writes; CUDA's map waits for the dispatch. */
     gl->MemoryBarrier(GL_ALL_BARRIER_BITS);
 
-    if (ssbo0_size > 0)
-        gl->BindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, (GLuint)ssbo0, (GLintptr)ssbo0_start, (GLsizeiptr)ssbo0_size);
-    else
-        gl->BindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, (GLuint)ssbo0);
-    gl->BindBuffer(GL_SHADER_STORAGE_BUFFER, (GLuint)ssbo);
-    gl->BindSampler(0, (GLuint)sampler);
-    gl->BindTexture(GL_TEXTURE_2D, (GLuint)tex);
-    gl->ActiveTexture((GLenum)active);
-    gl->UseProgram((GLuint)program);
+    glt_compute_pop(gl, &saved);
 }
 
 glt_status glt_stage_run(glt_gl_stage *s) {

@@ -60,7 +60,7 @@ typedef enum glt_env_var {
     GLT_ENV_DEPTH_PATH,           /* auto | readpixels | compute */
     GLT_ENV_TEXTURE_REGION_READ,  /* auto | framebuffer */
     GLT_ENV_UPLOAD_PATH,          /* auto | copy */
-    GLT_ENV_SLOTS_WRITE,          /* copy | direct (a diagnostic: wrong on NVIDIA's driver 580) */
+    GLT_ENV_SLOTS_WRITE,          /* auto | shader | copy | direct (a diagnostic: wrong on NVIDIA's driver 580) */
     GLT_ENV_SLOTS_COMPRESSION,    /* generic | none (a diagnostic: shows GL's compressed writes read raw) */
     GLT_ENV_SLOTS_ALIGN,          /* 4k | 64k | 2m: where each slot starts (a diagnostic) */
     GLT_ENV_COUNT
@@ -354,6 +354,14 @@ typedef struct glt_pack_state {
 } glt_pack_state;
 void glt_pack_push(const glt_gl *gl, glt_pack_state *s);
 void glt_pack_pop(const glt_gl *gl, const glt_pack_state *s);
+/* gl_stage.c: the bindings a compute dispatch of ours changes, saved and put back (program, unit 0's 2D texture and
+ * sampler, shader-storage binding 0). */
+typedef struct glt_compute_state {
+    GLint program, active, texture, sampler, ssbo, ssbo0;
+    GLint64 ssbo0_start, ssbo0_size;
+} glt_compute_state;
+void glt_compute_push(const glt_gl *gl, glt_compute_state *s);
+void glt_compute_pop(const glt_gl *gl, const glt_compute_state *s);
 glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out);
 void glt_cpu_reader_destroy(glt_cpu_reader *r); /* needs the context current to free GL objects */
 /* Reads `rect` of a width x height image (only those pixels) into dst, top row first when flip. */

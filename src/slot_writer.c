@@ -4,9 +4,11 @@
  * device memory each, and a GL->CUDA switch per step that would queue behind every other worker's).
  *
  * CUDA backend: the trainer's device memory is imported once (GL_EXT_memory_object_fd) as a buffer object;
- * each write reads the source image with glReadPixels into a pixel-pack buffer of the writer's own, copies
- * that into the imported buffer at the slot's offset (both copies on the GPU) and waits on a fence, so that when write() returns the pixels are in the trainer's memory and the
- * worker's usual reply is the trainer's signal. CPU backend: glReadPixels into the shared host memory.
+ * each write packs the source image into the imported buffer at the slot's offset on the GPU and waits on a
+ * fence, so that when write() returns the pixels are in the trainer's memory and the worker's usual reply is the
+ * trainer's signal. The pack is a compute shader where GL 4.3 offers one (slot_pack.c says why), otherwise
+ * glReadPixels into a buffer of the writer's own and glCopyBufferSubData into the slot. CPU backend: glReadPixels
+ * into the shared host memory (or, GLTENSOR_SLOTS_WRITE=shader, the shader into a buffer of ours, then read back).
  *
  * Rows land as glReadPixels gives them (bottom row first); the trainer's read flips them in its copy.
  * Multisampled sources are resolved by a blit into a renderbuffer kept between writes.
@@ -21,7 +23,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#define GL_COPY_READ_BUFFER 0x8F36
 #define GL_COPY_WRITE_BUFFER 0x8F37
+
+/* How a write moves the pixels (GLTENSOR_SLOTS_WRITE; auto picks shader where possible, else copy). */
+typedef enum write_mode {
+    WRITE_SHADER, /* blit + compute shader straight into the slot (CPU backend: into `stage`, then read back) */
+    WRITE_COPY,   /* glReadPixels into `stage`, glCopyBufferSubData into the slot (CPU backend: into host memory) */
+    WRITE_DIRECT, /* glReadPixels straight into the imported memory: a diagnostic, wrong on NVIDIA's driver 580 */
+} write_mode;
 
 struct glt_slot_writer {
     glt_slots_header *h; /* the control memory, mapped */
@@ -33,12 +43,14 @@ struct glt_slot_writer {
     GLuint memory_object, buffer; /* CUDA backend: the imported memory */
     GLuint read_fbo;              /* the source attached for glReadPixels */
     GLuint resolve_fbo, resolve_rb; /* multisampled sources */
-    /* CUDA backend: glReadPixels packs into a buffer of our own, which is then copied into the slot. Packing
+    /* WRITE_COPY: glReadPixels packs into this buffer of our own, which is then copied into the slot. Packing
      * straight into the imported memory at the slot's offset was wrong on an H100 (driver 580): per step only
      * one slot of three held its image, the others 99.6% other bytes; the copy made every slot exact
-     * (tools/slots_probe.py; GLTENSOR_SLOTS_WRITE=direct reproduces it). */
+     * (tools/slots_probe.py; GLTENSOR_SLOTS_WRITE=direct reproduces it). WRITE_SHADER on the CPU backend packs
+     * into it too. */
     GLuint stage;
-    int pack_direct;
+    write_mode mode;
+    glt_slot_packer *packer; /* WRITE_SHADER */
     uint64_t writes;
 };
 
@@ -167,9 +179,26 @@ static void release_gl(glt_slot_writer *w) {
     if (w->resolve_fbo) gl->DeleteFramebuffers(1, &w->resolve_fbo);
     if (w->resolve_rb) gl->DeleteRenderbuffers(1, &w->resolve_rb);
     if (w->stage) gl->DeleteBuffers(1, &w->stage);
+    glt_slot_packer_destroy(w->packer);
+    w->packer = NULL;
     if (w->buffer) gl->DeleteBuffers(1, &w->buffer);
     if (w->memory_object && gl->DeleteMemoryObjectsEXT) gl->DeleteMemoryObjectsEXT(1, &w->memory_object);
-    w->read_fbo = w->resolve_fbo = w->resolve_rb = w->buffer = w->memory_object = 0;
+    w->read_fbo = w->resolve_fbo = w->resolve_rb = w->buffer = w->memory_object = w->stage = 0;
+}
+
+/* The write mode, and the shader packer where it is used. `auto` takes the shader for CUDA slots wherever the
+ * context has GL 4.3 compute, and glReadPixels straight into the host memory for CPU slots. */
+static glt_status choose_mode(glt_slot_writer *w, const glt_gl *gl) {
+    int choice = glt_env_choice(GLT_ENV_SLOTS_WRITE); /* auto, shader, copy, direct */
+    if (choice == 2) w->mode = WRITE_COPY;
+    else if (choice == 3) w->mode = WRITE_DIRECT;
+    else if (choice == 1) w->mode = WRITE_SHADER;
+    else
+        w->mode = w->backend == GLT_BACKEND_CUDA && glt_slot_packer_possible(gl, w->fmt) ? WRITE_SHADER : WRITE_COPY;
+    /* A CPU-slot writer without a GL context writes host arrays only (GL writes attach again in a context). */
+    if (w->gl_context.api == GLT_API_NONE) w->mode = WRITE_COPY;
+    if (w->mode != WRITE_SHADER) return GLT_OK;
+    return glt_slot_packer_create(w->fmt, w->h->width, w->h->height, &w->packer);
 }
 
 glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer **out) {
@@ -210,8 +239,8 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
                         d->slot);
     }
     st = glt_env_check();
-    w->pack_direct = glt_env_choice(GLT_ENV_SLOTS_WRITE) == 1;
     if (st == GLT_OK && w->backend == GLT_BACKEND_CUDA) st = import_memory(w, gl, d->memory_fd);
+    if (st == GLT_OK) st = choose_mode(w, gl);
     if (st != GLT_OK) {
         glt_slot_writer_destroy(w);
         return st;
@@ -222,7 +251,7 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
 
 void glt_slot_writer_destroy(glt_slot_writer *w) {
     if (!w) return;
-    if (w->read_fbo || w->resolve_fbo || w->resolve_rb || w->buffer || w->memory_object) {
+    if (w->read_fbo || w->resolve_fbo || w->resolve_rb || w->buffer || w->memory_object || w->stage || w->packer) {
         glt_gl_context_saved saved;
         /* Release in the writer's own context; where it is gone, the driver freed the objects with it. */
         if (glt_gl_context_enter(w->gl_context, &saved)) release_gl(w);
@@ -243,6 +272,9 @@ glt_status glt_slot_writer_get_info(const glt_slot_writer *w, glt_slot_writer_in
     info->format_name = w->fmt->name;
     info->backend = w->backend;
     info->writes = w->writes;
+    info->write_path = w->mode == WRITE_SHADER                                     ? "shader"
+                       : w->mode == WRITE_COPY && w->backend == GLT_BACKEND_CUDA ? "copy"
+                                                                                 : "readpixels";
     return GLT_OK;
 }
 
@@ -381,6 +413,22 @@ static glt_status check_source(const glt_slot_writer *w, GLuint name, GLenum tar
     return GLT_OK;
 }
 
+/* The writer's own buffer of one slot's bytes, made at the first write that needs it. Immutable storage without
+ * any map or client bit: the driver keeps it in video memory (a glBufferData buffer may live in system memory,
+ * which made each write two PCIe crossings). Leaves GL_PIXEL_PACK_BUFFER's binding as it was. */
+static void ensure_stage(glt_slot_writer *w, const glt_gl *gl) {
+    if (w->stage) return;
+    GLint prev = 0;
+    gl->GetIntegerv(GL_PIXEL_PACK_BUFFER_BINDING, &prev);
+    gl->GenBuffers(1, &w->stage);
+    gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->stage);
+    if (gl->BufferStorage)
+        gl->BufferStorage(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, NULL, 0);
+    else
+        gl->BufferData(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, NULL, 0x88EA /* GL_STREAM_COPY */);
+    gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)prev);
+}
+
 glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned target, const glt_rect *region) {
     if (!w) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write: writer is NULL");
     char what[64];
@@ -414,46 +462,53 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
     int x = 0, y = 0;
     st = bind_source(w, gl, name, target, samples, &r, &x, &y);
     if (st == GLT_OK) {
-        size_t bpp = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels;
         uint64_t offset = glt_slot_offset(w->h, set, w->slot);
-        gl->PixelStorei(GL_PACK_ALIGNMENT, 1);
-        gl->PixelStorei(GL_PACK_ROW_LENGTH, (GLint)(w->h->row_pitch / bpp));
-        gl->PixelStorei(GL_PACK_SKIP_ROWS, 0);
-        gl->PixelStorei(GL_PACK_SKIP_PIXELS, 0);
-        gl->PixelStorei(GL_PACK_SWAP_BYTES, 0);
-        void *dst;
-        int staged = w->backend == GLT_BACKEND_CUDA && !w->pack_direct;
-        if (staged) {
-            if (!w->stage) {
-                /* Immutable storage without any map or client bit: the driver keeps it in video memory (a
-                 * glBufferData buffer may live in system memory, which made each write two PCIe crossings). */
-                gl->GenBuffers(1, &w->stage);
-                gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->stage);
-                if (gl->BufferStorage)
-                    gl->BufferStorage(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, NULL, 0);
-                else
-                    gl->BufferData(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, NULL, 0x88EA /* STREAM_COPY */);
+        uint64_t bytes = w->h->row_pitch * (uint64_t)r.height;
+        if (w->mode == WRITE_SHADER) {
+            if (w->backend == GLT_BACKEND_CUDA) {
+                glt_slot_packer_run(w->packer, x, y, w->buffer, offset, w->h->row_pitch);
+            } else {
+                ensure_stage(w, gl);
+                glt_slot_packer_run(w->packer, x, y, w->stage, 0, w->h->row_pitch);
+                GLint prev = 0;
+                gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev); /* the binding query shares the target's enum */
+                gl->BindBuffer(GL_COPY_READ_BUFFER, w->stage);
+                gl->GetBufferSubData(GL_COPY_READ_BUFFER, 0, (GLsizeiptr)bytes,
+                                     (char *)w->h + w->h->data_offset + offset);
+                gl->BindBuffer(GL_COPY_READ_BUFFER, (GLuint)prev);
             }
-            gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->stage);
-            dst = NULL;
-        } else if (w->backend == GLT_BACKEND_CUDA) {
-            gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->buffer);
-            dst = (void *)(uintptr_t)offset;
         } else {
-            gl->BindBuffer(GL_PIXEL_PACK_BUFFER, 0);
-            dst = (char *)w->h + w->h->data_offset + offset;
-        }
-        gl->ReadPixels(x, y, r.width, r.height, w->fmt->read_format, w->fmt->read_type, dst);
-        if (staged) {
-            GLint prev_read = 0, prev_write = 0;
-            gl->GetIntegerv(0x8F36 /* GL_COPY_READ_BUFFER */, &prev_read);
-            gl->GetIntegerv(GL_COPY_WRITE_BUFFER, &prev_write);
-            gl->BindBuffer(0x8F36, w->stage);
-            gl->BindBuffer(GL_COPY_WRITE_BUFFER, w->buffer);
-            gl->CopyBufferSubData(0x8F36, GL_COPY_WRITE_BUFFER, 0, (GLintptr)offset,
-                                  (GLsizeiptr)(w->h->row_pitch * (uint64_t)r.height));
-            gl->BindBuffer(0x8F36, (GLuint)prev_read);
-            gl->BindBuffer(GL_COPY_WRITE_BUFFER, (GLuint)prev_write);
+            size_t bpp = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels;
+            gl->PixelStorei(GL_PACK_ALIGNMENT, 1);
+            gl->PixelStorei(GL_PACK_ROW_LENGTH, (GLint)(w->h->row_pitch / bpp));
+            gl->PixelStorei(GL_PACK_SKIP_ROWS, 0);
+            gl->PixelStorei(GL_PACK_SKIP_PIXELS, 0);
+            gl->PixelStorei(GL_PACK_SWAP_BYTES, 0);
+            void *dst;
+            int staged = w->backend == GLT_BACKEND_CUDA && w->mode == WRITE_COPY;
+            if (staged) {
+                ensure_stage(w, gl);
+                gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->stage);
+                dst = NULL;
+            } else if (w->backend == GLT_BACKEND_CUDA) {
+                gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->buffer);
+                dst = (void *)(uintptr_t)offset;
+            } else {
+                gl->BindBuffer(GL_PIXEL_PACK_BUFFER, 0);
+                dst = (char *)w->h + w->h->data_offset + offset;
+            }
+            gl->ReadPixels(x, y, r.width, r.height, w->fmt->read_format, w->fmt->read_type, dst);
+            if (staged) {
+                GLint prev_read = 0, prev_write = 0;
+                gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev_read);
+                gl->GetIntegerv(GL_COPY_WRITE_BUFFER, &prev_write);
+                gl->BindBuffer(GL_COPY_READ_BUFFER, w->stage);
+                gl->BindBuffer(GL_COPY_WRITE_BUFFER, w->buffer);
+                gl->CopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, (GLintptr)offset,
+                                      (GLsizeiptr)bytes);
+                gl->BindBuffer(GL_COPY_READ_BUFFER, (GLuint)prev_read);
+                gl->BindBuffer(GL_COPY_WRITE_BUFFER, (GLuint)prev_write);
+            }
         }
         /* Detach: an attachment would keep a texture the program deletes alive until the next write. */
         gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->read_fbo);

@@ -68,4 +68,16 @@ const glt_format *glt_slot_format(unsigned gl_internal_format);
 /* 1 when the process exists (kill(pid, 0) succeeds or is refused for permission). */
 int glt_process_alive(int pid);
 
+/* slot_pack.c: a slot write by compute shader (see there for why). The GL context current at creation must be
+ * current at every run and at destruction. */
+typedef struct glt_slot_packer glt_slot_packer;
+int glt_slot_packer_possible(const glt_gl *gl, const glt_format *fmt);
+glt_status glt_slot_packer_create(const glt_format *fmt, int width, int height, glt_slot_packer **out);
+/* Packs the width x height region at (x, y) of the bound read framebuffer into `buffer` at byte `offset`, rows
+ * `pitch` bytes apart, bottom row first: the bytes glReadPixels would give in the slot's format. Binds its own
+ * draw framebuffer: the caller saves and restores the framebuffer bindings (and switches scissor and sRGB
+ * conversion off), as around any blit of its own. */
+void glt_slot_packer_run(glt_slot_packer *p, int x, int y, GLuint buffer, uint64_t offset, uint64_t pitch);
+void glt_slot_packer_destroy(glt_slot_packer *p);
+
 #endif

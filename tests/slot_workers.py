@@ -16,10 +16,27 @@ import numpy as np  # noqa: E402
 def pattern(slot, step, width, height, channels=4, dtype=np.uint8):
     """The image (top row first) worker `slot` shows at `step`: every pixel differs between slots and steps."""
     rng = np.random.default_rng(slot * 100003 + step * 7 + 11)
-    if np.dtype(dtype).kind == "f":
-        return rng.random((height, width, channels), dtype=np.float32).astype(dtype)
+    if np.dtype(dtype).kind == "f":  # both signs, magnitudes from 1e-3 to 1e3: every bit of the encoding counts
+        return (rng.standard_normal((height, width, channels), dtype=np.float32) * 64).astype(dtype)
     info = np.iinfo(dtype)
     return rng.integers(0, int(info.max) + 1, (height, width, channels), dtype=dtype)
+
+
+def source_formats(GL):
+    """Source formats by name: (internal format, upload format, upload type, numpy dtype, channels)."""
+    u8, u16, u32, f16, f32 = GL.GL_UNSIGNED_BYTE, GL.GL_UNSIGNED_SHORT, GL.GL_UNSIGNED_INT, GL.GL_HALF_FLOAT, GL.GL_FLOAT
+    out = {}
+    for name, internal, gl_type, dtype in [
+        ("8", "8", u8, np.uint8), ("16", "16", u16, np.uint16), ("16F", "16F", f16, np.float16),
+        ("32F", "32F", f32, np.float32), ("8UI", "8UI", u8, np.uint8), ("16UI", "16UI", u16, np.uint16),
+        ("32UI", "32UI", u32, np.uint32),
+    ]:
+        integer = name.endswith("UI")
+        for prefix, channels, fmt in (("R", 1, "RED"), ("RG", 2, "RG"), ("RGBA", 4, "RGBA")):
+            gl_format = getattr(GL, f"GL_{fmt}_INTEGER" if integer else f"GL_{fmt}")
+            out[prefix + name] = (getattr(GL, f"GL_{prefix}{internal}"), gl_format, gl_type, dtype, channels)
+    out["SRGB8_ALPHA8"] = (GL.GL_SRGB8_ALPHA8, GL.GL_RGBA, u8, np.uint8, 4)
+    return out
 
 
 class _Source:
@@ -68,12 +85,17 @@ class _Source:
             GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, 0)
 
 
-def run(handle, slot, size, conn, kind="texture", source_format="RGBA8", pad=0):
+def run(handle, slot, size, conn, kind="texture", source_format="RGBA8", pad=0, slots_write=None):
     """Serve the trainer until it sends None. Commands: ("step", k) shows pattern(slot, k) and writes it;
     ("write_size", w, h) writes an image of another size; ("write_int",) writes an integer texture;
     ("write_host", k) writes pattern(slot, k) from host memory; ("cuda_initialized",) says whether this process
     created a CUDA context (torch, if importable); ("fds",) counts open descriptors; ("attach_cycles", n)
-    attaches and closes a writer n times."""
+    attaches and closes a writer n times; ("write_path",) says how this worker's writer writes. `slots_write`:
+    GLTENSOR_SLOTS_WRITE for this worker (None: unset)."""
+    if slots_write is None:
+        os.environ.pop("GLTENSOR_SLOTS_WRITE", None)
+    else:
+        os.environ["GLTENSOR_SLOTS_WRITE"] = slots_write
     try:
         import gltensor
 
@@ -82,11 +104,7 @@ def run(handle, slot, size, conn, kind="texture", source_format="RGBA8", pad=0):
         ctx = handle.headless_context()
         from OpenGL import GL
 
-        formats = {
-            "RGBA8": (GL.GL_RGBA8, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, np.uint8, 4),
-            "RGBA32F": (GL.GL_RGBA32F, GL.GL_RGBA, GL.GL_FLOAT, np.float32, 4),
-            "R8": (GL.GL_R8, GL.GL_RED, GL.GL_UNSIGNED_BYTE, np.uint8, 1),
-        }
+        formats = source_formats(GL)
         internal, gl_format, gl_type, dtype, channels = formats[source_format]
         width, height = size
         source = _Source(kind, internal, width, height, pad)
@@ -117,6 +135,8 @@ def run(handle, slot, size, conn, kind="texture", source_format="RGBA8", pad=0):
             elif cmd == "write_host":
                 handle.write_host(pattern(slot, msg[1], width, height, channels, dtype))
                 value = None
+            elif cmd == "write_path":
+                value = handle.client.writer(slot).write_path
             elif cmd == "cuda_initialized":
                 import sys
 

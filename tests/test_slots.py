@@ -41,8 +41,10 @@ class Workers:
 
     def start(self, i):
         parent, child = self.ctx.Pipe()
+        # The write path travels explicitly: a forkserver started by an earlier test has that test's environment.
+        kwargs = dict(self.kwargs, slots_write=os.environ.get("GLTENSOR_SLOTS_WRITE"))
         p = self.ctx.Process(target=slot_workers.run, args=(self.slots.handle(i), i, self.slots.size, child),
-                             kwargs=self.kwargs, daemon=True)
+                             kwargs=kwargs, daemon=True)
         p.start()
         child.close()
         self.conns[i], self.procs[i] = parent, p
@@ -104,12 +106,24 @@ def workers():
         w.close()
 
 
+@pytest.fixture(params=["auto", "other"])
+def write_path(request, backend, monkeypatch):
+    """Runs a test once per way a worker can write on this backend: the default (auto: the compute shader on CUDA
+    slots, glReadPixels into host memory on CPU slots) and the other one (CUDA: glReadPixels + buffer copy; CPU:
+    the shader into a buffer of the worker's, read back). Returns the path the workers must report."""
+    if request.param == "auto":
+        monkeypatch.delenv("GLTENSOR_SLOTS_WRITE", raising=False)
+        return "shader" if backend == "cuda" else "readpixels"
+    monkeypatch.setenv("GLTENSOR_SLOTS_WRITE", "copy" if backend == "cuda" else "shader")
+    return "copy" if backend == "cuda" else "shader"
+
+
 def expected(count, step, channels=4, dtype=np.uint8, slots=None):
     return np.stack([pattern(i, step, W, H, channels, dtype) for i in (slots if slots is not None else range(count))])
 
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
-def test_every_pixel_of_every_slot(backend, workers, method):
+def test_every_pixel_of_every_slot(backend, write_path, workers, method):
     fork_or_skip(method)
     slots = gltensor.SharedSlots(3, (W, H), backend=backend)
     assert slots.backend == backend and slots.shape == (3, H, W, 4) and slots.dtype == "uint8"
@@ -117,17 +131,19 @@ def test_every_pixel_of_every_slot(backend, workers, method):
     for step in range(3):
         w.all("step", step)
         np.testing.assert_array_equal(to_host(slots.read()), expected(3, step))
+    assert set(w.all("write_path").values()) == {write_path}
     slots.close()
 
 
 @pytest.mark.parametrize("kind,pad", [("texture", 0), ("renderbuffer", 0), ("texture", 6), ("msaa", 4)])
-def test_sources_and_regions(backend, workers, kind, pad):
+def test_sources_and_regions(backend, write_path, workers, kind, pad):
     """Textures, renderbuffers, a region inside a larger (padded) image, a multisampled renderbuffer (resolved)."""
     slots = gltensor.SharedSlots(2, (W, H), backend=backend)
     w = workers(slots, kind=kind, pad=pad)
     for step in range(2):
         w.all("step", step)
         np.testing.assert_array_equal(to_host(slots.read()), expected(2, step))
+    assert set(w.all("write_path").values()) == {write_path}
 
 
 def test_read_options_fused(backend, workers):
@@ -175,22 +191,33 @@ def test_frames_are_never_overwritten(backend, workers, buffers):
         np.testing.assert_array_equal(to_host(f), expected(2, step))
 
 
-@pytest.mark.parametrize("source_format,slot_format,channels,dtype", [
-    ("RGBA8", "rgba32f", 4, np.float32),   # GL converts unorm to float in the copy
-    ("RGBA32F", "rgba32f", 4, np.float32),
-    ("R8", "r8", 1, np.uint8),
-])
-def test_formats(backend, workers, source_format, slot_format, channels, dtype):
+# Every slot format written from a source of the same format (bit-exact, floats included), sRGB (stored bytes,
+# never decoded) and one conversion GL does in the write (unorm to float).
+SAME_FORMATS = ["R8", "RG8", "RGBA8", "R16", "RG16", "RGBA16", "R16F", "RG16F", "RGBA16F", "R32F", "RG32F",
+                "RGBA32F", "R8UI", "RG8UI", "RGBA8UI", "R16UI", "RGBA16UI", "R32UI", "RG32UI", "RGBA32UI"]
+FORMAT_CASES = [(f, f.lower()) for f in SAME_FORMATS] + [("SRGB8_ALPHA8", 0x8C43), ("RGBA8", "rgba32f")]
+
+
+@pytest.mark.parametrize("source_format,slot_format", FORMAT_CASES, ids=[f"{a}-{b}" for a, b in FORMAT_CASES])
+def test_formats(backend, write_path, workers, source_format, slot_format):
+    from OpenGL import GL
+
+    _, _, _, src_dtype, channels = slot_workers.source_formats(GL)[source_format]
     slots = gltensor.SharedSlots(2, (W, H), format=slot_format, backend=backend)
     w = workers(slots, source_format=source_format)
     w.all("step", 1)
-    src_dtype = np.float32 if source_format == "RGBA32F" else np.uint8
-    want = np.stack([pattern(i, 1, W, H, 1 if source_format == "R8" else 4, src_dtype) for i in range(2)])
-    if src_dtype == np.uint8 and dtype == np.float32:
-        want = want.astype(np.float32) / 255
+    want = np.stack([pattern(i, 1, W, H, channels, src_dtype) for i in range(2)])
     got = to_host(slots.read())
-    assert got.shape == (2, H, W, channels)
-    np.testing.assert_allclose(got, want.astype(dtype), rtol=0, atol=1e-6)
+    if slot_format == "rgba32f" and src_dtype == np.uint8:  # GL's conversion: within rounding of k / 255
+        want = want.astype(np.float32) / 255
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    else:  # the same format: every bit, floats included
+        assert got.shape == want.shape and got.dtype == want.dtype
+        if want.dtype.kind == "f":
+            got, want = got.view(f"u{got.dtype.itemsize}"), want.view(f"u{want.dtype.itemsize}")
+        np.testing.assert_array_equal(got, want)
+    assert set(w.all("write_path").values()) == {write_path}
 
 
 def test_host_arrays_as_observations(backend, workers):
@@ -422,3 +449,85 @@ def test_fork_after_nvidia_egl_is_refused_clearly(ctx, workers):
     slots = gltensor.SharedSlots(1, (W, H), backend="cpu")
     with pytest.raises(RuntimeError, match="UnsupportedError.*does not survive fork.*forkserver"):
         workers(slots, method="fork")
+
+
+@pytest.mark.parametrize("path", ["shader", "copy"])
+def test_a_write_leaves_the_callers_gl_state_as_it_was(backend, gl, monkeypatch, path):
+    """Every binding and enable a write touches (framebuffers, pack state and buffer, the shader's program, texture
+    unit, sampler and storage buffer) is the caller's again afterwards, and the image is exact."""
+    from OpenGL import GL
+    from OpenGL.GL import shaders
+
+    monkeypatch.setenv("GLTENSOR_SLOTS_WRITE", path)
+    slots = gltensor.SharedSlots(1, (W, H), backend=backend)
+    img = pattern(0, 3, W, H)
+    tex = int(GL.glGenTextures(1))
+    GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
+    GL.glTexStorage2D(GL.GL_TEXTURE_2D, 1, GL.GL_RGBA8, W, H)
+    GL.glPixelStorei(GL.GL_UNPACK_ALIGNMENT, 1)
+    GL.glTexSubImage2D(GL.GL_TEXTURE_2D, 0, 0, 0, W, H, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, np.ascontiguousarray(img[::-1]))
+    # The caller's state: a program in use, another texture and a sampler on unit 0 while unit 3 is active,
+    # storage buffers bound (generic and a range at binding 0), framebuffers, a pack buffer, scissor and sRGB on.
+    program = shaders.compileProgram(shaders.compileShader(
+        "#version 430\nlayout(local_size_x = 1) in;\nvoid main() {}\n", GL.GL_COMPUTE_SHADER))
+    other_tex, sampler = int(GL.glGenTextures(1)), int(GL.glGenSamplers(1))
+    ssbo, pbo = (int(b) for b in GL.glGenBuffers(2))
+    GL.glBindBuffer(GL.GL_SHADER_STORAGE_BUFFER, ssbo)
+    GL.glBufferData(GL.GL_SHADER_STORAGE_BUFFER, 4096, None, GL.GL_DYNAMIC_DRAW)
+    GL.glBindBufferRange(GL.GL_SHADER_STORAGE_BUFFER, 0, ssbo, 256, 1024)
+    GL.glBindBuffer(GL.GL_PIXEL_PACK_BUFFER, pbo)
+    fbos = [int(f) for f in GL.glGenFramebuffers(2)]
+    GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, fbos[0])
+    GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, fbos[1])
+    GL.glUseProgram(program)
+    GL.glActiveTexture(GL.GL_TEXTURE0)
+    GL.glBindTexture(GL.GL_TEXTURE_2D, other_tex)
+    GL.glBindSampler(0, sampler)
+    GL.glActiveTexture(GL.GL_TEXTURE3)
+    GL.glEnable(GL.GL_SCISSOR_TEST)
+    GL.glEnable(GL.GL_FRAMEBUFFER_SRGB)
+    GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 8)
+
+    def state():
+        GL.glActiveTexture(GL.GL_TEXTURE0)
+        unit0 = (int(GL.glGetIntegerv(GL.GL_TEXTURE_BINDING_2D)), int(GL.glGetIntegerv(GL.GL_SAMPLER_BINDING)))
+        GL.glActiveTexture(GL.GL_TEXTURE3)
+        return dict(
+            program=int(GL.glGetIntegerv(GL.GL_CURRENT_PROGRAM)), unit0=unit0,
+            active=int(GL.glGetIntegerv(GL.GL_ACTIVE_TEXTURE)),
+            ssbo=int(GL.glGetIntegerv(GL.GL_SHADER_STORAGE_BUFFER_BINDING)),
+            ssbo0=(int(np.ravel(GL.glGetIntegeri_v(GL.GL_SHADER_STORAGE_BUFFER_BINDING, 0))[0]),
+                   int(np.ravel(GL.glGetInteger64i_v(GL.GL_SHADER_STORAGE_BUFFER_START, 0))[0]),
+                   int(np.ravel(GL.glGetInteger64i_v(GL.GL_SHADER_STORAGE_BUFFER_SIZE, 0))[0])),
+            pbo=int(GL.glGetIntegerv(GL.GL_PIXEL_PACK_BUFFER_BINDING)),
+            read_fbo=int(GL.glGetIntegerv(GL.GL_READ_FRAMEBUFFER_BINDING)),
+            draw_fbo=int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING)),
+            scissor=bool(GL.glIsEnabled(GL.GL_SCISSOR_TEST)), srgb=bool(GL.glIsEnabled(GL.GL_FRAMEBUFFER_SRGB)),
+            pack_alignment=int(GL.glGetIntegerv(GL.GL_PACK_ALIGNMENT)))
+
+    before = state()
+    try:
+        slots.write(0, tex)
+        after = state()
+        assert slots._client.writer(0).write_path == {
+            "shader": "shader", "copy": "copy" if backend == "cuda" else "readpixels"}[path]
+    finally:
+        GL.glUseProgram(0)
+        GL.glBindSampler(0, 0)
+        GL.glActiveTexture(GL.GL_TEXTURE0)
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, 0)
+        GL.glBindBuffer(GL.GL_PIXEL_PACK_BUFFER, 0)
+        GL.glBindBuffer(GL.GL_SHADER_STORAGE_BUFFER, 0)
+        GL.glBindBufferBase(GL.GL_SHADER_STORAGE_BUFFER, 0, 0)
+        GL.glDisable(GL.GL_SCISSOR_TEST)
+        GL.glDisable(GL.GL_FRAMEBUFFER_SRGB)
+        GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 4)
+        got = to_host(slots.read())
+        slots.close()
+        GL.glDeleteFramebuffers(2, fbos)
+        GL.glDeleteBuffers(2, [ssbo, pbo])
+        GL.glDeleteTextures([tex, other_tex])
+        GL.glDeleteSamplers(1, [sampler])
+        GL.glDeleteProgram(program)
+    assert after == before
+    np.testing.assert_array_equal(got, img[None])

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: tests procs slotvariants vecenvs bench convert suite quick quickclears depth engines panda3d
+#   bash tools/gpu_verify.sh STEP...   steps: tests procs slots memcheck-slots vecenvs bench convert suite quick quickclears depth engines panda3d
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
@@ -46,26 +46,25 @@ for step in "$@"; do
     procs) # issue 21: many engine processes, one GPU batch (host readback per worker, gltensor per worker,
            # shared slots, the floor, the pack path, one-process Atlas) for PROCS_WORKERS x PROCS_SIZES
         timeout ${PROCS_TIME:-420} python3 -m gltensor.bench procs --workers "${PROCS_WORKERS:-1,4,8,16,64}" \
+            ${PROCS_PATHS:+--paths "$PROCS_PATHS"} \
             --sizes "${PROCS_SIZES:-84,256,512}" --steps "${PROCS_STEPS:-200}" --max-seconds "${PROCS_SECONDS:-1.0}" \
             --json "$OUT/procs.json" > "$OUT/procs.log" 2>&1; echo "procs exit $?"
         grep -v "^  " "$OUT/procs.log" | tail -60 ;;
-    slotvariants) # issue 21: where a shared-slot write's time goes, per write mode (pack + copy, direct pack)
-                  # and slot alignment; every variant's pixels checked (see tools/slots_timing.py's open question). The fastest
-                  # exact variant (>= 15% faster than the default) then gets the CUDA slot tests and the procs
-                  # cells that missed their targets, under its GLTENSOR_SLOTS_* settings.
-        timeout 150 python3 tools/slots_timing.py --count 4 --best-env "$OUT/best.sh" > "$OUT/timing4.log" 2>&1
-        cat "$OUT/timing4.log"
-        timeout 90 python3 tools/slots_timing.py --count 16 --variants "${SLOT_VARIANTS16:-copy:4k,copy:2m,direct:2m}" \
-            > "$OUT/timing16.log" 2>&1; cat "$OUT/timing16.log"
-        if [ -s "$OUT/best.sh" ]; then
-            ( . "$OUT/best.sh"; env | grep GLTENSOR_SLOTS
-              timeout 150 python3 -m pytest -q -rfEs -n 4 tests/test_slots.py tests/test_gymnasium_slots.py \
-                  tests/test_sb3_slots.py > "$OUT/slots_best_tests.log" 2>&1
-              grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/slots_best_tests.log" | tail -12
-              timeout 150 python3 -m gltensor.bench procs --workers 4,16 --sizes 256,512 --paths host,slots,floor,pack \
-                  --steps 150 --max-seconds 0.5 --json "$OUT/procs_best.json" > "$OUT/procs_best.log" 2>&1
-              grep -v "^  " "$OUT/procs_best.log" | tail -12 )
-        fi ;;
+    slots) # issue 21: the shared-slot tests on both backends and both write paths (every pixel, every format),
+           # the vector-env tests, then the procs cells with the shader write and the copy write in the same run
+        timeout 300 python3 -m pytest -q -rfEs -n ${TESTS_WORKERS:-4} tests/test_slots.py tests/test_gymnasium_slots.py \
+            tests/test_sb3_slots.py > "$OUT/slots_tests.log" 2>&1
+        grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/slots_tests.log" | tail -30
+        timeout ${PROCS_TIME:-300} python3 -m gltensor.bench procs --workers "${PROCS_WORKERS:-4,16}" \
+            --sizes "${PROCS_SIZES:-84,256,512}" --paths "${PROCS_PATHS:-host,slots,slots_copy,floor,pack}" \
+            --steps "${PROCS_STEPS:-150}" --max-seconds "${PROCS_SECONDS:-0.5}" --json "$OUT/procs_slots.json" \
+            > "$OUT/procs_slots.log" 2>&1; echo "procs exit $?"
+        grep -v "^  " "$OUT/procs_slots.log" | tail -24 ;;
+    memcheck-slots) # the trainer's side of the CUDA slots (VMM allocation, gather kernel, events) under memcheck
+        GLTENSOR_UNDER_SANITIZER=1 timeout 300 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
+            --log-file "$OUT/memcheck_slots.txt" python3 -m pytest -q -p no:cacheprovider -k "cuda and (every_pixel or RGBA16F or callers or never_overwritten)" tests/test_slots.py \
+            > "$OUT/memcheck_slots.log" 2>&1; echo "memcheck-slots: exit $? (99: the tool found errors)"
+        tail -2 "$OUT/memcheck_slots.log"; grep -E "ERROR SUMMARY|LEAK SUMMARY" "$OUT/memcheck_slots.txt" | tail -3 ;;
     vecenvs) # issue 21: the two vector-env examples end to end on the CUDA backend (train, then SB3's bench)
         timeout 150 python3 examples/gymnasium_slots.py --envs 4 --size 64 --steps 200 --backend cuda \
             > "$OUT/gymnasium_slots.log" 2>&1; echo "gymnasium_slots exit $?"; tail -6 "$OUT/gymnasium_slots.log"

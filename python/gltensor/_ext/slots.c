@@ -350,6 +350,7 @@ WRITER_GETTER(writer_dtype, PyUnicode_FromString(glt_dtype_name(i.dtype)))
 WRITER_GETTER(writer_format, PyUnicode_FromString(i.format_name))
 WRITER_GETTER(writer_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
 WRITER_GETTER(writer_writes, PyLong_FromUnsignedLongLong(i.writes))
+WRITER_GETTER(writer_write_path, PyUnicode_FromString(i.write_path))
 #undef WRITER_GETTER
 
 static PyObject *writer_is_closed(WriterObject *self, void *c) {
@@ -376,6 +377,8 @@ static PyGetSetDef writer_getset[] = {
     {"format", (getter)writer_format, NULL, NULL, NULL},
     {"backend", (getter)writer_backend, NULL, NULL, NULL},
     {"writes", (getter)writer_writes, NULL, "writes done by this writer", NULL},
+    {"write_path", (getter)writer_write_path, NULL,
+     "how GL writes move the pixels: 'shader', 'copy' or 'readpixels' (GLTENSOR_SLOTS_WRITE chooses)", NULL},
     {"closed", (getter)writer_is_closed, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -7,6 +7,9 @@ Paths, all in the same run, interleaved, median of runs:
   per_worker  gltensor in each worker: Capture.read(out=) into its row of a CUDA batch shared by torch's IPC
               (every worker holds a CUDA context and pays its own GL->CUDA switch)
   slots       gltensor.SharedSlots: workers write with GL alone into the trainer's memory, one read for all
+              (the default write: a compute shader packs the image into the slot)
+  slots_copy  the same with GLTENSOR_SLOTS_WRITE=copy in the workers (glReadPixels into a buffer of their own,
+              then glCopyBufferSubData into the slot: the copy engines), on slots and workers of its own
   floor       workers render and fence, nothing copied; the trainer's consumer op on a batch it already has
   pack        as floor, plus each worker's glReadPixels into a pixel-pack buffer of its own (what a slot write
               does on the GPU before its copy into the slot): where the slots' time over the floor goes
@@ -33,18 +36,27 @@ from .report import fmt_us, machine_info, print_table, results_path, save_json
 # path is skipped where N of them would not fit.
 PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
 
-PATHS = ("host", "per_worker", "slots", "floor", "pack", "atlas")
-GL_ONLY_PATHS = ("host", "slots", "floor", "pack")  # the workers of these never touch CUDA
+PATHS = ("host", "per_worker", "slots", "slots_copy", "floor", "pack", "atlas")
+DEFAULT_PATHS = ("host", "per_worker", "slots", "floor", "pack", "atlas")
+GL_ONLY_PATHS = ("host", "slots", "slots_copy", "floor", "pack")  # the workers of these never touch CUDA
+# Each GL-only path's pool of workers and its slots: "slots_copy" has its own, written the other way.
+POOL_OF = {"host": "gl", "slots": "gl", "floor": "gl", "pack": "gl", "slots_copy": "gl_copy"}
+WRITE_ENV = {"gl": None, "gl_copy": "copy"}
 
 
 # ---------------------------------------------------------------- the worker process
 
 
-def _worker(k, n, conn, slots_handle, batch):
+def _worker(k, n, conn, slots_handle, batch, slots_write=None):
     """Serves the trainer: ("setup", w, h) makes the camera; ("step", i, path) renders step i and hands the
     image over the path's way; ("check", i, path) does the same and also returns the reference glReadPixels;
-    None ends. Replies ("ok", value) or ("error", text)."""
+    ("write_path",) says how its slot writes; None ends. Replies ("ok", value) or ("error", text).
+    `slots_write`: GLTENSOR_SLOTS_WRITE for this worker (None: the default)."""
     os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+    if slots_write is None:
+        os.environ.pop("GLTENSOR_SLOTS_WRITE", None)
+    else:
+        os.environ["GLTENSOR_SLOTS_WRITE"] = slots_write
     try:
         import ctypes
 
@@ -80,6 +92,9 @@ def _worker(k, n, conn, slots_handle, batch):
                 GL.glFinish()
                 conn.send(("ok", None))
                 continue
+            if cmd == "write_path":
+                conn.send(("ok", slots_handle.client.writer(slots_handle.slot).write_path))
+                continue
             _, i, path = msg
             cams.draw_targets(i * n + k)  # a picture of its own for every worker and step
             value = None
@@ -90,7 +105,7 @@ def _worker(k, n, conn, slots_handle, batch):
 
                 cap.read(out=batch[k, :h, :w])  # its row of the shared batch, at this cell's size
                 torch.cuda.current_stream().synchronize()  # the reply says the frame is there
-            elif path == "slots":
+            elif path in ("slots", "slots_copy"):
                 slots_handle.write(tex)
             elif path == "floor":
                 GL.glFinish()
@@ -117,13 +132,13 @@ class Pool:
     """N worker processes (spawn) serving one set of paths; `cuda_batch` (a CUDA tensor shared by IPC) for the
     per-worker path."""
 
-    def __init__(self, n, slots_handles=None, cuda_batch=None, torch=None):
+    def __init__(self, n, slots_handles=None, cuda_batch=None, torch=None, slots_write=None):
         ctx = (torch.multiprocessing if cuda_batch is not None else mp).get_context("spawn")
         self.n, self.conns, self.procs = n, [], []
         for k in range(n):
             parent, child = ctx.Pipe()
             handle = slots_handles[k] if slots_handles else None
-            p = ctx.Process(target=_worker, args=(k, n, child, handle, cuda_batch), daemon=True)
+            p = ctx.Process(target=_worker, args=(k, n, child, handle, cuda_batch, slots_write), daemon=True)
             p.start()
             child.close()
             self.conns.append(parent)
@@ -187,6 +202,7 @@ class Cell:
     """What each path does on the trainer's side for N workers at w x h."""
 
     def __init__(self, torch, gltensor, device, n, w, h, pools, slots, cuda_batch):
+        """pools: path -> Pool; slots: pool name ("gl", "gl_copy") -> SharedSlots."""
         self.torch, self.gltensor, self.device = torch, gltensor, device
         self.n, self.w, self.h = n, w, h
         self.pools, self.slots, self.cuda_batch = pools, slots, cuda_batch
@@ -234,8 +250,8 @@ class Cell:
                 x = torch.from_numpy(np.stack(got)).to(self.device)
             elif path == "per_worker":
                 x = self.cuda_batch
-            elif path == "slots":
-                x = torch.from_dlpack(self.slots.read())
+            elif path in ("slots", "slots_copy"):
+                x = torch.from_dlpack(self.slots[POOL_OF[path]].read())
             else:  # floor, pack: nothing handed over
                 x = self.floor_batch
             return (x, refs) if check else x
@@ -279,7 +295,7 @@ def build_parser():
     ap.add_argument("--workers", default="1,4,8,16,64", help="worker counts N (comma-separated)")
     ap.add_argument("--sizes", type=arg(parse_sizes), default=parse_sizes("84,256,512"),
                     help="image sizes per worker, e.g. 84,256 or 97x61")
-    ap.add_argument("--paths", default=",".join(PATHS), help="paths to run, of " + ", ".join(PATHS))
+    ap.add_argument("--paths", default=",".join(DEFAULT_PATHS), help="paths to run, of " + ", ".join(PATHS))
     ap.add_argument("--steps", type=int, default=200, help="timed steps per run (cut to --max-seconds)")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--runs", type=int, default=3, help="runs per path, interleaved; the median is reported")
@@ -331,12 +347,21 @@ def main(argv=None):
     rows = []
     for n in counts:
         w_max, h_max = max(s[0] for s in args.sizes), max(s[1] for s in args.sizes)
-        pools, slots, cuda_batch = {}, None, None
+        pools, slots, cuda_batch = {}, {}, None
+        backend = "cuda" if cuda else "cpu"
+
+        def gl_pool(name, size):
+            """(Re)makes the GL-only pool `name` with slots of `size`: workers attach at their next write."""
+            if name in pools:
+                pools[name].close()
+                slots.pop(name).close()
+            slots[name] = gltensor.SharedSlots(n, size, backend=backend)
+            pools[name] = Pool(n, slots_handles=slots[name].handles(), slots_write=WRITE_ENV[name])
+
         try:
             for path in run_paths:
-                if path in GL_ONLY_PATHS and "gl" not in pools:
-                    slots = gltensor.SharedSlots(n, args.sizes[0], backend="cuda" if cuda else "cpu")
-                    pools["gl"] = Pool(n, slots_handles=slots.handles())
+                if path in GL_ONLY_PATHS and POOL_OF[path] not in pools:
+                    gl_pool(POOL_OF[path], args.sizes[0])
                 if path == "per_worker" and "cuda" not in pools:
                     free = torch.cuda.mem_get_info(device)[0]
                     if n * PER_WORKER_CONTEXT_BYTES > 0.8 * free:
@@ -347,17 +372,12 @@ def main(argv=None):
                     cuda_batch = torch.zeros((n, h_max, w_max, 4), dtype=torch.uint8, device=device).share_memory_()
                     pools["cuda"] = Pool(n, cuda_batch=cuda_batch, torch=torch)
             cell_paths = [p for p in run_paths if p != "per_worker" or "cuda" in pools]
-            by_path = {p: pools["gl" if p in GL_ONLY_PATHS else "cuda"] for p in cell_paths if p != "atlas"}
             memory = {name: worker_memory_mib(pool.pids) for name, pool in pools.items()}
             for (w, h) in args.sizes:
-                if slots is None or slots.size != (w, h):
-                    if slots is not None and "gl" in pools:
-                        # new slots of this size for the same workers: they attach again at the next write
-                        slots.close()
-                        pools["gl"].close()
-                        slots = gltensor.SharedSlots(n, (w, h), backend="cuda" if cuda else "cpu")
-                        pools["gl"] = Pool(n, slots_handles=slots.handles())
-                        by_path.update({p: pools["gl"] for p in cell_paths if p in GL_ONLY_PATHS})
+                for name in list(slots):
+                    if slots[name].size != (w, h):
+                        gl_pool(name, (w, h))
+                by_path = {p: pools[POOL_OF.get(p, "cuda")] for p in cell_paths if p != "atlas"}
                 batch_view = cuda_batch[:, :h, :w] if cuda_batch is not None else None
                 cell = Cell(torch, gltensor, device, n, w, h, by_path, slots, batch_view)
                 label = f"{n} x {w}x{h}"
@@ -365,6 +385,8 @@ def main(argv=None):
                     cell.setup(cell_paths)
                     for path in cell_paths:
                         check(cell, path)
+                    write_paths = {name: sorted(set(pools[name].all("write_path"))) for name in slots
+                                   if any(POOL_OF.get(p) == name and p.startswith("slots") for p in cell_paths)}
                     times = {p: [] for p in cell_paths}
                     used = {}
                     first = 0
@@ -376,9 +398,12 @@ def main(argv=None):
                             used[path] = steps
                     med = {p: median(v) for p, v in times.items()}
                     cell_report = {"workers": n, "width": w, "height": h, "us_per_step": med, "runs": times,
-                                   "steps": used, "worker_memory_mib": memory, "skipped": skipped}
+                                   "steps": used, "worker_memory_mib": memory, "skipped": skipped,
+                                   "slot_write_paths": write_paths}
                     report["cells"].append(cell_report)
                     rows.append(row_of(label, med, run_paths))
+                    if write_paths:
+                        print(f"{label}: slot writes by pool: {write_paths}")
                     print_table(f"{label}: µs per step (median of {args.runs})", ["path", "µs/step", "frames/s"],
                                 [[p, fmt_us(med[p]), "%.0f" % (n * 1e6 / med[p])] for p in cell_paths])
                 except (CheckFailed, Skip) as e:
@@ -391,8 +416,8 @@ def main(argv=None):
         finally:
             for pool in pools.values():
                 pool.close()
-            if slots is not None:
-                slots.close()
+            for sl in slots.values():
+                sl.close()
     save_json(json_path, report)
     summarize(report, rows, run_paths, skipped)
     print(f"JSON: {json_path}")
@@ -420,7 +445,7 @@ def summarize(report, rows, paths, skipped):
         for n, m in sorted(last.items()):
             for name, vals in m.items():
                 if vals:
-                    lines.append([f"{n} workers", "GL only" if name == "gl" else "gltensor per worker (CUDA)",
+                    lines.append([f"{n} workers", "GL only" if name.startswith("gl") else "gltensor per worker (CUDA)",
                                   "%.0f" % (sum(vals) / len(vals)), "%.0f" % max(vals)])
         if lines:
             print_table("device memory per worker process (MiB, NVML)", ["workers", "pool", "mean", "max"], lines)
