@@ -10,6 +10,8 @@ Paths, all in the same run, interleaved, median of runs:
               (the default write: a compute shader packs the image into the slot)
   slots_copy  the same with GLTENSOR_SLOTS_WRITE=copy in the workers (glReadPixels into a buffer of their own,
               then glCopyBufferSubData into the slot: the copy engines), on slots and workers of its own
+  slots_noread  (diagnostic) the workers write their slots as in `slots`, the trainer reads nothing: the
+              workers' share of the slots' time over the floor, the rest being the trainer's read
   floor       workers render and fence, nothing copied; the trainer's consumer op on a batch it already has
   pack        as floor, plus each worker's glReadPixels into a pixel-pack buffer of its own (what a slot write
               does on the GPU before its copy into the slot): where the slots' time over the floor goes
@@ -36,11 +38,11 @@ from .report import fmt_us, machine_info, print_table, results_path, save_json
 # path is skipped where N of them would not fit.
 PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
 
-PATHS = ("host", "per_worker", "slots", "slots_copy", "floor", "pack", "atlas")
+PATHS = ("host", "per_worker", "slots", "slots_copy", "slots_noread", "floor", "pack", "atlas")
 DEFAULT_PATHS = ("host", "per_worker", "slots", "floor", "pack", "atlas")
-GL_ONLY_PATHS = ("host", "slots", "slots_copy", "floor", "pack")  # the workers of these never touch CUDA
+GL_ONLY_PATHS = ("host", "slots", "slots_copy", "slots_noread", "floor", "pack")  # the workers of these never touch CUDA
 # Each GL-only path's pool of workers and its slots: "slots_copy" has its own, written the other way.
-POOL_OF = {"host": "gl", "slots": "gl", "floor": "gl", "pack": "gl", "slots_copy": "gl_copy"}
+POOL_OF = {"host": "gl", "slots": "gl", "slots_noread": "gl", "floor": "gl", "pack": "gl", "slots_copy": "gl_copy"}
 WRITE_ENV = {"gl": None, "gl_copy": "copy"}
 
 
@@ -105,7 +107,7 @@ def _worker(k, n, conn, slots_handle, batch, slots_write=None):
 
                 cap.read(out=batch[k, :h, :w])  # its row of the shared batch, at this cell's size
                 torch.cuda.current_stream().synchronize()  # the reply says the frame is there
-            elif path in ("slots", "slots_copy"):
+            elif path in ("slots", "slots_copy", "slots_noread"):
                 slots_handle.write(tex)
             elif path == "floor":
                 GL.glFinish()
@@ -208,6 +210,7 @@ class Cell:
         self.pools, self.slots, self.cuda_batch = pools, slots, cuda_batch
         self.floor_batch = torch.zeros((n, h, w, 4), dtype=torch.uint8, device=device)
         self.atlas_cams = self.atlas = None
+        self.phases = {}  # path -> {"workers": [s], "read": [s]}: the trainer's wall time per step in each phase
 
     def setup(self, paths):
         done = set()
@@ -242,8 +245,12 @@ class Cell:
             return atlas_step
         pool = self.pools[path]
 
+        phases = self.phases.setdefault(path, {"workers": [], "read": []})
+
         def step(i, check=False):
+            t0 = time.perf_counter()
             values = pool.all("check" if check else "step", i, path)
+            t1 = time.perf_counter()
             refs = np.stack([v[1] for v in values]) if check else None
             got = [v[0] for v in values] if check else values
             if path == "host":
@@ -252,14 +259,16 @@ class Cell:
                 x = self.cuda_batch
             elif path in ("slots", "slots_copy"):
                 x = torch.from_dlpack(self.slots[POOL_OF[path]].read())
-            else:  # floor, pack: nothing handed over
+            else:  # floor, pack, slots_noread: nothing handed over
                 x = self.floor_batch
+            phases["workers"].append(t1 - t0)
+            phases["read"].append(time.perf_counter() - t1)
             return (x, refs) if check else x
         return step
 
 
 def check(cell, path):
-    if path in ("floor", "pack"):
+    if path in ("floor", "pack", "slots_noread"):
         return
     x, refs = cell.step_fn(path)(10_000, check=True)
     got = x.cpu().numpy()
@@ -399,7 +408,9 @@ def main(argv=None):
                     med = {p: median(v) for p, v in times.items()}
                     cell_report = {"workers": n, "width": w, "height": h, "us_per_step": med, "runs": times,
                                    "steps": used, "worker_memory_mib": memory, "skipped": skipped,
-                                   "slot_write_paths": write_paths}
+                                   "slot_write_paths": write_paths,
+                                   "phase_us": {p: {k: median(v) * 1e6 for k, v in ph.items() if v}
+                                                for p, ph in cell.phases.items()}}
                     report["cells"].append(cell_report)
                     rows.append(row_of(label, med, run_paths))
                     if write_paths:
