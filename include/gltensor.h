@@ -484,7 +484,8 @@ typedef struct glt_slots_desc {
                                     or 4 channels; a worker's source is converted to it by glReadPixels */
     glt_backend backend;         /* AUTO: CUDA when a CUDA device can export memory, else CPU */
     int cuda_device;             /* GLT_CUDA_DEVICE_AUTO (the default): glt_default_cuda_device() */
-    int buffers;                 /* 2 (the default): double-buffered; 1: each read waits for its copy */
+    int buffers;                 /* 2 (the default): double-buffered; 1: each read waits for its copy; 3: the
+                                    copy may lag two reads behind before a read waits */
 } glt_slots_desc;
 
 typedef struct glt_slots_info {
@@ -502,6 +503,9 @@ typedef struct glt_slots_info {
     uint64_t reads;      /* reads done so far */
     unsigned char device_uuid[16]; /* the trainer's GPU (glt_context_desc.device_uuid, for the workers' contexts);
                                       zeros where CUDA is not usable */
+    uint64_t read_waits; /* CUDA: reads that had to wait for the copy that last read the set the workers write next
+                            (queued buffers - 1 reads earlier); each such wait blocks the trainer for the GPU */
+    double read_wait_us; /* the time those reads waited, in all */
 } glt_slots_info;
 
 typedef enum glt_slot_state {

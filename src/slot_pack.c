@@ -26,6 +26,7 @@
 #include <string.h>
 
 #define GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT 0x90DF
+#define GL_BUFFER_UPDATE_BARRIER_BIT 0x00000200
 
 struct glt_slot_packer {
     const glt_format *fmt;
@@ -187,7 +188,8 @@ void glt_slot_packer_destroy(glt_slot_packer *p) {
     free(p);
 }
 
-void glt_slot_packer_run(glt_slot_packer *p, int x, int y, GLuint buffer, uint64_t offset, uint64_t pitch) {
+void glt_slot_packer_run(glt_slot_packer *p, int x, int y, GLuint buffer, uint64_t offset, uint64_t pitch,
+                         int barrier) {
     const glt_gl *gl = glt_gl_load();
     /* The region of the bound read framebuffer into our texture (the caller saved the framebuffer bindings and
      * switched scissor and sRGB conversion off). */
@@ -208,8 +210,8 @@ void glt_slot_packer_run(glt_slot_packer *p, int x, int y, GLuint buffer, uint64
     gl->BindSampler(0, p->sampler);
     gl->BindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, buffer, (GLintptr)first, (GLsizeiptr)bytes);
     gl->DispatchCompute((GLuint)(used_words + 63) / 64, (GLuint)(p->height + 3) / 4, 1);
-    /* Later GL reads of the buffer (the CPU variant's glGetBufferSubData) see the writes; the fence that ends a
-     * write covers them for the trainer. */
-    gl->MemoryBarrier(GL_ALL_BARRIER_BITS);
+    /* GL's own later reads of the buffer (the CPU variant's glGetBufferSubData) need the barrier; the trainer's
+     * CUDA reads need only the fence that ends every write, after which the writes are in device memory. */
+    if (barrier) gl->MemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
     glt_compute_pop(gl, &saved);
 }

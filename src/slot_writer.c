@@ -466,10 +466,10 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
         uint64_t bytes = w->h->row_pitch * (uint64_t)r.height;
         if (w->mode == WRITE_SHADER) {
             if (w->backend == GLT_BACKEND_CUDA) {
-                glt_slot_packer_run(w->packer, x, y, w->buffer, offset, w->h->row_pitch);
+                glt_slot_packer_run(w->packer, x, y, w->buffer, offset, w->h->row_pitch, 0);
             } else {
                 ensure_stage(w, gl);
-                glt_slot_packer_run(w->packer, x, y, w->stage, 0, w->h->row_pitch);
+                glt_slot_packer_run(w->packer, x, y, w->stage, 0, w->h->row_pitch, 1);
                 GLint prev = 0;
                 gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev); /* the binding query shares the target's enum */
                 gl->BindBuffer(GL_COPY_READ_BUFFER, w->stage);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -54,8 +55,10 @@ struct glt_slots {
     int cuda_device;
     glt_cuda_vmm *vmm;                 /* CUDA backend: the pixels */
     unsigned long long *textures;      /* CUDA backend: buffers * count texture objects */
-    void *set_done[2];                 /* CUDA backend: recorded after the copy that last read each set */
-    int set_pending[2];                /* an event was recorded and not yet waited for */
+    void *set_done[3];                 /* CUDA backend: recorded after the copy that last read each set */
+    int set_pending[3];                /* an event was recorded and not yet waited for */
+    uint64_t read_waits;               /* reads that found that copy still queued, and waited for it */
+    double read_wait_us;               /* the time they waited */
     glt_pool *pool;
 };
 
@@ -94,10 +97,10 @@ static glt_status check_desc(const glt_slots_desc *d, const glt_format **fmt) {
     if (d->width < 1 || d->height < 1 || d->width > MAX_SIDE || d->height > MAX_SIDE)
         return glt_fail(GLT_INVALID_ARGUMENT, "shared slots: width and height must be 1 to %d pixels, got %dx%d",
                         MAX_SIDE, d->width, d->height);
-    if (d->buffers != 1 && d->buffers != 2)
+    if (d->buffers < 1 || d->buffers > 3)
         return glt_fail(GLT_INVALID_ARGUMENT,
-                        "shared slots: buffers must be 1 or 2 (2: workers write one set while the trainer's copy of "
-                        "the other is queued), got %d",
+                        "shared slots: buffers must be 1, 2 or 3 (2: workers write one set while the trainer's copy "
+                        "of the other is queued; 3: that copy may wait a step longer), got %d",
                         d->buffers);
     if (d->backend != GLT_BACKEND_AUTO && d->backend != GLT_BACKEND_CUDA && d->backend != GLT_BACKEND_CPU)
         return glt_fail(GLT_INVALID_ARGUMENT, "shared slots: backend must be auto, cuda or cpu");
@@ -311,6 +314,8 @@ glt_status glt_slots_get_info(const glt_slots *s, glt_slots_info *info) {
     info->backend_reason = s->backend_reason;
     info->cuda_device = s->backend == GLT_BACKEND_CUDA ? s->cuda_device : -1;
     info->buffers = (int)h->buffers;
+    info->read_waits = s->read_waits;
+    info->read_wait_us = s->read_wait_us;
     info->slot_bytes = h->slot_bytes;
     info->row_pitch = h->row_pitch;
     info->memory_bytes = h->memory_bytes;
@@ -429,7 +434,16 @@ static void copy_host(glt_slots *s, unsigned set, const glt_read_dest *d, int fl
 /* The workers may enter `set` once the copy that last read it is complete. */
 static glt_status release_set(glt_slots *s, unsigned set) {
     if (s->backend != GLT_BACKEND_CUDA || !s->set_pending[set]) return GLT_OK;
-    glt_status st = glt_cuda_event_sync(s->cuda_device, s->set_done[set]);
+    glt_status st = GLT_OK;
+    if (!glt_cuda_event_done(s->cuda_device, s->set_done[set])) {
+        /* Counted: a read that waits here blocks the trainer for the GPU (SharedSlots.read_waits says how often). */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        st = glt_cuda_event_sync(s->cuda_device, s->set_done[set]);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        s->read_waits++;
+        s->read_wait_us += (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+    }
     if (st == GLT_OK) s->set_pending[set] = 0;
     return st;
 }

@@ -77,7 +77,8 @@ glt_status glt_slot_packer_create(const glt_format *fmt, int width, int height, 
  * `pitch` bytes apart, bottom row first: the bytes glReadPixels would give in the slot's format. Binds its own
  * draw framebuffer: the caller saves and restores the framebuffer bindings (and switches scissor and sRGB
  * conversion off), as around any blit of its own. */
-void glt_slot_packer_run(glt_slot_packer *p, int x, int y, GLuint buffer, uint64_t offset, uint64_t pitch);
+void glt_slot_packer_run(glt_slot_packer *p, int x, int y, GLuint buffer, uint64_t offset, uint64_t pitch,
+                         int barrier /* 1: GL itself reads the buffer next (glGetBufferSubData) */);
 void glt_slot_packer_destroy(glt_slot_packer *p);
 
 #endif

@@ -141,6 +141,9 @@ def run(handle, slot, size, conn, kind="texture", source_format="RGBA8", pad=0, 
                 import sys
 
                 value = bool("torch" in sys.modules and sys.modules["torch"].cuda.is_initialized())
+            elif cmd == "libcuda":  # whether the CUDA driver library is loaded in this process
+                with open("/proc/self/maps") as f:
+                    value = any("libcuda.so" in line for line in f)
             elif cmd == "fds":
                 value = len(os.listdir("/proc/self/fd"))
             elif cmd == "attach_cycles":

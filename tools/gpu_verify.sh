@@ -55,11 +55,13 @@ for step in "$@"; do
         timeout 300 python3 -m pytest -q -rfEs -n ${TESTS_WORKERS:-4} tests/test_slots.py tests/test_gymnasium_slots.py \
             tests/test_sb3_slots.py > "$OUT/slots_tests.log" 2>&1
         grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/slots_tests.log" | tail -30
-        timeout ${PROCS_TIME:-300} python3 -m gltensor.bench procs --workers "${PROCS_WORKERS:-4,16}" \
-            --sizes "${PROCS_SIZES:-84,256,512}" --paths "${PROCS_PATHS:-host,slots,slots_copy,floor,pack}" \
-            --steps "${PROCS_STEPS:-150}" --max-seconds "${PROCS_SECONDS:-0.5}" --json "$OUT/procs_slots.json" \
-            > "$OUT/procs_slots.log" 2>&1; echo "procs exit $?"
-        grep -v "^  " "$OUT/procs_slots.log" | tail -24 ;;
+        for b in ${PROCS_BUFFERS:-2}; do  # SharedSlots(buffers=b), one run each
+            timeout ${PROCS_TIME:-300} python3 -m gltensor.bench procs --workers "${PROCS_WORKERS:-4,16}" \
+                --sizes "${PROCS_SIZES:-84,256,512}" --paths "${PROCS_PATHS:-host,slots,slots_copy,floor,pack}" \
+                --slot-buffers "$b" --steps "${PROCS_STEPS:-150}" --max-seconds "${PROCS_SECONDS:-0.5}" \
+                --json "$OUT/procs_slots_b$b.json" > "$OUT/procs_slots_b$b.log" 2>&1; echo "procs (buffers=$b) exit $?"
+            grep -A9 "^µs per step, every path" "$OUT/procs_slots_b$b.log"
+        done ;;
     memcheck-slots) # the trainer's side of the CUDA slots (VMM allocation, gather kernel, events) under memcheck
         GLTENSOR_UNDER_SANITIZER=1 timeout 300 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
             --log-file "$OUT/memcheck_slots.txt" python3 -m pytest -q -p no:cacheprovider -k "cuda and (every_pixel or RGBA16F or callers or never_overwritten)" tests/test_slots.py \

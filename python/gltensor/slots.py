@@ -233,8 +233,9 @@ class SharedSlots:
     ``count`` slots of ``size`` = (width, height) pixels of ``format`` ('rgba8' by default; see
     ``SLOT_FORMATS``). ``backend='cuda'``: device memory of this process's GPU (``cuda_device``, by default
     ``LOCAL_RANK``'s or 0), which the workers' GL writes into; ``'cpu'``: shared host memory; ``'auto'``: CUDA
-    when this process can use it. ``buffers=2`` double-buffers the slots (reads never wait for the GPU);
-    ``buffers=1`` halves the memory and makes each read wait for its copy.
+    when this process can use it. ``buffers=2`` double-buffers the slots (a read waits for the GPU only when
+    the copy of the read before it is still queued: ``read_waits`` counts those); ``buffers=3`` lets that copy
+    lag two reads behind; ``buffers=1`` halves the memory and makes each read wait for its copy.
 
     Pass ``slots.handle(i)`` (or the ``SharedSlots`` itself) to worker i; it pickles by descriptor, so any
     ``multiprocessing`` start method works. ``read()`` takes the options of every gltensor read

@@ -160,6 +160,8 @@ SLOTS_GETTER(slots_size, Py_BuildValue("(ii)", i.width, i.height))
 SLOTS_GETTER(slots_shape, Py_BuildValue("(iiii)", i.count, i.height, i.width, i.channels))
 SLOTS_GETTER(slots_dtype, PyUnicode_FromString(glt_dtype_name(i.dtype)))
 SLOTS_GETTER(slots_format, PyUnicode_FromString(i.format_name))
+SLOTS_GETTER(slots_read_waits, PyLong_FromUnsignedLongLong(i.read_waits))
+SLOTS_GETTER(slots_read_wait_us, PyFloat_FromDouble(i.read_wait_us))
 SLOTS_GETTER(slots_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
 SLOTS_GETTER(slots_backend_reason, PyUnicode_FromString(i.backend_reason))
 SLOTS_GETTER(slots_device, PyLong_FromLong(i.cuda_device))
@@ -196,7 +198,12 @@ static PyGetSetDef slots_getset[] = {
     {"backend", (getter)slots_backend, NULL, "'cuda' (device memory) or 'cpu' (shared host memory)", NULL},
     {"backend_reason", (getter)slots_backend_reason, NULL, NULL, NULL},
     {"cuda_device", (getter)slots_device, NULL, "the trainer's CUDA ordinal, -1 on the CPU backend", NULL},
-    {"buffers", (getter)slots_buffers, NULL, "2: double-buffered; 1: each read waits for its copy", NULL},
+    {"buffers", (getter)slots_buffers, NULL,
+     "2: double-buffered; 1: each read waits for its copy; 3: the copy may lag two reads behind", NULL},
+    {"read_waits", (getter)slots_read_waits, NULL,
+     "CUDA: reads that waited for the GPU (the copy that last read the set the workers write next was still queued)",
+     NULL},
+    {"read_wait_us", (getter)slots_read_wait_us, NULL, "CUDA: the time those reads waited, in all (µs)", NULL},
     {"memory_bytes", (getter)slots_memory_bytes, NULL, "bytes of the shared pixel memory", NULL},
     {"reads", (getter)slots_reads, NULL, "reads done so far", NULL},
     {"device_uuid", (getter)slots_uuid, NULL, "the GPU's 16-byte UUID (zeros on the CPU backend)", NULL},

@@ -309,6 +309,7 @@ def build_parser():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--runs", type=int, default=3, help="runs per path, interleaved; the median is reported")
     ap.add_argument("--max-seconds", type=float, default=2.0, help="longest timed loop of one run")
+    ap.add_argument("--slot-buffers", type=int, default=2, help="SharedSlots(buffers=...) of the slot paths")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 and 2 workers at 32x24, few steps")
     ap.add_argument("--json", default=None, help="where the JSON goes (default benchmarks/results/procs_HOST.json)")
     return ap
@@ -364,7 +365,7 @@ def main(argv=None):
             if name in pools:
                 pools[name].close()
                 slots.pop(name).close()
-            slots[name] = gltensor.SharedSlots(n, size, backend=backend)
+            slots[name] = gltensor.SharedSlots(n, size, backend=backend, buffers=args.slot_buffers)
             pools[name] = Pool(n, slots_handles=slots[name].handles(), slots_write=WRITE_ENV[name])
 
         try:
@@ -410,7 +411,12 @@ def main(argv=None):
                                    "steps": used, "worker_memory_mib": memory, "skipped": skipped,
                                    "slot_write_paths": write_paths,
                                    "phase_us": {p: {k: median(v) * 1e6 for k, v in ph.items() if v}
-                                                for p, ph in cell.phases.items()}}
+                                                for p, ph in cell.phases.items()},
+                                   # reads that waited for the GPU before letting the workers into a set, of all
+                                   # reads so far on those slots (this cell and the ones before at this N)
+                                   "slot_read_waits": {name: {"waits": sl.read_waits, "reads": sl.reads,
+                                                              "wait_us": sl.read_wait_us}
+                                                       for name, sl in slots.items()}}
                     report["cells"].append(cell_report)
                     rows.append(row_of(label, med, run_paths))
                     if write_paths:
