@@ -180,7 +180,7 @@ static glt_status choose_backend(glt_slots *s, const glt_slots_desc *d) {
 }
 
 static void free_cuda(glt_slots *s) {
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < (int)(sizeof s->set_done / sizeof *s->set_done); ++k) {
         if (s->set_pending[k]) glt_cuda_event_sync(s->cuda_device, s->set_done[k]);
         glt_cuda_event_destroy(s->cuda_device, s->set_done[k]);
         s->set_done[k] = NULL;

@@ -542,3 +542,34 @@ def test_a_write_leaves_the_callers_gl_state_as_it_was(backend, gl, monkeypatch,
         GL.glDeleteProgram(program)
     assert after == before
     np.testing.assert_array_equal(got, img[None])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["close", "collect"])
+def test_closing_or_collecting_frees_the_device_memory(gl, how):
+    """Slots and the frames read from them give their device memory back: closed, or only dropped (collected).
+    The trainer writes host images into its own slots here (GL imports the memory in this process too)."""
+    torch = pytest.importorskip("torch")
+    size, count = (1024, 1024), 8
+
+    def cycle(step):
+        s = gltensor.SharedSlots(count, size, backend="cuda")
+        for k in range(2):
+            for i in range(count):
+                s.write_host(i, np.full((size[1], size[0], 4), (step + k + i) % 256, np.uint8))
+            frame = torch.from_dlpack(s.read())
+            assert int(frame[count - 1, 0, 0, 0]) == (step + k + count - 1) % 256
+            del frame
+        if how == "close":
+            s.close()
+        del s
+        gc.collect()
+
+    cycle(0)
+    torch.cuda.synchronize()
+    free_before = torch.cuda.mem_get_info()[0]
+    for step in range(1, 11):  # 96 MiB of slots and frames each: a leak shows as ~1 GiB
+        cycle(step)
+    torch.cuda.synchronize()
+    lost = free_before - torch.cuda.mem_get_info()[0]
+    assert lost < 64 * 2**20, f"{lost / 2**20:.0f} MiB of device memory not given back after 10 cycles"

@@ -1,0 +1,77 @@
+"""The trainer's side of a shared-slot step, alone (no workers: the trainer writes host images into its own slots
+between reads, outside the timing): CPU wall time of SharedSlots.read() and of torch.from_dlpack on its frame,
+against a Batch read of N textures of the same size in the same process. Run on the GPU machine:
+
+    python3 tools/slots_read_cost.py [--count 16] [--size 512] [--reps 300]
+
+Medians in µs. Where bench procs shows the slots' read phase at ~100 µs per step, this says whether that is the
+read's own CPU cost (here too) or something the workers' GL work makes it wait for (here not)."""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import gltensor
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=16)
+    ap.add_argument("--size", type=int, default=512)
+    ap.add_argument("--reps", type=int, default=300)
+    a = ap.parse_args()
+    import torch
+    from OpenGL import GL
+
+    ctx = gltensor.Context.headless()
+    ctx.make_current()
+    n, s = a.count, a.size
+    slots = gltensor.SharedSlots(n, (s, s), backend="cuda")
+    img = np.zeros((s, s, 4), np.uint8)
+    texs = [int(t) for t in np.atleast_1d(GL.glGenTextures(n))]
+    for t in texs:
+        GL.glBindTexture(GL.GL_TEXTURE_2D, t)
+        GL.glTexStorage2D(GL.GL_TEXTURE_2D, 1, GL.GL_RGBA8, s, s)
+    batch = gltensor.Batch(texs)
+    rows = {}
+
+    def timed(name, fn):
+        ts = []
+        for _ in range(a.reps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e6)
+        rows[name] = statistics.median(ts)
+
+    def slots_read_only():
+        for i in range(n):
+            slots.write_host(i, img)  # outside the timing below
+    reads = []
+    dl = []
+    for _ in range(a.reps):
+        slots_read_only()
+        t0 = time.perf_counter()
+        f = slots.read()
+        t1 = time.perf_counter()
+        x = torch.from_dlpack(f)
+        t2 = time.perf_counter()
+        x.float().mean()
+        reads.append((t1 - t0) * 1e6)
+        dl.append((t2 - t1) * 1e6)
+        del x, f
+    rows["slots.read()"] = statistics.median(reads)
+    rows["torch.from_dlpack(slots frame)"] = statistics.median(dl)
+    timed("batch.read()", lambda: batch.read())
+    timed("torch.from_dlpack(batch.read())", lambda: torch.from_dlpack(batch.read()))
+    torch.cuda.synchronize()
+    print(f"{n} x {s}x{s}, medians of {a.reps} (µs, CPU wall); read waits {slots.read_waits}")
+    for k, v in rows.items():
+        print(f"  {k:36} {v:8.1f}")
+    batch.close()
+    slots.close()
+    ctx.close()
+
+
+if __name__ == "__main__":
+    main()
