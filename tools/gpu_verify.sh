@@ -63,8 +63,8 @@ for step in "$@"; do
             grep -A9 "^µs per step, every path" "$OUT/procs_slots_b$b.log"
         done ;;
     readcost) # issue 21: the trainer's read of shared slots alone (tools/slots_read_cost.py) at two sizes
-        for c in "4 84" "16 512"; do set -- $c
-            timeout 60 python3 tools/slots_read_cost.py --count $1 --size $2 2>&1 | tail -8; done ;;
+        for c in "4 84" "16 512"; do read -r cnt side <<< "$c"
+            timeout 60 python3 tools/slots_read_cost.py --count "$cnt" --size "$side" 2>&1 | tail -8; done ;;
     memcheck-slots) # the trainer's side of the CUDA slots (VMM allocation, gather kernel, events) under memcheck
         GLTENSOR_UNDER_SANITIZER=1 timeout 300 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
             --log-file "$OUT/memcheck_slots.txt" python3 -m pytest -q -p no:cacheprovider -k "cuda and (every_pixel or RGBA16F or callers or never_overwritten or frees_the_device)" tests/test_slots.py \
