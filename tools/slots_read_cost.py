@@ -7,12 +7,15 @@ against a Batch read of N textures of the same size in the same process. Run on 
 Medians in µs. Where bench procs shows the slots' read phase at ~100 µs per step, this says whether that is the
 read's own CPU cost (here too) or something the workers' GL work makes it wait for (here not)."""
 import argparse
+import os
 import statistics
 import time
 
 import numpy as np
 
-import gltensor
+os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+
+import gltensor  # noqa: E402
 
 
 def main():

@@ -288,9 +288,10 @@ class SharedSlots:
 
     def close(self):
         """Free the slots here; workers' next writes fail with ClosedError (idempotent)."""
+        # The descriptors first: the device memory goes back to the driver once the last handle on it is gone.
+        self._client.close()
         if os.getpid() == self._owner:
             self._core.close()
-        self._client.close()
 
     def __enter__(self):
         return self
