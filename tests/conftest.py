@@ -59,6 +59,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a usable CUDA device (skipped when gltensor.cuda_available() is False)")
     config.addinivalue_line("markers", "multigpu: needs two or more CUDA devices (skipped with fewer)")
     config.addinivalue_line("markers", "slow: runs for tens of seconds (soak); CI runs it, -m 'not slow' leaves it out")
+    config.addinivalue_line("markers", "alone: bounds a device-wide figure (free device memory), which tests in "
+                                       "other processes move; run it with no test beside it (tools/gpu_verify.sh)")
     config.addinivalue_line("markers", "sanitizer_distorts(why): a memory or timing bound that a sanitizer's own "
                             "bookkeeping distorts; skipped when GLTENSOR_UNDER_SANITIZER=1")
 

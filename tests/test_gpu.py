@@ -267,6 +267,7 @@ def test_cross_stream_cai_consumer(torch, make_texture, capture):
 # ---------------------------------------------------------------- steady state and big frames
 
 
+@pytest.mark.alone
 @pytest.mark.sanitizer_distorts("RSS and device-memory bounds: compute-sanitizer keeps host bookkeeping per allocation and launch")
 def test_10000_reads_memory_flat(torch, make_texture, capture):
     img = make_texture("RGBA8", 256, 256, seed=3)

@@ -545,6 +545,7 @@ def test_a_write_leaves_the_callers_gl_state_as_it_was(backend, gl, monkeypatch,
 
 
 @pytest.mark.gpu
+@pytest.mark.alone
 @pytest.mark.parametrize("how", ["close", "collect"])
 def test_closing_or_collecting_frees_the_device_memory(gl, how):
     """Slots and the frames read from them give their device memory back: closed, or only dropped (collected).

@@ -33,13 +33,13 @@ for step in "$@"; do
            # the whole device's free memory) then run alone, and whatever failed is run once more alone
            # (--lf), both results printed: a test that fails only beside others is named, not hidden.
         n=${TESTS_WORKERS:-1}
-        timeout ${TESTS_TIME:-300} python3 -m pytest -q -n "$n" --max-worker-restart 20 -rfEs -m "not slow" \
+        timeout ${TESTS_TIME:-300} python3 -m pytest -q -n "$n" --max-worker-restart 20 -rfEs -m "not slow and not alone" \
             > "$OUT/pytest.log" 2>&1
         grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.log" | tail -40
-        timeout 100 python3 -m pytest -q -rfEs -m slow > "$OUT/pytest_slow.log" 2>&1
-        echo "slow: $(grep -E "passed|failed" "$OUT/pytest_slow.log" | tail -1)"
+        timeout 150 python3 -m pytest -q -rfEs -m "slow or alone" > "$OUT/pytest_slow.log" 2>&1
+        echo "slow and alone: $(grep -E "passed|failed" "$OUT/pytest_slow.log" | tail -1)"
         if grep -qE "^(FAILED|ERROR)" "$OUT/pytest.log"; then
-            timeout 90 python3 -m pytest -q -rfEs --lf -m "not slow" > "$OUT/pytest_rerun.log" 2>&1
+            timeout 90 python3 -m pytest -q -rfEs --lf -m "not slow and not alone" > "$OUT/pytest_rerun.log" 2>&1
             echo "failed ones again, alone:"; grep -E "^(FAILED|ERROR)|passed|failed|^E  " "$OUT/pytest_rerun.log" | tail -30
         fi
         grep -E "^SKIPPED" "$OUT/pytest.log" | sed -E 's/^SKIPPED \[[0-9]+\] //' | cut -c1-150 | sort | uniq -c | sort -rn | head -25 ;;

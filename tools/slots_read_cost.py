@@ -50,21 +50,30 @@ def main():
     def slots_read_only():
         for i in range(n):
             slots.write_host(i, img)  # outside the timing below
-    reads = []
-    dl = []
+    parts = {"slots.read()": [], "frame.__dlpack__(stream)": [], "torch.utils.dlpack capsule -> tensor": [],
+             "torch.from_dlpack(frame), GPU idle": []}
     for _ in range(a.reps):
         slots_read_only()
         t0 = time.perf_counter()
         f = slots.read()
         t1 = time.perf_counter()
-        x = torch.from_dlpack(f)
+        stream = torch.cuda.current_stream().cuda_stream or 1
+        cap = f.__dlpack__(stream=stream, max_version=(1, 0))
         t2 = time.perf_counter()
+        x = torch.utils.dlpack.from_dlpack(cap)
+        t3 = time.perf_counter()
         x.float().mean()
-        reads.append((t1 - t0) * 1e6)
-        dl.append((t2 - t1) * 1e6)
+        del x, cap, f
+        slots_read_only()
+        f = slots.read()
+        torch.cuda.synchronize()
+        t4 = time.perf_counter()
+        x = torch.from_dlpack(f)
+        t5 = time.perf_counter()
         del x, f
-    rows["slots.read()"] = statistics.median(reads)
-    rows["torch.from_dlpack(slots frame)"] = statistics.median(dl)
+        for k, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t5 - t4)):
+            parts[k].append(v * 1e6)
+    rows.update({k: statistics.median(v) for k, v in parts.items()})
     timed("batch.read()", lambda: batch.read())
     timed("torch.from_dlpack(batch.read())", lambda: torch.from_dlpack(batch.read()))
     torch.cuda.synchronize()
