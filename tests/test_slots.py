@@ -125,6 +125,11 @@ def expected(count, step, channels=4, dtype=np.uint8, slots=None):
 @pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
 def test_every_pixel_of_every_slot(backend, write_path, workers, method):
     fork_or_skip(method)
+    if method == "fork" and write_path == "shader" and backend == "cpu":
+        # Mesa's llvmpipe runs compute shaders on a thread pool of its screen; a forked child inherits the screen
+        # without the threads, and its first dispatch waits for them forever (seen in CI once the parent had run
+        # a compute shader). The CPU backend's default write uses no shader; NVIDIA refuses fork after EGL.
+        pytest.skip("compute shaders hang in a child forked from a process that used Mesa's llvmpipe")
     slots = gltensor.SharedSlots(3, (W, H), backend=backend)
     assert slots.backend == backend and slots.shape == (3, H, W, 4) and slots.dtype == "uint8"
     w = workers(slots, method=method)
