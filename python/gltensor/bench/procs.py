@@ -10,6 +10,8 @@ Paths, all in the same run, interleaved, median of runs:
               (the default write: a compute shader packs the image into the slot)
   slots_copy  the same with GLTENSOR_SLOTS_WRITE=copy in the workers (glReadPixels into a buffer of their own,
               then glCopyBufferSubData into the slot: the copy engines), on slots and workers of its own
+  slots_out   as slots, the trainer reading into a batch tensor it keeps (read(out=)): no new frame and no
+              DLPack hand-over per step
   slots_noread  (diagnostic) the workers write their slots as in `slots`, the trainer reads nothing: the
               workers' share of the slots' time over the floor, the rest being the trainer's read
   floor       workers render and fence, nothing copied; the trainer's consumer op on a batch it already has
@@ -38,11 +40,11 @@ from .report import fmt_us, machine_info, print_table, results_path, save_json
 # path is skipped where N of them would not fit.
 PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
 
-PATHS = ("host", "per_worker", "slots", "slots_copy", "slots_noread", "floor", "pack", "atlas")
+PATHS = ("host", "per_worker", "slots", "slots_out", "slots_copy", "slots_noread", "floor", "pack", "atlas")
 DEFAULT_PATHS = ("host", "per_worker", "slots", "floor", "pack", "atlas")
-GL_ONLY_PATHS = ("host", "slots", "slots_copy", "slots_noread", "floor", "pack")  # the workers of these never touch CUDA
+GL_ONLY_PATHS = ("host", "slots", "slots_out", "slots_copy", "slots_noread", "floor", "pack")  # the workers of these never touch CUDA
 # Each GL-only path's pool of workers and its slots: "slots_copy" has its own, written the other way.
-POOL_OF = {"host": "gl", "slots": "gl", "slots_noread": "gl", "floor": "gl", "pack": "gl", "slots_copy": "gl_copy"}
+POOL_OF = {"host": "gl", "slots": "gl", "slots_out": "gl", "slots_noread": "gl", "floor": "gl", "pack": "gl", "slots_copy": "gl_copy"}
 WRITE_ENV = {"gl": None, "gl_copy": "copy"}
 
 
@@ -107,7 +109,7 @@ def _worker(k, n, conn, slots_handle, batch, slots_write=None):
 
                 cap.read(out=batch[k, :h, :w])  # its row of the shared batch, at this cell's size
                 torch.cuda.current_stream().synchronize()  # the reply says the frame is there
-            elif path in ("slots", "slots_copy", "slots_noread"):
+            elif path in ("slots", "slots_out", "slots_copy", "slots_noread"):
                 slots_handle.write(tex)
             elif path == "floor":
                 GL.glFinish()
@@ -209,6 +211,7 @@ class Cell:
         self.n, self.w, self.h = n, w, h
         self.pools, self.slots, self.cuda_batch = pools, slots, cuda_batch
         self.floor_batch = torch.zeros((n, h, w, 4), dtype=torch.uint8, device=device)
+        self.out_batch = torch.zeros((n, h, w, 4), dtype=torch.uint8, device=device)
         self.atlas_cams = self.atlas = None
         self.phases = {}  # path -> {"workers": [s], "read": [s]}: the trainer's wall time per step in each phase
 
@@ -259,6 +262,8 @@ class Cell:
                 x = self.cuda_batch
             elif path in ("slots", "slots_copy"):
                 x = torch.from_dlpack(self.slots[POOL_OF[path]].read())
+            elif path == "slots_out":
+                x = self.slots[POOL_OF[path]].read(out=self.out_batch)
             else:  # floor, pack, slots_noread: nothing handed over
                 x = self.floor_batch
             phases["workers"].append(t1 - t0)
