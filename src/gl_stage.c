@@ -95,13 +95,13 @@ static double depth_max(const glt_format *fmt) {
     return fmt->internal_format == 0x81A5 ? 65535.0 : 16777215.0; /* DEPTH_COMPONENT16, else 24-bit */
 }
 
-static glt_status build_program(const glt_gl *gl, glt_gl_stage *s) {
-    char source[1024];
-    double max = depth_max(s->fmt);
-    snprintf(source, sizeof source, depth_shader_fmt, max, (double)(float)(1.0 / max));
+/* A compute program from one GLSL source (the depth shader here, the slot pack in slot_pack.c). `what` names it
+ * in errors, `hint` says what to do instead. *program is 0 on failure. */
+glt_status glt_gl_compute_program(const glt_gl *gl, const char *source, const char *what, const char *hint,
+                                  GLuint *program) {
+    *program = 0;
     GLuint sh = gl->CreateShader(GL_COMPUTE_SHADER);
-    const GLchar *src = source;
-    gl->ShaderSource(sh, 1, &src, NULL);
+    gl->ShaderSource(sh, 1, &source, NULL);
     gl->CompileShader(sh);
     GLint ok = 0;
     gl->GetShaderiv(sh, GL_COMPILE_STATUS, &ok);
@@ -109,14 +109,28 @@ static glt_status build_program(const glt_gl *gl, glt_gl_stage *s) {
         char log[512] = "";
         gl->GetShaderInfoLog(sh, sizeof log, NULL, log);
         gl->DeleteShader(sh);
-        return glt_fail(GLT_GL_ERROR, "compiling the depth conversion shader failed: %s", log);
+        return glt_fail(GLT_GL_ERROR, "compiling %s failed: %s; %s", what, log, hint);
     }
-    s->program = gl->CreateProgram();
-    gl->AttachShader(s->program, sh);
-    gl->LinkProgram(s->program);
+    GLuint prog = gl->CreateProgram();
+    gl->AttachShader(prog, sh);
+    gl->LinkProgram(prog);
     gl->DeleteShader(sh);
-    gl->GetProgramiv(s->program, GL_LINK_STATUS, &ok);
-    if (!ok) return glt_fail(GLT_GL_ERROR, "linking the depth conversion shader failed");
+    gl->GetProgramiv(prog, GL_LINK_STATUS, &ok);
+    if (!ok) {
+        gl->DeleteProgram(prog);
+        return glt_fail(GLT_GL_ERROR, "linking %s failed; %s", what, hint);
+    }
+    *program = prog;
+    return GLT_OK;
+}
+
+static glt_status build_program(const glt_gl *gl, glt_gl_stage *s) {
+    char source[1024];
+    double max = depth_max(s->fmt);
+    snprintf(source, sizeof source, depth_shader_fmt, max, (double)(float)(1.0 / max));
+    glt_status st = glt_gl_compute_program(gl, source, "the depth conversion shader",
+                                           "set GLTENSOR_DEPTH_PATH=readpixels to read depth without it", &s->program);
+    if (st != GLT_OK) return st;
     gl->ProgramUniform2i(s->program, gl->GetUniformLocation(s->program, "size"), s->region.width, s->region.height);
     gl->ProgramUniform2i(s->program, gl->GetUniformLocation(s->program, "origin"), s->region.x, s->region.y);
     gl->GenSamplers(1, &s->sampler);

@@ -362,6 +362,9 @@ typedef struct glt_compute_state {
 } glt_compute_state;
 void glt_compute_push(const glt_gl *gl, glt_compute_state *s);
 void glt_compute_pop(const glt_gl *gl, const glt_compute_state *s);
+/* gl_stage.c: compiles and links a compute program (`what` names it in errors, `hint` says what to do instead). */
+glt_status glt_gl_compute_program(const glt_gl *gl, const char *source, const char *what, const char *hint,
+                                  GLuint *program);
 glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out);
 void glt_cpu_reader_destroy(glt_cpu_reader *r); /* needs the context current to free GL objects */
 /* Reads `rect` of a width x height image (only those pixels) into dst, top row first when flip. */

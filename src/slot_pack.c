@@ -91,29 +91,11 @@ static glt_status build_program(const glt_gl *gl, glt_slot_packer *p) {
     char source[2048];
     snprintf(source, sizeof source, shader_fmt, (int)glt_dtype_size(p->fmt->dtype), p->fmt->channels, enc,
              uint_kind ? "usampler2D" : "sampler2D", uint_kind ? "uvec4" : "vec4");
-    GLuint sh = gl->CreateShader(GL_COMPUTE_SHADER);
-    const GLchar *src = source;
-    gl->ShaderSource(sh, 1, &src, NULL);
-    gl->CompileShader(sh);
-    GLint ok = 0;
-    gl->GetShaderiv(sh, GL_COMPILE_STATUS, &ok);
-    if (!ok) {
-        char log[512] = "";
-        gl->GetShaderInfoLog(sh, sizeof log, NULL, log);
-        gl->DeleteShader(sh);
-        return glt_fail(GLT_GL_ERROR, "compiling the shared-slot pack shader for %s failed: %s; set "
-                                      "GLTENSOR_SLOTS_WRITE=copy to write without it",
-                        p->fmt->name, log);
-    }
-    p->program = gl->CreateProgram();
-    gl->AttachShader(p->program, sh);
-    gl->LinkProgram(p->program);
-    gl->DeleteShader(sh);
-    gl->GetProgramiv(p->program, GL_LINK_STATUS, &ok);
-    if (!ok)
-        return glt_fail(GLT_GL_ERROR, "linking the shared-slot pack shader for %s failed; set "
-                                      "GLTENSOR_SLOTS_WRITE=copy to write without it",
-                        p->fmt->name);
+    char what[96];
+    snprintf(what, sizeof what, "the shared-slot pack shader for %s", p->fmt->name);
+    glt_status st = glt_gl_compute_program(gl, source, what, "set GLTENSOR_SLOTS_WRITE=copy to write without it",
+                                           &p->program);
+    if (st != GLT_OK) return st;
     p->loc_base = gl->GetUniformLocation(p->program, "base");
     p->loc_row_words = gl->GetUniformLocation(p->program, "row_words");
     p->loc_used_words = gl->GetUniformLocation(p->program, "used_words");
