@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: tests procs slots memcheck-slots vecenvs bench convert suite quick quickclears depth engines panda3d
+#   bash tools/gpu_verify.sh STEP...   steps: tests bench-ab procs slots memcheck-slots vecenvs bench convert suite quick quickclears depth engines panda3d
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
@@ -95,6 +95,18 @@ for step in "$@"; do
         grep -v "glgsg(error)" "$OUT/quick_clears.log" | grep -E "render only|gltensor (single|Batch|Atlas)|cuda-python|usually|Headline|vs " | head -40 ;;
     convert)
         timeout 200 python3 -m gltensor.bench convert --json "$OUT/convert.json" > "$OUT/convert.log" 2>&1; tail -45 "$OUT/convert.log" ;;
+    bench-ab) # issue 25: `python -m gltensor.bench --quick` of the build before the refactor (.before/, a tree of
+              # that commit, carried) and of this tree, alternated in one call (before, after, before, after)
+        GLTENSOR_CUDA_ARCHS=${GLTENSOR_CUDA_ARCHS:-90} python3 -m pip install -q --no-build-isolation --no-deps --no-compile \
+            --target /tmp/site_before ./.before > "$OUT/build_before.log" 2>&1 || { tail -20 "$OUT/build_before.log"; exit 1; }
+        for r in ${AB_RUNS:-1 2}; do for which in before after; do
+            if [ "$which" = before ]; then pp=/tmp/site_before${PYTHONPATH:+:$PYTHONPATH}; else pp=${PYTHONPATH:-}; fi
+            PYTHONPATH=$pp timeout 150 python3 -c "import gltensor; print('$which', gltensor.__file__)"
+            PYTHONPATH=$pp timeout 150 python3 -m gltensor.bench --quick --no-progress --json "$OUT/quick_${which}_$r.json" \
+                --plot "$OUT/quick_${which}_$r.png" > "$OUT/quick_${which}_$r.log" 2>&1; echo "quick $which $r exit $?"
+        done; done
+        python3 tools/bench_ab.py --before "$OUT"/quick_before_*.json --after "$OUT"/quick_after_*.json \
+            --json "$OUT/bench_ab.json" | tee "$OUT/bench_ab.log" ;;
     quick)
         timeout 120 python3 -m gltensor.bench --quick --no-progress --json "$OUT/suite_quick.json" --plot "$OUT/suite_quick.png" > "$OUT/suite_quick.log" 2>&1
         tail -40 "$OUT/suite_quick.log" ;;
