@@ -35,6 +35,9 @@ static const env_var vars[GLT_ENV_COUNT] = {
                                    "pixels on NVIDIA's GL)"},
     [GLT_ENV_SLOTS_ALIGN] = {"GLTENSOR_SLOTS_ALIGN", {"4k", "64k", "2m", NULL},
                              "where each shared slot starts (a diagnostic)"},
+    [GLT_ENV_SLOTS_PACK_INPUT] = {"GLTENSOR_SLOTS_PACK_INPUT", {"auto", "blit", NULL, NULL},
+                                  "what the shared-slot shader write reads: auto (the caller's texture itself where "
+                                  "that is exact, else a blitted copy), blit (always the copy; a diagnostic)"},
 };
 
 static int value_index(const env_var *v, const char *s) {

@@ -63,6 +63,7 @@ typedef enum glt_env_var {
     GLT_ENV_SLOTS_WRITE,          /* auto | shader | copy | direct (a diagnostic: wrong on NVIDIA's driver 580) */
     GLT_ENV_SLOTS_COMPRESSION,    /* generic | none (a diagnostic: shows GL's compressed writes read raw) */
     GLT_ENV_SLOTS_ALIGN,          /* 4k | 64k | 2m: where each slot starts (a diagnostic) */
+    GLT_ENV_SLOTS_PACK_INPUT,     /* auto | blit: the shader write reads the caller's texture itself, or a copy (a diagnostic) */
     GLT_ENV_COUNT
 } glt_env_var;
 /* The index of the variable's value among its values (0: auto, also when unset). */

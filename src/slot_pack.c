@@ -34,6 +34,9 @@ struct glt_slot_packer {
     GLuint texture, view, draw_fbo, program, sampler;
     GLint loc_base, loc_row_words, loc_used_words;
     GLint ssbo_align;
+    GLint loc_origin;
+    int direct_allowed; /* GLTENSOR_SLOTS_PACK_INPUT is not "blit", and the driver has glGetTextureParameteriv */
+    void (*get_texture_parameteriv)(GLuint, GLenum, GLint *);
 };
 
 static const char shader_fmt[] =
@@ -48,6 +51,7 @@ static const char shader_fmt[] =
     "uniform int row_words;\n" /* words between the starts of two rows */
     "uniform int used_words;\n" /* words of a row that hold pixels */
     "uniform int base;\n"      /* the slot's first word in the bound range */
+    "uniform ivec2 origin;\n"  /* the region's lower-left texel in img */
     "uint enc(%s t, int c) {\n"
     "#if ENC == 2\n"
     "    uint v = t[c];\n"
@@ -65,7 +69,7 @@ static const char shader_fmt[] =
     "    int g0 = wx * (4 / CB);\n"
     "    for (int j = 0; j < 4 / CB; ++j) {\n"
     "        int g = g0 + j, px = g / CH, c = g - px * CH;\n"
-    "        if (px < size.x) word |= enc(texelFetch(img, ivec2(px, y), 0), c) << (8 * CB * j);\n"
+    "        if (px < size.x) word |= enc(texelFetch(img, origin + ivec2(px, y), 0), c) << (8 * CB * j);\n"
     "    }\n"
     "    words[base + y * row_words + wx] = word;\n"
     "}\n";
@@ -99,6 +103,7 @@ static glt_status build_program(const glt_gl *gl, glt_slot_packer *p) {
     p->loc_base = gl->GetUniformLocation(p->program, "base");
     p->loc_row_words = gl->GetUniformLocation(p->program, "row_words");
     p->loc_used_words = gl->GetUniformLocation(p->program, "used_words");
+    p->loc_origin = gl->GetUniformLocation(p->program, "origin");
     gl->ProgramUniform2i(p->program, gl->GetUniformLocation(p->program, "size"), p->width, p->height);
     gl->GenSamplers(1, &p->sampler);
     /* texelFetch ignores filtering, but completeness does not: the sampler's filter makes one level enough. */
@@ -119,6 +124,8 @@ glt_status glt_slot_packer_create(const glt_format *fmt, int width, int height, 
     p->fmt = fmt;
     p->width = width;
     p->height = height;
+    p->get_texture_parameteriv = (void (*)(GLuint, GLenum, GLint *))glt_gl_proc("glGetTextureParameteriv");
+    p->direct_allowed = glt_env_choice(GLT_ENV_SLOTS_PACK_INPUT) == 0 && p->get_texture_parameteriv && !is_srgb(fmt);
     glt_gl_drain_errors(gl);
     GLint prev_tex = 0, prev_draw = 0;
     gl->GetIntegerv(GL_TEXTURE_BINDING_2D, &prev_tex);
@@ -170,14 +177,34 @@ void glt_slot_packer_destroy(glt_slot_packer *p) {
     free(p);
 }
 
-void glt_slot_packer_run(glt_slot_packer *p, int x, int y, GLuint buffer, uint64_t offset, uint64_t pitch,
-                         int barrier) {
+#define GL_TEXTURE_BASE_LEVEL 0x813C
+#define GL_TEXTURE_SWIZZLE_RGBA 0x8E46
+#define GL_GREEN 0x1904
+#define GL_BLUE 0x1905
+#define GL_ALPHA 0x1906
+
+int glt_slot_packer_reads_directly(const glt_slot_packer *p, GLuint name, GLenum target, int samples,
+                                   const glt_format *src) {
+    if (!p->direct_allowed || target != GL_TEXTURE_2D || samples > 1 || src != p->fmt) return 0;
+    /* texelFetch sees the texture's swizzle and base level; glReadPixels sees neither. */
+    GLint base = -1, swizzle[4] = {0, 0, 0, 0};
+    p->get_texture_parameteriv(name, GL_TEXTURE_BASE_LEVEL, &base);
+    p->get_texture_parameteriv(name, GL_TEXTURE_SWIZZLE_RGBA, swizzle);
+    return base == 0 && swizzle[0] == GL_RED && swizzle[1] == GL_GREEN && swizzle[2] == GL_BLUE &&
+           swizzle[3] == GL_ALPHA;
+}
+
+void glt_slot_packer_run(glt_slot_packer *p, GLuint source, int x, int y, GLuint buffer, uint64_t offset,
+                         uint64_t pitch, int barrier) {
     const glt_gl *gl = glt_gl_load();
-    /* The region of the bound read framebuffer into our texture (the caller saved the framebuffer bindings and
-     * switched scissor and sRGB conversion off). */
-    gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, p->draw_fbo);
-    gl->BlitFramebuffer(x, y, x + p->width, y + p->height, 0, 0, p->width, p->height, GL_COLOR_BUFFER_BIT,
-                        GL_NEAREST);
+    if (!source) {
+        /* The region of the bound read framebuffer into our texture (the caller saved the framebuffer bindings
+         * and switched scissor and sRGB conversion off). */
+        gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, p->draw_fbo);
+        gl->BlitFramebuffer(x, y, x + p->width, y + p->height, 0, 0, p->width, p->height, GL_COLOR_BUFFER_BIT,
+                            GL_NEAREST);
+        x = y = 0;
+    }
     uint64_t first = offset / (uint64_t)p->ssbo_align * (uint64_t)p->ssbo_align;
     uint64_t bytes = offset - first + pitch * (uint64_t)p->height;
     size_t bpp = glt_dtype_size(p->fmt->dtype) * (size_t)p->fmt->channels;
@@ -185,10 +212,11 @@ void glt_slot_packer_run(glt_slot_packer *p, int x, int y, GLuint buffer, uint64
     gl->ProgramUniform1i(p->program, p->loc_base, (GLint)((offset - first) / 4));
     gl->ProgramUniform1i(p->program, p->loc_row_words, (GLint)(pitch / 4));
     gl->ProgramUniform1i(p->program, p->loc_used_words, used_words);
+    gl->ProgramUniform2i(p->program, p->loc_origin, x, y);
     glt_compute_state saved;
     glt_compute_push(gl, &saved);
     gl->UseProgram(p->program);
-    gl->BindTexture(GL_TEXTURE_2D, p->view ? p->view : p->texture);
+    gl->BindTexture(GL_TEXTURE_2D, source ? source : p->view ? p->view : p->texture);
     gl->BindSampler(0, p->sampler);
     gl->BindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, buffer, (GLintptr)first, (GLsizeiptr)bytes);
     gl->DispatchCompute((GLuint)(used_words + 63) / 64, (GLuint)(p->height + 3) / 4, 1);

@@ -52,6 +52,7 @@ struct glt_slot_writer {
     write_mode mode;
     glt_slot_packer *packer; /* WRITE_SHADER */
     uint64_t writes;
+    uint64_t direct_writes; /* shader writes that read the caller's texture itself (no blit) */
 };
 
 static glt_status map_header(int fd, glt_slots_header **out, size_t *bytes) {
@@ -459,17 +460,22 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
     write_state saved;
     state_push(gl, &saved);
     glt_gl_drain_errors(gl);
-    int x = 0, y = 0;
-    st = bind_source(w, gl, name, target, samples, &r, &x, &y);
+    int x = r.x, y = r.y;
+    /* The shader write reads the caller's texture itself where that is exact: no blit, no framebuffer. */
+    GLuint direct = w->mode == WRITE_SHADER && glt_slot_packer_reads_directly(w->packer, name, target, samples, src)
+                        ? name
+                        : 0;
+    if (!direct) st = bind_source(w, gl, name, target, samples, &r, &x, &y);
     if (st == GLT_OK) {
         uint64_t offset = glt_slot_offset(w->h, set, w->slot);
         uint64_t bytes = w->h->row_pitch * (uint64_t)r.height;
         if (w->mode == WRITE_SHADER) {
+            w->direct_writes += direct != 0;
             if (w->backend == GLT_BACKEND_CUDA) {
-                glt_slot_packer_run(w->packer, x, y, w->buffer, offset, w->h->row_pitch, 0);
+                glt_slot_packer_run(w->packer, direct, x, y, w->buffer, offset, w->h->row_pitch, 0);
             } else {
                 ensure_stage(w, gl);
-                glt_slot_packer_run(w->packer, x, y, w->stage, 0, w->h->row_pitch, 1);
+                glt_slot_packer_run(w->packer, direct, x, y, w->stage, 0, w->h->row_pitch, 1);
                 GLint prev = 0;
                 gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev); /* the binding query shares the target's enum */
                 gl->BindBuffer(GL_COPY_READ_BUFFER, w->stage);
@@ -510,9 +516,11 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
                 gl->BindBuffer(GL_COPY_WRITE_BUFFER, (GLuint)prev_write);
             }
         }
-        /* Detach: an attachment would keep a texture the program deletes alive until the next write. */
-        gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->read_fbo);
-        attach(gl, GL_READ_FRAMEBUFFER, 0, target == GL_RENDERBUFFER ? GL_RENDERBUFFER : GL_TEXTURE_2D);
+        if (!direct) {
+            /* Detach: an attachment would keep a texture the program deletes alive until the next write. */
+            gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->read_fbo);
+            attach(gl, GL_READ_FRAMEBUFFER, 0, target == GL_RENDERBUFFER ? GL_RENDERBUFFER : GL_TEXTURE_2D);
+        }
         GLenum err = gl->GetError();
         if (err != GL_NO_ERROR)
             st = glt_fail(GLT_GL_ERROR,

@@ -73,12 +73,18 @@ int glt_process_alive(int pid);
 typedef struct glt_slot_packer glt_slot_packer;
 int glt_slot_packer_possible(const glt_gl *gl, const glt_format *fmt);
 glt_status glt_slot_packer_create(const glt_format *fmt, int width, int height, glt_slot_packer **out);
-/* Packs the width x height region at (x, y) of the bound read framebuffer into `buffer` at byte `offset`, rows
- * `pitch` bytes apart, bottom row first: the bytes glReadPixels would give in the slot's format. Binds its own
- * draw framebuffer: the caller saves and restores the framebuffer bindings (and switches scissor and sRGB
- * conversion off), as around any blit of its own. */
-void glt_slot_packer_run(glt_slot_packer *p, int x, int y, GLuint buffer, uint64_t offset, uint64_t pitch,
-                         int barrier /* 1: GL itself reads the buffer next (glGetBufferSubData) */);
+/* 1 when the packer can read `name` itself (no blit into a texture of its own): a single-sample GL_TEXTURE_2D of
+ * exactly the slot's format, not sRGB, with identity swizzles and base level 0, so that texelFetch gives what
+ * glReadPixels would (GLTENSOR_SLOTS_PACK_INPUT=blit turns it off). */
+int glt_slot_packer_reads_directly(const glt_slot_packer *p, GLuint name, GLenum target, int samples,
+                                   const glt_format *src);
+/* Packs the width x height region at (x, y) of `source` (a texture glt_slot_packer_reads_directly accepted), or of
+ * the bound read framebuffer when source is 0, into `buffer` at byte `offset`, rows `pitch` bytes apart, bottom
+ * row first: the bytes glReadPixels would give in the slot's format. From the read framebuffer it blits into a
+ * texture of its own through its own draw framebuffer: the caller saves and restores the framebuffer bindings (and
+ * switches scissor and sRGB conversion off), as around any blit of its own. */
+void glt_slot_packer_run(glt_slot_packer *p, GLuint source, int x, int y, GLuint buffer, uint64_t offset,
+                         uint64_t pitch, int barrier /* 1: GL itself reads the buffer next (glGetBufferSubData) */);
 void glt_slot_packer_destroy(glt_slot_packer *p);
 
 #endif

@@ -579,3 +579,44 @@ def test_closing_or_collecting_frees_the_device_memory(gl, how):
     torch.cuda.synchronize()
     lost = free_before - torch.cuda.mem_get_info()[0]
     assert lost < 64 * 2**20, f"{lost / 2**20:.0f} MiB of device memory not given back after 10 cycles"
+
+
+@pytest.mark.parametrize("pack_input", ["auto", "blit"])
+@pytest.mark.parametrize("case", ["plain", "region", "swizzled", "base_level_1", "rgba16f_source"])
+def test_the_shader_write_reads_a_texture_itself_only_where_that_is_exact(backend, gl, monkeypatch, pack_input, case):
+    """The shader write reads the caller's texture directly (no blit) when texelFetch gives what glReadPixels
+    would: an RGBA8 texture of the slot's format, any region of it. A swizzle, a base level other than 0 or another
+    format go through the blit. Every byte is compared with the image as stored, both ways."""
+    from OpenGL import GL
+
+    monkeypatch.setenv("GLTENSOR_SLOTS_WRITE", "shader")
+    monkeypatch.setenv("GLTENSOR_SLOTS_PACK_INPUT", pack_input)
+    pad = 5 if case == "region" else 0
+    tw, th = W + 2 * pad, H + 2 * pad
+    img = pattern(1, 7, tw, th)  # top row first
+    tex = int(GL.glGenTextures(1))
+    GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
+    levels = 2 if case == "base_level_1" else 1
+    GL.glTexStorage2D(GL.GL_TEXTURE_2D, levels, GL.GL_RGBA16F if case == "rgba16f_source" else GL.GL_RGBA8, tw, th)
+    GL.glPixelStorei(GL.GL_UNPACK_ALIGNMENT, 1)
+    GL.glTexSubImage2D(GL.GL_TEXTURE_2D, 0, 0, 0, tw, th, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE,
+                       np.ascontiguousarray(img[::-1]))
+    if case == "base_level_1":
+        GL.glTexSubImage2D(GL.GL_TEXTURE_2D, 1, 0, 0, tw // 2, th // 2, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE,
+                           np.zeros((th // 2, tw // 2, 4), np.uint8))
+        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_BASE_LEVEL, 1)
+    if case == "swizzled":
+        GL.glTexParameteriv(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_SWIZZLE_RGBA,
+                            np.array([GL.GL_BLUE, GL.GL_GREEN, GL.GL_RED, GL.GL_ONE], np.int32))
+    GL.glBindTexture(GL.GL_TEXTURE_2D, 0)
+    slots = gltensor.SharedSlots(2, (W, H), backend=backend)
+    try:
+        for slot in range(2):
+            slots.write(slot, tex, region=(pad, pad, W, H) if pad else None)
+        want = img[pad:pad + H, pad:pad + W]
+        got = to_host(slots.read())
+        np.testing.assert_array_equal(got, np.stack([want, want]))
+        assert slots._client.writer(0).write_path == "shader"
+    finally:
+        slots.close()
+        GL.glDeleteTextures(1, [tex])

@@ -10,6 +10,8 @@ Paths, all in the same run, interleaved, median of runs:
               (the default write: a compute shader packs the image into the slot)
   slots_copy  the same with GLTENSOR_SLOTS_WRITE=copy in the workers (glReadPixels into a buffer of their own,
               then glCopyBufferSubData into the slot: the copy engines), on slots and workers of its own
+  slots_blit  (diagnostic) as slots with GLTENSOR_SLOTS_PACK_INPUT=blit in the workers: the shader reads a copy
+              blitted from the texture, not the texture itself (what `slots` did before it read textures directly)
   slots_out   as slots, the trainer reading into a batch tensor it keeps (read(out=)): no new frame and no
               DLPack hand-over per step
   slots_noread  (diagnostic) the workers write their slots as in `slots`, the trainer reads nothing: the
@@ -40,27 +42,29 @@ from .report import fmt_us, machine_info, print_table, results_path, save_json
 # path is skipped where N of them would not fit.
 PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
 
-PATHS = ("host", "per_worker", "slots", "slots_out", "slots_copy", "slots_noread", "floor", "pack", "atlas")
+PATHS = ("host", "per_worker", "slots", "slots_out", "slots_copy", "slots_blit", "slots_noread", "floor", "pack", "atlas")
 DEFAULT_PATHS = ("host", "per_worker", "slots", "floor", "pack", "atlas")
-GL_ONLY_PATHS = ("host", "slots", "slots_out", "slots_copy", "slots_noread", "floor", "pack")  # the workers of these never touch CUDA
+GL_ONLY_PATHS = ("host", "slots", "slots_out", "slots_copy", "slots_blit", "slots_noread", "floor", "pack")  # the workers of these never touch CUDA
 # Each GL-only path's pool of workers and its slots: "slots_copy" has its own, written the other way.
-POOL_OF = {"host": "gl", "slots": "gl", "slots_out": "gl", "slots_noread": "gl", "floor": "gl", "pack": "gl", "slots_copy": "gl_copy"}
-WRITE_ENV = {"gl": None, "gl_copy": "copy"}
+POOL_OF = {"host": "gl", "slots": "gl", "slots_out": "gl", "slots_noread": "gl", "floor": "gl", "pack": "gl",
+           "slots_copy": "gl_copy", "slots_blit": "gl_blit"}
+# The slot-write variables each pool's workers run with (the others unset).
+WRITE_ENV = {"gl": {}, "gl_copy": {"GLTENSOR_SLOTS_WRITE": "copy"},
+             "gl_blit": {"GLTENSOR_SLOTS_PACK_INPUT": "blit"}}
 
 
 # ---------------------------------------------------------------- the worker process
 
 
-def _worker(k, n, conn, slots_handle, batch, slots_write=None):
+def _worker(k, n, conn, slots_handle, batch, slots_env=None):
     """Serves the trainer: ("setup", w, h) makes the camera; ("step", i, path) renders step i and hands the
     image over the path's way; ("check", i, path) does the same and also returns the reference glReadPixels;
     ("write_path",) says how its slot writes; None ends. Replies ("ok", value) or ("error", text).
-    `slots_write`: GLTENSOR_SLOTS_WRITE for this worker (None: the default)."""
+    `slots_env`: the slot-write variables for this worker (a WRITE_ENV value; the others are unset)."""
     os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
-    if slots_write is None:
-        os.environ.pop("GLTENSOR_SLOTS_WRITE", None)
-    else:
-        os.environ["GLTENSOR_SLOTS_WRITE"] = slots_write
+    for name in ("GLTENSOR_SLOTS_WRITE", "GLTENSOR_SLOTS_PACK_INPUT"):
+        os.environ.pop(name, None)
+    os.environ.update(slots_env or {})
     try:
         import ctypes
 
@@ -109,7 +113,7 @@ def _worker(k, n, conn, slots_handle, batch, slots_write=None):
 
                 cap.read(out=batch[k, :h, :w])  # its row of the shared batch, at this cell's size
                 torch.cuda.current_stream().synchronize()  # the reply says the frame is there
-            elif path in ("slots", "slots_out", "slots_copy", "slots_noread"):
+            elif path in ("slots", "slots_out", "slots_copy", "slots_blit", "slots_noread"):
                 slots_handle.write(tex)
             elif path == "floor":
                 GL.glFinish()
@@ -136,13 +140,13 @@ class Pool:
     """N worker processes (spawn) serving one set of paths; `cuda_batch` (a CUDA tensor shared by IPC) for the
     per-worker path."""
 
-    def __init__(self, n, slots_handles=None, cuda_batch=None, torch=None, slots_write=None):
+    def __init__(self, n, slots_handles=None, cuda_batch=None, torch=None, slots_env=None):
         ctx = (torch.multiprocessing if cuda_batch is not None else mp).get_context("spawn")
         self.n, self.conns, self.procs = n, [], []
         for k in range(n):
             parent, child = ctx.Pipe()
             handle = slots_handles[k] if slots_handles else None
-            p = ctx.Process(target=_worker, args=(k, n, child, handle, cuda_batch, slots_write), daemon=True)
+            p = ctx.Process(target=_worker, args=(k, n, child, handle, cuda_batch, slots_env), daemon=True)
             p.start()
             child.close()
             self.conns.append(parent)
@@ -206,7 +210,7 @@ class Cell:
     """What each path does on the trainer's side for N workers at w x h."""
 
     def __init__(self, torch, gltensor, device, n, w, h, pools, slots, cuda_batch):
-        """pools: path -> Pool; slots: pool name ("gl", "gl_copy") -> SharedSlots."""
+        """pools: path -> Pool; slots: pool name ("gl", "gl_copy", "gl_blit") -> SharedSlots."""
         self.torch, self.gltensor, self.device = torch, gltensor, device
         self.n, self.w, self.h = n, w, h
         self.pools, self.slots, self.cuda_batch = pools, slots, cuda_batch
@@ -260,7 +264,7 @@ class Cell:
                 x = torch.from_numpy(np.stack(got)).to(self.device)
             elif path == "per_worker":
                 x = self.cuda_batch
-            elif path in ("slots", "slots_copy"):
+            elif path in ("slots", "slots_copy", "slots_blit"):
                 x = torch.from_dlpack(self.slots[POOL_OF[path]].read())
             elif path == "slots_out":
                 x = self.slots[POOL_OF[path]].read(out=self.out_batch)
@@ -371,7 +375,7 @@ def main(argv=None):
                 pools[name].close()
                 slots.pop(name).close()
             slots[name] = gltensor.SharedSlots(n, size, backend=backend, buffers=args.slot_buffers)
-            pools[name] = Pool(n, slots_handles=slots[name].handles(), slots_write=WRITE_ENV[name])
+            pools[name] = Pool(n, slots_handles=slots[name].handles(), slots_env=WRITE_ENV[name])
 
         try:
             for path in run_paths:
