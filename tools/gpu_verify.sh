@@ -52,9 +52,11 @@ for step in "$@"; do
         grep -v "^  " "$OUT/procs.log" | tail -60 ;;
     slots) # issue 21: the shared-slot tests on both backends and both write paths (every pixel, every format),
            # the vector-env tests, then the procs cells with the shader write and the copy write in the same run
-        timeout 300 python3 -m pytest -q -rfEs -n ${TESTS_WORKERS:-4} tests/test_slots.py tests/test_gymnasium_slots.py \
-            tests/test_sb3_slots.py > "$OUT/slots_tests.log" 2>&1
+        timeout 300 python3 -m pytest -q -rfEs -n ${TESTS_WORKERS:-4} -m "not alone" tests/test_slots.py \
+            tests/test_gymnasium_slots.py tests/test_sb3_slots.py > "$OUT/slots_tests.log" 2>&1
         grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/slots_tests.log" | tail -30
+        timeout 120 python3 -m pytest -q -rfEs -m alone tests/test_slots.py > "$OUT/slots_tests_alone.log" 2>&1
+        echo "alone: $(grep -E "passed|failed" "$OUT/slots_tests_alone.log" | tail -1)"
         for b in ${PROCS_BUFFERS:-2}; do  # SharedSlots(buffers=b), one run each
             timeout ${PROCS_TIME:-300} python3 -m gltensor.bench procs --workers "${PROCS_WORKERS:-4,16}" \
                 --sizes "${PROCS_SIZES:-84,256,512}" --paths "${PROCS_PATHS:-host,slots,slots_copy,floor,pack}" \
