@@ -66,7 +66,7 @@ for step in "$@"; do
         done ;;
     readcost) # issue 21: the trainer's read of shared slots alone (tools/slots_read_cost.py) at two sizes
         for c in "4 84" "16 512"; do read -r cnt side <<< "$c"
-            timeout 60 python3 tools/slots_read_cost.py --count "$cnt" --size "$side" 2>&1 | tail -10 | tee -a "$OUT/readcost.log"; done ;;
+            timeout 90 python3 tools/slots_read_cost.py --count "$cnt" --size "$side" 2>&1 | tail -14 | tee -a "$OUT/readcost.log"; done ;;
     memcheck-slots) # the trainer's side of the CUDA slots (VMM allocation, gather kernel, events) under memcheck
         GLTENSOR_UNDER_SANITIZER=1 timeout 300 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
             --log-file "$OUT/memcheck_slots.txt" python3 -m pytest -q -p no:cacheprovider -k "(cuda and (every_pixel or RGBA16F or callers or never_overwritten)) or frees_the_device" tests/test_slots.py \
