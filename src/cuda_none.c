@@ -11,13 +11,13 @@ static glt_status no_cuda(void) {
                                           "time); reinstall with nvcc on PATH or CUDA_HOME set, or use backend='cpu'");
 }
 
-int glt_cuda_build_runtime_version(void) { return 0; }
-int glt_cuda_driver_version(void) { return 0; }
-glt_status glt_cuda_describe_device(int cuda_device, char *name, size_t name_size, char *pci_bus_id,
-                                    size_t pci_size, int *cc_major, int *cc_minor) {
-    (void)cuda_device, (void)name, (void)name_size, (void)pci_bus_id, (void)pci_size, (void)cc_major, (void)cc_minor;
-    return no_cuda();
+/* For what only shared slots use: without CUDA the slots live in host memory, served by the CPU backend. */
+static glt_status no_cuda_slots(void) {
+    return glt_fail(GLT_CUDA_UNAVAILABLE, "this gltensor was built without CUDA, so shared slots live in host "
+                                          "memory: use backend='cpu' (or 'auto')");
 }
+
+/* ---- cuda_device.c ---- */
 glt_status glt_cuda_probe(int *device_count) {
     if (device_count) *device_count = 0;
     return no_cuda();
@@ -26,19 +26,19 @@ glt_status glt_cuda_device_of_current_context(int *cuda_device) {
     (void)cuda_device;
     return no_cuda();
 }
-glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt, int width,
-                                   int height, glt_cuda_image **out) {
-    (void)name, (void)target, (void)cuda_device, (void)fmt, (void)width, (void)height, (void)out;
+int glt_cuda_build_runtime_version(void) { return 0; }
+int glt_cuda_driver_version(void) { return 0; }
+glt_status glt_cuda_describe_device(int cuda_device, char *name, size_t name_size, char *pci_bus_id,
+                                    size_t pci_size, int *cc_major, int *cc_minor) {
+    (void)cuda_device, (void)name, (void)name_size, (void)pci_bus_id, (void)pci_size, (void)cc_major, (void)cc_minor;
     return no_cuda();
 }
-void glt_cuda_image_unregister(glt_cuda_image *img) { (void)img; }
-void glt_cuda_image_forget(glt_cuda_image *img) { (void)img; }
-glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, const glt_cuda_region *regions,
-                                 int n_regions, int flip, void *stream, void *const *ready_events, int n_ready) {
-    (void)images, (void)n_images, (void)regions, (void)n_regions, (void)flip, (void)stream, (void)ready_events,
-        (void)n_ready;
-    return no_cuda();
+glt_status glt_cuda_device_identity(int device, unsigned char uuid[16], char *name, size_t name_size) {
+    (void)device, (void)uuid, (void)name, (void)name_size;
+    return no_cuda_slots();
 }
+
+/* ---- cuda_stream.c ---- */
 glt_status glt_cuda_wait_event(void *consumer, void *event, int cuda_device) {
     (void)consumer, (void)event, (void)cuda_device;
     return no_cuda();
@@ -46,27 +46,6 @@ glt_status glt_cuda_wait_event(void *consumer, void *event, int cuda_device) {
 glt_status glt_cuda_wait_events(void *consumer, void *const *events, int n, int cuda_device) {
     (void)consumer, (void)events, (void)n, (void)cuda_device;
     return no_cuda();
-}
-glt_status glt_cuda_alloc(int cuda_device, size_t bytes, void **out) {
-    (void)cuda_device, (void)bytes;
-    *out = NULL;
-    return no_cuda();
-}
-void glt_cuda_block_free(int cuda_device, void *data, void *const *events, int n_events, int n_pending, void *ready) {
-    (void)cuda_device, (void)data, (void)events, (void)n_events, (void)n_pending, (void)ready;
-}
-glt_status glt_cuda_event_create(int cuda_device, void **event) {
-    (void)cuda_device;
-    *event = NULL;
-    return no_cuda();
-}
-int glt_cuda_event_done(int cuda_device, void *event) {
-    (void)cuda_device, (void)event;
-    return 1;
-}
-int glt_cuda_mark_stream_uses(int cuda_device, int sync_device, void *const *streams, int n_streams, void **events) {
-    (void)cuda_device, (void)sync_device, (void)streams, (void)n_streams, (void)events;
-    return 0;
 }
 glt_status glt_cuda_record_event(void *event, void *stream, int cuda_device) {
     (void)event, (void)stream, (void)cuda_device;
@@ -88,6 +67,55 @@ glt_status glt_cuda_check_stream(void *stream, int cuda_device) {
     (void)stream, (void)cuda_device;
     return no_cuda();
 }
+glt_status glt_cuda_pointer_device(const void *ptr, int query_device, int *cuda_device) {
+    (void)ptr, (void)query_device, (void)cuda_device;
+    return no_cuda();
+}
+glt_status glt_cuda_check_source(const void *ptr, int cuda_device, const char *what) {
+    (void)ptr, (void)cuda_device, (void)what;
+    return no_cuda();
+}
+glt_status glt_cuda_alloc(int cuda_device, size_t bytes, void **out) {
+    (void)cuda_device, (void)bytes;
+    *out = NULL;
+    return no_cuda();
+}
+void glt_cuda_block_free(int cuda_device, void *data, void *const *events, int n_events, int n_pending, void *ready) {
+    (void)cuda_device, (void)data, (void)events, (void)n_events, (void)n_pending, (void)ready;
+}
+glt_status glt_cuda_event_create(int cuda_device, void **event) {
+    (void)cuda_device;
+    *event = NULL;
+    return no_cuda();
+}
+int glt_cuda_event_done(int cuda_device, void *event) {
+    (void)cuda_device, (void)event;
+    return 1;
+}
+glt_status glt_cuda_event_sync(int device, void *event) {
+    (void)device, (void)event;
+    return no_cuda_slots();
+}
+void glt_cuda_event_destroy(int device, void *event) { (void)device, (void)event; }
+int glt_cuda_mark_stream_uses(int cuda_device, int sync_device, void *const *streams, int n_streams, void **events) {
+    (void)cuda_device, (void)sync_device, (void)streams, (void)n_streams, (void)events;
+    return 0;
+}
+
+/* ---- cuda_capture.c ---- */
+glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt, int width,
+                                   int height, glt_cuda_image **out) {
+    (void)name, (void)target, (void)cuda_device, (void)fmt, (void)width, (void)height, (void)out;
+    return no_cuda();
+}
+void glt_cuda_image_unregister(glt_cuda_image *img) { (void)img; }
+void glt_cuda_image_forget(glt_cuda_image *img) { (void)img; }
+glt_status glt_cuda_copy_regions(glt_cuda_image *const *images, int n_images, const glt_cuda_region *regions,
+                                 int n_regions, int flip, void *stream, void *const *ready_events, int n_ready) {
+    (void)images, (void)n_images, (void)regions, (void)n_regions, (void)flip, (void)stream, (void)ready_events,
+        (void)n_ready;
+    return no_cuda();
+}
 glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buffer **out) {
     (void)buffer, (void)cuda_device, (void)out;
     return no_cuda();
@@ -96,13 +124,11 @@ void glt_cuda_buffer_unregister(glt_cuda_buffer *b) { (void)b; }
 void glt_cuda_buffer_forget(glt_cuda_buffer *b) { (void)b; }
 glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
                                void *dst, size_t pitch, void *stream, void *ready_event) {
-    (void)b, (void)width, (void)height, (void)spec, (void)flip, (void)dst, (void)pitch, (void)stream;
+    (void)b, (void)width, (void)height, (void)spec, (void)flip, (void)dst, (void)pitch, (void)stream, (void)ready_event;
     return no_cuda();
 }
-glt_status glt_cuda_pointer_device(const void *ptr, int query_device, int *cuda_device) {
-    (void)ptr, (void)query_device, (void)cuda_device;
-    return no_cuda();
-}
+
+/* ---- cuda_upload.c ---- */
 
 glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device, const glt_format *fmt, int width,
                                      int height, glt_cuda_surface **out) {
@@ -115,10 +141,8 @@ glt_status glt_cuda_surface_write(glt_cuda_surface *s, glt_scatter_spec *spec, i
     (void)s, (void)spec, (void)whole, (void)stream;
     return no_cuda();
 }
-glt_status glt_cuda_check_source(const void *ptr, int cuda_device, const char *what) {
-    (void)ptr, (void)cuda_device, (void)what;
-    return no_cuda();
-}
+
+/* ---- cuda_buffer_map.c ---- */
 glt_status glt_cuda_mapbuf_register(GLuint name, int cuda_device, glt_cuda_mapbuf **out) {
     (void)name, (void)cuda_device, (void)out;
     return no_cuda();
@@ -143,12 +167,7 @@ glt_status glt_cuda_mapbuf_copy(glt_cuda_mapbuf *b, size_t offset, size_t bytes,
     return no_cuda();
 }
 
-/* ---- shared slots (cuda_vmm.c and their events) ---- */
-
-static glt_status no_cuda_slots(void) {
-    return glt_fail(GLT_CUDA_UNAVAILABLE, "this gltensor was built without CUDA, so shared slots live in host "
-                                          "memory: use backend='cpu' (or 'auto')");
-}
+/* ---- cuda_vmm.c ---- */
 glt_status glt_cuda_vmm_supported(int device) {
     (void)device;
     return no_cuda_slots();
@@ -164,10 +183,6 @@ glt_status glt_cuda_vmm_export(glt_cuda_vmm *m, int *fd) {
     return no_cuda_slots();
 }
 void glt_cuda_vmm_free(glt_cuda_vmm *m) { (void)m; }
-glt_status glt_cuda_device_identity(int device, unsigned char uuid[16], char *name, size_t name_size) {
-    (void)device, (void)uuid, (void)name, (void)name_size;
-    return no_cuda_slots();
-}
 glt_status glt_cuda_pitched_texture(int device, void *ptr, int width, int height, size_t pitch, const glt_format *fmt,
                                     unsigned long long *texture) {
     (void)device, (void)ptr, (void)width, (void)height, (void)pitch, (void)fmt, (void)texture;
@@ -177,11 +192,6 @@ void glt_cuda_texture_destroy(int device, unsigned long long texture) { (void)de
 glt_status glt_cuda_slots_gather(int device, const glt_gather_item *items, int count, const glt_gather_spec *spec,
                                  void *stream, void *const *events, int n_events) {
     (void)device, (void)items, (void)count, (void)spec, (void)stream, (void)events, (void)n_events;
-    return no_cuda_slots();
-}
-void glt_cuda_event_destroy(int device, void *event) { (void)device, (void)event; }
-glt_status glt_cuda_event_sync(int device, void *event) {
-    (void)device, (void)event;
     return no_cuda_slots();
 }
 
