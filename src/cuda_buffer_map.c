@@ -137,7 +137,8 @@ glt_status glt_cuda_mapbuf_copy(glt_cuda_mapbuf *b, size_t offset, size_t bytes,
     return st != GLT_OK ? st : u;
 }
 
-static void mapbuf_release(glt_cuda_mapbuf *b, int unregister) {
+static void mapbuf_release(void *owner, int unregister) {
+    glt_cuda_mapbuf *b = owner;
     ON_DEVICE_OR(b->res.device, );
     if (b->mapped && unregister) mapbuf_unmap(b); /* unmapping, too, needs the GL context current */
     /* The last unmap must be done before the registration goes; the caller's stream may be gone by
@@ -149,16 +150,7 @@ static void mapbuf_release(glt_cuda_mapbuf *b, int unregister) {
     glt_cuda_resource_release(&b->res, unregister);
 }
 
-void glt_cuda_mapbuf_unregister(glt_cuda_mapbuf *b) {
-    if (!b) return;
-    mapbuf_release(b, 1);
-    free(b);
-}
-
-void glt_cuda_mapbuf_forget(glt_cuda_mapbuf *b) {
-    if (!b) return;
-    mapbuf_release(b, 0);
-    free(b);
-}
+void glt_cuda_mapbuf_unregister(glt_cuda_mapbuf *b) { glt_cuda_resource_drop(b, 1, mapbuf_release); }
+void glt_cuda_mapbuf_forget(glt_cuda_mapbuf *b) { glt_cuda_resource_drop(b, 0, mapbuf_release); }
 
 #endif

@@ -52,23 +52,15 @@ glt_status glt_cuda_image_register(GLuint name, GLenum target, int cuda_device, 
 /* unregister = 0: the image's GL context cannot be made current (destroyed, GLX, another thread's), where
  * cudaGraphicsUnregisterResource fails (cudaErrorInvalidGraphicsContext); the driver drops the
  * registration with the context. */
-static void image_release(glt_cuda_image *img, int unregister) {
+static void image_release(void *owner, int unregister) {
+    glt_cuda_image *img = owner;
     ON_DEVICE_OR(img->res.device, );
     if (img->texture) cudaDestroyTextureObject(img->texture);
     glt_cuda_resource_release(&img->res, unregister);
 }
 
-void glt_cuda_image_unregister(glt_cuda_image *img) {
-    if (!img) return;
-    image_release(img, 1);
-    free(img);
-}
-
-void glt_cuda_image_forget(glt_cuda_image *img) {
-    if (!img) return;
-    image_release(img, 0);
-    free(img);
-}
+void glt_cuda_image_unregister(glt_cuda_image *img) { glt_cuda_resource_drop(img, 1, image_release); }
+void glt_cuda_image_forget(glt_cuda_image *img) { glt_cuda_resource_drop(img, 0, image_release); }
 
 /* Learns the mapped array's layout and checks it can hold what the GL format promises. */
 static glt_status learn_array(glt_cuda_image *img, cudaArray_t array) {
@@ -231,22 +223,14 @@ glt_status glt_cuda_buffer_register(GLuint buffer, int cuda_device, glt_cuda_buf
     return GLT_OK;
 }
 
-static void buffer_release(glt_cuda_buffer *b, int unregister) { /* unregister: as image_release */
+static void buffer_release(void *owner, int unregister) { /* unregister: as image_release */
+    glt_cuda_buffer *b = owner;
     ON_DEVICE_OR(b->res.device, );
     glt_cuda_resource_release(&b->res, unregister);
 }
 
-void glt_cuda_buffer_unregister(glt_cuda_buffer *b) {
-    if (!b) return;
-    buffer_release(b, 1);
-    free(b);
-}
-
-void glt_cuda_buffer_forget(glt_cuda_buffer *b) {
-    if (!b) return;
-    buffer_release(b, 0);
-    free(b);
-}
+void glt_cuda_buffer_unregister(glt_cuda_buffer *b) { glt_cuda_resource_drop(b, 1, buffer_release); }
+void glt_cuda_buffer_forget(glt_cuda_buffer *b) { glt_cuda_resource_drop(b, 0, buffer_release); }
 
 glt_status glt_cuda_depth_copy(glt_cuda_buffer *b, int width, int height, const glt_out_spec *spec, int flip,
                                void *dst, size_t pitch, void *stream, void *ready_event) {

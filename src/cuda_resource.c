@@ -5,6 +5,7 @@
 
 #include "cuda_resource.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* cuda_gl_interop.h pulls in GL/gl.h, which the build machine may lack: declare the two calls we need. */
@@ -74,6 +75,12 @@ glt_status glt_cuda_resource_unmap(glt_cuda_resource *r, cudaStream_t stream, gl
 void glt_cuda_resource_release(glt_cuda_resource *r, int unregister) {
     if (unregister) cudaGraphicsUnregisterResource(r->handle);
     cudaGetLastError();
+}
+
+void glt_cuda_resource_drop(void *owner, int unregister, void (*release)(void *owner, int unregister)) {
+    if (!owner) return;
+    release(owner, unregister);
+    free(owner);
 }
 
 glt_status glt_cuda_check_array(cudaArray_t array, const glt_format *fmt, int width, int height, int check_kind,

@@ -40,6 +40,10 @@ glt_status glt_cuda_resource_unmap(glt_cuda_resource *r, cudaStream_t stream, gl
  * with its GL context (forgetting an object whose context cannot be made current, where
  * cudaGraphicsUnregisterResource fails with cudaErrorInvalidGraphicsContext). Clears CUDA's error either way. */
 void glt_cuda_resource_release(glt_cuda_resource *r, int unregister);
+/* The end of every owner's life, unregistering or forgetting (unregister 0): the owner's `release` (which
+ * enters its device, lets go of what it keeps around its maps and ends with glt_cuda_resource_release), then
+ * free(owner), even where the device could not be entered. A NULL owner does nothing. */
+void glt_cuda_resource_drop(void *owner, int unregister, void (*release)(void *owner, int unregister));
 
 /* What CUDA made of a mapped GL image, checked against what its GL format promises (channels, bytes per
  * channel, float or integer where check_kind, size). `what` and `name` name the object in the message; a

@@ -59,7 +59,8 @@ glt_status glt_cuda_surface_register(GLuint name, GLenum target, int cuda_device
     return GLT_OK;
 }
 
-static void surface_release(glt_cuda_surface *s, int unregister) {
+static void surface_release(void *owner, int unregister) {
+    glt_cuda_surface *s = owner;
     ON_DEVICE_OR(s->res.device, );
     /* A write still in flight goes through the registration: let it land first (the caller's stream
      * may be gone by now, so a stream other than CUDA's defaults is waited for through the device). */
@@ -70,17 +71,8 @@ static void surface_release(glt_cuda_surface *s, int unregister) {
     glt_cuda_resource_release(&s->res, unregister); /* unregistering needs the texture's GL context current */
 }
 
-void glt_cuda_surface_unregister(glt_cuda_surface *s) {
-    if (!s) return;
-    surface_release(s, 1);
-    free(s);
-}
-
-void glt_cuda_surface_forget(glt_cuda_surface *s) {
-    if (!s) return;
-    surface_release(s, 0);
-    free(s);
-}
+void glt_cuda_surface_unregister(glt_cuda_surface *s) { glt_cuda_resource_drop(s, 1, surface_release); }
+void glt_cuda_surface_forget(glt_cuda_surface *s) { glt_cuda_resource_drop(s, 0, surface_release); }
 
 /* Learns the mapped array's layout, checks it holds what the format promises, makes its surface. */
 static glt_status learn_surface(glt_cuda_surface *s, cudaArray_t array) {
