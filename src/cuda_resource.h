@@ -1,9 +1,10 @@
 /* One GL object registered with CUDA (cudaGraphicsResource): what the capture's images and depth buffers,
- * the upload's textures and the mapped buffers each embed, first, in their own struct. Registering, map flags,
+ * the upload's textures and the mapped buffers each embed in their own struct. Registering, map flags,
  * mapping, reaching the mapped memory, unmapping and letting the registration go are written here once;
  * each owner adds what it keeps around a map (texture or surface objects, events, staging memory).
  *
- * Every function runs on the device its caller entered (ON_DEVICE(r->device), cuda_device.h). Failures are
+ * Every function but glt_cuda_resource_drop runs on the device its caller entered (ON_DEVICE(r->device),
+ * cuda_device.h). Failures are
  * worded "CALL failed (cudaErrorX: text): <kind> <name>", or with the caller's words where it passes them. */
 #ifndef GLT_CUDA_RESOURCE_H
 #define GLT_CUDA_RESOURCE_H
