@@ -4,8 +4,8 @@
  * each owner adds what it keeps around a map (texture or surface objects, events, staging memory).
  *
  * Every function but glt_cuda_resource_drop runs on the device its caller entered (ON_DEVICE(r->device),
- * cuda_device.h). Failures are
- * worded "CALL failed (cudaErrorX: text): <kind> <name>", or with the caller's words where it passes them. */
+ * cuda_device.h). Failures are worded "CALL failed (cudaErrorX: text): <kind> <name>", or with the caller's
+ * words where it passes them. */
 #ifndef GLT_CUDA_RESOURCE_H
 #define GLT_CUDA_RESOURCE_H
 
