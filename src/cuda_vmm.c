@@ -4,8 +4,8 @@
  * to workers, which import it with GL_EXT_memory_object_fd. Also what the trainer's read needs around it:
  * pitched texture objects over the slots, the gather launch, and waiting for a copy.
  *
- * The driver API is reached through the runtime's entry-point lookup, as cuda_backend.c does: linking
- * libcuda would make the library unloadable without a driver, and the wheel must import anywhere.
+ * The driver API is reached through the runtime's entry-point lookup (glt_cuda_driver_entry, cuda_device.h):
+ * linking libcuda would make the library unloadable without a driver, and the wheel must import anywhere.
  *
  * The allocation is made compressible (CU_MEM_ALLOCATION_COMP_GENERIC). Measured on an H100 (driver 580):
  * NVIDIA's GL imports such memory as compressible whatever CUDA allocated, so into memory allocated without
@@ -63,13 +63,8 @@ static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 static void load_vmm_entries(void) {
 #define ENTRY(fn)                                                                                          \
     do {                                                                                                   \
-        enum cudaDriverEntryPointQueryResult found;                                                        \
-        if (cudaGetDriverEntryPointByVersion("cu" #fn, (void **)&drv.fn, 12000, cudaEnableDefault, &found) != \
-                cudaSuccess ||                                                                             \
-            found != cudaDriverEntryPointSuccess) {                                                        \
-            drv.fn = NULL;                                                                                 \
-            if (!drv.missing) drv.missing = "cu" #fn;                                                      \
-        }                                                                                                  \
+        drv.fn = (pfn_cu##fn)glt_cuda_driver_entry("cu" #fn);                                              \
+        if (!drv.fn && !drv.missing) drv.missing = "cu" #fn;                                               \
     } while (0)
     ENTRY(DeviceGet);
     ENTRY(DeviceGetAttribute);
@@ -85,7 +80,6 @@ static void load_vmm_entries(void) {
     ENTRY(MemRelease);
     ENTRY(GetErrorName);
 #undef ENTRY
-    cudaGetLastError();
 }
 
 static glt_status drv_fail(CUresult r, const char *call, const char *what) {
@@ -247,15 +241,6 @@ void glt_cuda_vmm_free(glt_cuda_vmm *m) {
     free(m);
 }
 
-glt_status glt_cuda_device_identity(int device, unsigned char uuid[16], char *name, size_t name_size) {
-    struct cudaDeviceProp p;
-    cudaError_t e = cudaGetDeviceProperties(&p, device);
-    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaGetDeviceProperties", "CUDA device %d", device);
-    memcpy(uuid, p.uuid.bytes, 16);
-    if (name_size) snprintf(name, name_size, "%s", p.name);
-    return GLT_OK;
-}
-
 glt_status glt_cuda_pitched_texture(int device, void *ptr, int width, int height, size_t pitch, const glt_format *fmt,
                                     unsigned long long *texture) {
     ON_DEVICE(device);
@@ -272,13 +257,8 @@ glt_status glt_cuda_pitched_texture(int device, void *ptr, int width, int height
     res.res.pitch2D.width = (size_t)width;
     res.res.pitch2D.height = (size_t)height;
     res.res.pitch2D.pitchInBytes = pitch;
-    struct cudaTextureDesc tex;
-    memset(&tex, 0, sizeof tex);
-    tex.addressMode[0] = tex.addressMode[1] = cudaAddressModeClamp;
-    tex.filterMode = cudaFilterModePoint;
-    tex.readMode = cudaReadModeElementType;
     cudaTextureObject_t t = 0;
-    cudaError_t e = cudaCreateTextureObject(&t, &res, &tex, NULL);
+    cudaError_t e = glt_cuda_raw_texture(&res, &t);
     if (e != cudaSuccess)
         return glt_cuda_fail(e, "cudaCreateTextureObject", "a %dx%d %s slot (pitch %zu)", width, height, fmt->name,
                              pitch);
@@ -303,61 +283,6 @@ glt_status glt_cuda_slots_gather(int device, const glt_gather_item *items, int c
         if (e != cudaSuccess) return glt_cuda_fail(e, "cudaEventRecord", "marking the slots' copy as done");
     }
     return GLT_OK;
-}
-
-void glt_cuda_event_destroy(int device, void *event) {
-    if (!event) return;
-    ON_DEVICE_OR(device, );
-    cudaEventDestroy((cudaEvent_t)event);
-}
-
-glt_status glt_cuda_event_sync(int device, void *event) {
-    ON_DEVICE(device);
-    cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
-    if (e != cudaSuccess) return glt_cuda_fail(e, "cudaEventSynchronize", "waiting for a read of the shared slots");
-    return GLT_OK;
-}
-
-#else /* no CUDA toolkit at build time */
-
-static glt_status no_cuda_slots(void) {
-    return glt_fail(GLT_CUDA_UNAVAILABLE, "this gltensor was built without CUDA, so shared slots live in host "
-                                          "memory: use backend='cpu' (or 'auto')");
-}
-glt_status glt_cuda_vmm_supported(int device) {
-    (void)device;
-    return no_cuda_slots();
-}
-glt_status glt_cuda_vmm_alloc(int device, size_t bytes, glt_cuda_vmm **out) {
-    (void)device, (void)bytes, (void)out;
-    return no_cuda_slots();
-}
-void *glt_cuda_vmm_ptr(const glt_cuda_vmm *m) { (void)m; return NULL; }
-size_t glt_cuda_vmm_size(const glt_cuda_vmm *m) { (void)m; return 0; }
-glt_status glt_cuda_vmm_export(glt_cuda_vmm *m, int *fd) {
-    (void)m, (void)fd;
-    return no_cuda_slots();
-}
-void glt_cuda_vmm_free(glt_cuda_vmm *m) { (void)m; }
-glt_status glt_cuda_device_identity(int device, unsigned char uuid[16], char *name, size_t name_size) {
-    (void)device, (void)uuid, (void)name, (void)name_size;
-    return no_cuda_slots();
-}
-glt_status glt_cuda_pitched_texture(int device, void *ptr, int width, int height, size_t pitch, const glt_format *fmt,
-                                    unsigned long long *texture) {
-    (void)device, (void)ptr, (void)width, (void)height, (void)pitch, (void)fmt, (void)texture;
-    return no_cuda_slots();
-}
-void glt_cuda_texture_destroy(int device, unsigned long long texture) { (void)device, (void)texture; }
-glt_status glt_cuda_slots_gather(int device, const glt_gather_item *items, int count, const glt_gather_spec *spec,
-                                 void *stream, void *const *events, int n_events) {
-    (void)device, (void)items, (void)count, (void)spec, (void)stream, (void)events, (void)n_events;
-    return no_cuda_slots();
-}
-void glt_cuda_event_destroy(int device, void *event) { (void)device, (void)event; }
-glt_status glt_cuda_event_sync(int device, void *event) {
-    (void)device, (void)event;
-    return no_cuda_slots();
 }
 
 #endif

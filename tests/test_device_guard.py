@@ -1,11 +1,12 @@
 """The rule that keeps every CUDA call on its object's GPU, checked on the source.
 
 v0.1 allocated the frames of a capture on CUDA device 1 with whatever device the calling thread had
-current (0), and the copy kernel then wrote into another GPU's memory. The fix is structural: only
-src/cuda_backend.c (and src/cuda_vmm.c, the shared slots' exportable memory) calls CUDA, and each of their functions that does so enters the object's device with
-ON_DEVICE first (or is a static helper reached only from such functions, or one of the few
-device-agnostic queries named below). These tests fail when a change breaks that rule, on any
-machine: no GPU needed.
+current (0), and the copy kernel then wrote into another GPU's memory. The fix is structural: only the CUDA
+files of src/ (cuda_*.c, each compiled only with GLT_WITH_CUDA; cuda_none.c, the build without CUDA, calls
+none) call CUDA, and each of their functions that does so enters the object's device with ON_DEVICE first
+(or is a helper reached only from such functions: static, or declared in a header only the CUDA files
+include, or one of the few device-agnostic queries named below). These tests fail when a change breaks that
+rule, on any machine: no GPU needed.
 """
 import re
 
@@ -13,10 +14,13 @@ import pytest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BACKEND = ROOT / "src" / "cuda_backend.c"
-VMM = ROOT / "src" / "cuda_vmm.c"
-CUDA_FILES = (BACKEND, VMM)
-GUARD_HEADER = ROOT / "src" / "cuda_device.h"
+SRC = ROOT / "src"
+NO_CUDA = SRC / "cuda_none.c"
+CUDA_FILES = tuple(p for p in sorted(SRC.glob("cuda_*.c")) if p != NO_CUDA)
+GUARD_HEADER = SRC / "cuda_device.h"
+# What the rest of the core may include: cuda_api.h (through internal.h). The other CUDA headers carry
+# helpers that run on the device their caller entered, for the CUDA files only.
+PRIVATE_HEADERS = tuple(p for p in sorted(SRC.glob("cuda_*.h")) if p.name != "cuda_api.h")
 # CUDA runtime calls, and the kernel launchers of cuda_kernels.cu (which launch on the current device).
 CUDA_CALL = re.compile(r"\b(cuda[A-Z]\w*|glt_launch_\w+)\s*\(")
 # Queries that have no object and so no device yet; none of them creates a CUDA context.
@@ -26,9 +30,8 @@ DEVICE_AGNOSTIC = {
     "glt_cuda_probe",  # cudaGetDeviceCount
     "glt_cuda_device_of_current_context",  # cudaGLGetDevices: which device is this GL context on?
     "glt_cuda_fail",  # cudaGetErrorName/String and clearing the error after a failed call
-    "load_vmm_entries",  # looks up the driver's virtual-memory entry points (cudaGetDriverEntryPointByVersion)
+    "glt_cuda_driver_entry",  # looks up a driver entry point (cudaGetDriverEntryPointByVersion)
     "glt_cuda_device_identity",  # cudaGetDeviceProperties of a named ordinal (UUID, name): no context
-    "load_driver_entries",  # looks up two driver entry points (cudaGetDriverEntryPointByVersion)
     "glt_cuda_driver_version",  # cudaDriverGetVersion, for the doctor: no device, no context
     "glt_cuda_describe_device",  # cudaGetDeviceProperties + cudaDeviceGetPCIBusId, for the doctor: attribute
                                  # queries of a named ordinal, which create no context (unlike cudaSetDevice)
@@ -53,41 +56,72 @@ def _functions(src):
 
 
 def _cuda_section(src):
-    """The part of cuda_backend.c compiled with CUDA (before the no-CUDA stubs)."""
+    """The part of a CUDA file compiled with CUDA (the whole file lies under one #ifdef GLT_WITH_CUDA)."""
     start = src.index("#ifdef GLT_WITH_CUDA")
-    return src[start:src.index("\n#else", start)]
+    return src[start:src.rindex("#endif")]
+
+
+def _private_helpers():
+    """Functions declared in the CUDA files' own headers: they run on the device their caller entered."""
+    names = set()
+    for h in PRIVATE_HEADERS:
+        names |= set(re.findall(r"^[A-Za-z_][\w \t\*]*?\b(glt_\w+)\s*\(", _strip_comments(h.read_text()), flags=re.M))
+    return names
+
+
+def test_the_cuda_files_are_found():
+    names = {p.name for p in CUDA_FILES}
+    assert {"cuda_device.c", "cuda_resource.c", "cuda_vmm.c"} <= names and NO_CUDA.exists(), names
 
 
 def test_no_other_core_or_extension_file_calls_cuda():
     offenders = []
-    for path in sorted([*(ROOT / "src").glob("*.c"), *(ROOT / "python" / "gltensor" / "_ext").glob("*.c")]):
+    for path in sorted([*SRC.glob("*.c"), *(ROOT / "python" / "gltensor" / "_ext").glob("*.c")]):
         if path in CUDA_FILES:
             continue
         src = _strip_comments(path.read_text())
-        if "cuda_runtime" in src or CUDA_CALL.search(src):
+        includes_private = any(f'#include "{h.name}"' in src for h in PRIVATE_HEADERS)
+        if "cuda_runtime" in src or CUDA_CALL.search(src) or includes_private:
             offenders.append(path.relative_to(ROOT).as_posix())
-    assert not offenders, (f"{offenders} call CUDA directly; add a function to src/cuda_backend.c that enters the "
-                           "object's device with ON_DEVICE, and call that")
+    assert not offenders, (f"{offenders} call CUDA directly; add a function to one of src/cuda_*.c (declared in "
+                           "src/cuda_api.h) that enters the object's device with ON_DEVICE, and call that")
 
 
-@pytest.mark.parametrize("path", CUDA_FILES, ids=lambda p: p.name)
-def test_every_cuda_entry_point_enters_the_device(path):
-    funcs = _functions(_strip_comments(_cuda_section(path.read_text())))
-    assert len(funcs) > (20 if path == BACKEND else 8), f"the parser found too few functions in {path.name}"
-    guarded = {name for name, (_, body) in funcs.items() if re.search(r"\bON_DEVICE(_OR)?\(", body)}
-    # A static helper is covered when every function that calls it is guarded or covered itself.
-    covered = set(guarded) | DEVICE_AGNOSTIC
+def test_each_cuda_file_builds_only_with_cuda_and_cuda_none_only_without():
+    for path in CUDA_FILES:
+        code = _strip_comments(path.read_text())
+        assert re.search(r'^#include "internal.h"\s*#ifdef GLT_WITH_CUDA\b', code, flags=re.M) and "\n#else" not in code, (
+            f"{path.name}: everything after its first include must lie under #ifdef GLT_WITH_CUDA (the build without "
+            "CUDA gets its stubs from cuda_none.c)")
+    none = _strip_comments(NO_CUDA.read_text())
+    assert re.search(r'^#include "internal.h"\s*#ifndef GLT_WITH_CUDA\b', none, flags=re.M), (
+        "cuda_none.c must lie wholly under #ifndef GLT_WITH_CUDA")
+
+
+def test_every_cuda_entry_point_enters_the_device():
+    private = _private_helpers()
+    funcs = {}  # (file, name) -> (is_helper, body)
+    for path in CUDA_FILES:
+        for name, (is_static, body) in _functions(_strip_comments(_cuda_section(path.read_text()))).items():
+            funcs[(path.name, name)] = (is_static or name in private, is_static, body)
+    assert len(funcs) > 60, f"the parser found too few functions in {[p.name for p in CUDA_FILES]}"
+    guarded = {key for key, (_, _, body) in funcs.items() if re.search(r"\bON_DEVICE(_OR)?\(", body)}
+    # A helper is covered when every function that calls it (in its file when static, in any CUDA file when
+    # declared in a private header) is guarded or covered itself.
+    covered = guarded | {key for key in funcs if key[1] in DEVICE_AGNOSTIC}
     changed = True
     while changed:
         changed = False
-        for name, (is_static, _) in funcs.items():
-            if name in covered or not is_static:
+        for key, (is_helper, is_static, _) in funcs.items():
+            if key in covered or not is_helper:
                 continue
-            callers = [n for n, (_, b) in funcs.items() if n != name and re.search(rf"\b{name}\s*\(", b)]
+            callers = [k for k, (_, _, b) in funcs.items()
+                       if k != key and (not is_static or k[0] == key[0]) and re.search(rf"\b{key[1]}\s*\(", b)]
             if callers and all(c in covered for c in callers):
-                covered.add(name)
+                covered.add(key)
                 changed = True
-    unguarded = sorted(name for name, (_, body) in funcs.items() if CUDA_CALL.search(body) and name not in covered)
+    unguarded = sorted(f"{f}:{n}" for (f, n), (_, _, body) in funcs.items()
+                       if CUDA_CALL.search(body) and (f, n) not in covered)
     assert not unguarded, (f"{unguarded} call CUDA without entering the object's device; start them with "
                            "ON_DEVICE(device) (or list a truly device-agnostic query in DEVICE_AGNOSTIC, saying why)")
 
