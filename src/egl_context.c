@@ -323,11 +323,11 @@ static glt_status create_on_uuid(const glt_egl *egl, const glt_context_desc *des
 }
 
 static glt_status create_headless(const glt_egl *egl, const glt_context_desc *desc_in, glt_context **out) {
+    static const glt_context_desc defaults = GLT_CONTEXT_DESC_INIT;
     glt_context_desc desc;
-    if (desc_in)
-        desc = *desc_in;
-    else
-        glt_context_desc_init(&desc);
+    glt_status size_st = glt_struct_in(desc_in, &desc, sizeof desc, &defaults, "glt_context_desc",
+                                       "glt_context_create_headless");
+    if (size_st != GLT_OK) return size_st;
     if (!egl->QueryDevicesEXT || !egl->GetPlatformDisplayEXT)
         return glt_fail(GLT_EGL_ERROR, "this EGL lacks EGL_EXT_device_enumeration / EGL_EXT_platform_device, "
                                        "needed for headless contexts; install libglvnd's libegl1 with a driver "
@@ -358,8 +358,8 @@ static glt_status create_headless(const glt_egl *egl, const glt_context_desc *de
         glt_status st = glt_default_cuda_device(&desc.cuda_device);
         if (st != GLT_OK) return st;
     } else if (desc.cuda_device < -1) {
-        return glt_fail(GLT_INVALID_ARGUMENT, "cuda_device %d is not a CUDA ordinal; pass N >= 0, -1 (any) or "
-                                              "GLT_CUDA_DEVICE_AUTO", desc.cuda_device);
+        return glt_fail(GLT_INVALID_ARGUMENT, "cuda_device %d is not a CUDA ordinal; pass N >= 0, GLT_CUDA_DEVICE_ANY (-1) "
+                                              "or GLT_CUDA_DEVICE_AUTO (-2)", desc.cuda_device);
     }
     EGLDeviceEXT devices[MAX_DEVICES];
     int count = query_devices(egl, devices);
@@ -553,6 +553,7 @@ glt_status glt_context_release_current(glt_context *ctx) {
 
 glt_status glt_context_get_info(const glt_context *ctx, glt_context_info *info) {
     if (!ctx || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_context_get_info: NULL argument");
+    info->size = sizeof *info;
     info->vendor = ctx->vendor;
     info->renderer = ctx->renderer;
     info->version = ctx->version;

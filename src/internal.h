@@ -10,9 +10,26 @@
 #include <stdarg.h>
 #include <stdint.h>
 
-/* ---- library.c ---- */
-/* *opts, or the defaults when opts is NULL (every read entry point accepts NULL). */
-glt_read_options glt_read_options_or_default(const glt_read_options *opts);
+/* ---- library.c: the one place a caller's struct is read (the size rule is in gltensor.h, "Struct sizes") ---- */
+/* Checks in's size field (NULL passes) and copies `known` bytes of it, in this release's layout, to out (NULL: check
+ * only), or `defaults` when in is NULL. GLT_INVALID_ARGUMENT naming `type` and `call` when the size is refused. */
+glt_status glt_struct_in(const void *in, void *out, size_t known, const void *defaults, const char *type,
+                         const char *call);
+/* *in, or the defaults when in is NULL (every read / write entry point accepts NULL). */
+glt_status glt_read_options_in(const glt_read_options *in, glt_read_options *out, const char *call);
+glt_status glt_write_options_in(const glt_write_options *in, glt_write_options *out, const char *call);
+/* One line at each entry point: returns the failure from the calling function. `desc` may be NULL. */
+#define GLT_CHECK_STRUCT_SIZE(desc, type)                                                                 \
+    do {                                                                                                  \
+        glt_status glt_size_st_ = glt_struct_in((desc), NULL, sizeof(type), NULL, #type, __func__);       \
+        if (glt_size_st_ != GLT_OK) return glt_size_st_;                                                  \
+    } while (0)
+/* glt_read_options_in / glt_write_options_in (kind read / write) into *out, or return the failure. */
+#define GLT_OPTIONS_IN(kind, in, out, call)                                                               \
+    do {                                                                                                  \
+        glt_status glt_size_st_ = glt_##kind##_options_in((in), (out), (call));                           \
+        if (glt_size_st_ != GLT_OK) return glt_size_st_;                                                  \
+    } while (0)
 
 /* ---- errors.c ---- */
 /* Records a formatted message for glt_last_error() and returns status. */
