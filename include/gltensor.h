@@ -203,6 +203,50 @@ GLT_API glt_status glt_context_get_info(const glt_context *ctx, glt_context_info
 GLT_API int glt_fork_safe(void);
 GLT_API void glt_context_destroy(glt_context *ctx);
 
+/* ---- the calling thread's current GL context (any program's, EGL or GLX): recorded, made current again ----
+ * For programs that hand gltensor an engine's context and must get it back after something else was made current
+ * (a glt_context, another engine), and for probes that must leave the caller's context as they found it. */
+typedef enum glt_window_system {
+    GLT_WINDOW_SYSTEM_NONE, /* no context was current */
+    GLT_WINDOW_SYSTEM_EGL,
+    GLT_WINDOW_SYSTEM_GLX
+} glt_window_system;
+
+typedef struct glt_saved_context {
+    size_t size;                /* 0 or sizeof(glt_saved_context): see "Struct sizes" at the top */
+    glt_window_system system;
+    void *display;              /* EGLDisplay or Display * */
+    uintptr_t draw, read;       /* EGLSurface or GLXDrawable */
+    void *context;              /* EGLContext or GLXContext */
+    unsigned egl_api;           /* eglQueryAPI() when recorded (0 without EGL): bound again by glt_context_restore */
+} glt_saved_context;
+
+/* Records the context current in this thread (system NONE when there is none; not an error). */
+GLT_API glt_status glt_context_save_current(glt_saved_context *saved);
+/* 1 when the recorded context is the one current in this thread now. */
+GLT_API int glt_saved_context_is_current(const glt_saved_context *saved);
+/* Makes the recorded context current again with its surfaces (nothing to do when it is current already or
+ * when none was recorded). GLT_EGL_ERROR / GLT_GL_ERROR (GLX) when it cannot be made current: destroyed, or
+ * current in another thread. */
+GLT_API glt_status glt_context_restore(const glt_saved_context *saved);
+
+/* ---- EGL devices, in eglQueryDevicesEXT's order (the order engines' "EGL device index" counts in) ---- */
+typedef struct glt_egl_device_info {
+    size_t size;        /* 0 or sizeof(glt_egl_device_info) before the call; the library sets it */
+    int index;
+    int cuda_device;    /* what EGL_NV_device_cuda says (-1: nothing); a hint only: glt_egl_device_index confirms */
+    const char *extensions;                  /* the device's EGL extensions, space-separated ("" when none) */
+    const char *drm_node, *render_node;      /* EGL_EXT_device_drm(_render_node); NULL when not reported */
+    const char *renderer, *vendor;           /* EGL_EXT_device_query_name; NULL when not reported */
+} glt_egl_device_info;  /* the strings belong to EGL and live as long as the process */
+
+/* The number of EGL devices (0 when this EGL cannot enumerate devices); GLT_EGL_ERROR without libEGL. */
+GLT_API glt_status glt_egl_device_count(int *count);
+GLT_API glt_status glt_egl_device_get_info(int index, glt_egl_device_info *info);
+/* EGL's client extensions (eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS)), "" when EGL gives none; NULL
+ * without libEGL. */
+GLT_API const char *glt_egl_client_extensions(void);
+
 /* ---- capture of one GL image ---- */
 typedef struct glt_capture glt_capture;
 

@@ -34,13 +34,11 @@ What Panda3D needs (found by trying Panda3D 1.10.16 with p3headlessgl on Mesa ll
   buffers with ``resizable=True`` (gltensor then registers only during each read).
 """
 
-import ctypes
-import ctypes.util
-
 try:
     import gltensor as _gt
 except ImportError:  # pragma: no cover - imported as part of the package
     from . import _gltensor as _gt  # type: ignore
+from . import _gltensor as _core
 
 __all__ = [
     "PRC", "configure", "require_panda3d", "NotRenderedError", "native_id", "gl_target",
@@ -91,86 +89,32 @@ class NotRenderedError(_gt.GLTensorError):
 # ---------------------------------------------------------------- Panda's GL context
 
 
-class _EGL:
-    lib = None
-
-    @classmethod
-    def load(cls):
-        if cls.lib is None:
-            name = ctypes.util.find_library("EGL") or "libEGL.so.1"
-            try:
-                lib = ctypes.CDLL(name)
-            except OSError:
-                lib = False
-            else:
-                for f in ("eglGetCurrentContext", "eglGetCurrentDisplay", "eglGetCurrentSurface"):
-                    getattr(lib, f).restype = ctypes.c_void_p
-                lib.eglGetCurrentSurface.argtypes = [ctypes.c_int]
-                lib.eglMakeCurrent.argtypes = [ctypes.c_void_p] * 4
-                lib.eglMakeCurrent.restype = ctypes.c_uint
-            cls.lib = lib
-        return cls.lib or None
-
-
-class _GLX:
-    lib = None
-
-    @classmethod
-    def load(cls):
-        if cls.lib is None:
-            try:
-                lib = ctypes.CDLL(ctypes.util.find_library("GL") or "libGL.so.1")
-                for f in ("glXGetCurrentContext", "glXGetCurrentDisplay"):
-                    getattr(lib, f).restype = ctypes.c_void_p
-                for f in ("glXGetCurrentDrawable", "glXGetCurrentReadDrawable"):
-                    getattr(lib, f).restype = ctypes.c_ulong
-                lib.glXMakeContextCurrent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong,
-                                                      ctypes.c_void_p]
-            except (OSError, AttributeError):
-                lib = False
-            cls.lib = lib
-        return cls.lib or None
-
-
 class _GLState:
-    """The GL context (EGL or GLX handles) current in this thread when it was recorded."""
+    """The GL context (EGL or GLX) current in this thread when it was recorded: the core's
+    glt_context_save_current / glt_context_restore (one place owns GL context save and restore)."""
 
-    __slots__ = ("api", "handles")
+    __slots__ = ("saved",)
 
-    def __init__(self, api, handles):
-        self.api, self.handles = api, handles
+    def __init__(self, saved):
+        self.saved = saved
 
     @staticmethod
     def current():
-        egl = _EGL.load()
-        if egl is not None:
-            c = egl.eglGetCurrentContext()
-            if c:
-                return _GLState("egl", (egl.eglGetCurrentDisplay(), egl.eglGetCurrentSurface(0x3059),
-                                        egl.eglGetCurrentSurface(0x305A), c))  # EGL_DRAW, EGL_READ
-        glx = _GLX.load()
-        if glx is not None:
-            c = glx.glXGetCurrentContext()
-            if c:
-                return _GLState("glx", (glx.glXGetCurrentDisplay(), glx.glXGetCurrentDrawable(),
-                                        glx.glXGetCurrentReadDrawable(), c))
-        return None
+        saved = _core._save_gl_context()
+        return _GLState(saved) if saved[0] else None  # system 0: no context is current
 
     def is_current(self):
-        if self.api == "egl":
-            return _EGL.load().eglGetCurrentContext() == self.handles[3]
-        return _GLX.load().glXGetCurrentContext() == self.handles[3]
+        return _core._gl_context_is_current(self.saved)
 
     def make_current(self):
         if self.is_current():
             return
-        if self.api == "egl":
-            ok = _EGL.load().eglMakeCurrent(*self.handles)
-        else:
-            ok = _GLX.load().glXMakeContextCurrent(*self.handles)
-        if not ok:
+        try:
+            _core._restore_gl_context(self.saved)
+        except _gt.GLTensorError as err:
             raise _gt.NoContextError("gltensor.panda3d: could not make Panda3D's GL context current again (%s); "
-                                     "read right after base.graphicsEngine.renderFrame()" % self.api)
+                                     "read right after base.graphicsEngine.renderFrame()" % str(err).split("\n")[0]) \
+                from err
 
 
 def _check_threading(engine):
