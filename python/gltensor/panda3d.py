@@ -5,7 +5,7 @@
     base = ShowBase()
     cam = gp.RGBCamera(base, 97, 61)                 # offscreen buffer + camera + render texture
     base.graphicsEngine.renderFrame()
-    x = cam.perceive()                               # torch (61, 97, 3) float32 RGB in [0, 1], top row first
+    x = cam.read()                                   # torch (61, 97, 3) float32 RGB in [0, 1], top row first
 
 What Panda3D needs (found by trying Panda3D 1.10.16 with p3headlessgl on Mesa llvmpipe):
 
@@ -82,8 +82,7 @@ def configure(extra=""):
     core.loadPrcFileData("gltensor", PRC + "\n" + extra)
 
 
-class NotRenderedError(_gt.GLTensorError):
-    """The texture/camera has not been rendered into yet (no GL texture exists, or no frame was drawn)."""
+from ._adapter import NotRenderedError, warn_renamed  # noqa: E402  (one class for every adapter)
 
 
 # ---------------------------------------------------------------- Panda's GL context
@@ -420,7 +419,7 @@ class _DrawWatch:
     def require(self, what):
         if self.frames == 0:
             raise NotRenderedError("gltensor.panda3d: camera %r has not been rendered yet; call "
-                                   "base.graphicsEngine.renderFrame() (or taskMgr.step()) before perceive()" % what)
+                                   "base.graphicsEngine.renderFrame() (or taskMgr.step()) before read()" % what)
 
     def close(self):
         self.region.clearDrawCallback()
@@ -482,6 +481,18 @@ class _Camera:
     def size(self):
         return self.buffer.getXSize(), self.buffer.getYSize()
 
+    @property
+    def backend(self):
+        """The backend reads use ("cuda" or "cpu"); the one asked for ("auto" ...) until the first read."""
+        for cap in self._captures.values():
+            return cap.backend
+        return self._kw["backend"]
+
+    def perceive(self, *args, **kwargs):
+        """Deprecated second name of read() (removed in the next release)."""
+        warn_renamed(self, "perceive", "read")
+        return self.read(*args, **kwargs)
+
     def set_size(self, width, height):
         """Resize the buffer (takes effect at the next frame); make the camera with resizable=True for CUDA."""
         self.buffer.setSize(width, height)
@@ -491,7 +502,7 @@ class _Camera:
     def write_to(self, handle, new_parent_node=None, position=None, hpr=None, plane="color"):
         """Write the last rendered image (padding excluded) into a shared slot (``SlotHandle``) with GL alone,
         instead of reading it into a tensor: what a worker process of a vector env does. With new_parent_node
-        one frame is rendered from there first, as perceive()."""
+        one frame is rendered from there first, as read()."""
         saved = self._render_at(new_parent_node, position, hpr) if new_parent_node is not None else None
         try:
             self._watch.require(self.name)
@@ -532,7 +543,7 @@ class _Camera:
 
 
 class RGBCamera(_Camera):
-    """Colour camera sensor: perceive() -> torch (H, W, 3) RGB, top row first (float32 in [0, 1] or uint8)."""
+    """Colour camera sensor: read() -> torch (H, W, 3) RGB, top row first (float32 in [0, 1] or uint8)."""
 
     def __init__(self, base, width, height, **kwargs):
         kwargs.setdefault("depth", False)
@@ -542,7 +553,7 @@ class RGBCamera(_Camera):
     def texture_capture(self):
         return self._capture("color")
 
-    def perceive(self, to_float=True, new_parent_node=None, position=None, hpr=None, **read_kwargs):
+    def read(self, to_float=True, new_parent_node=None, position=None, hpr=None, **read_kwargs):
         """The last rendered image. With new_parent_node the camera is moved there (position, hpr), one frame is
         rendered, and the camera is put back (as MetaDrive's sensors do). read_kwargs go to Capture.read."""
         saved = self._render_at(new_parent_node, position, hpr) if new_parent_node is not None else None
@@ -556,7 +567,7 @@ class RGBCamera(_Camera):
 
 
 class DepthCamera(_Camera):
-    """Depth camera sensor: perceive() -> torch float32 (H, W, 1), window depth in [0, 1] or, with
+    """Depth camera sensor: read() -> torch float32 (H, W, 1), window depth in [0, 1] or, with
     linear=True, eye-space distance from the lens' near/far planes. The buffer has a 32-bit float depth
     texture attached with RTPDepth (RTMBindOrCopy)."""
 
@@ -567,7 +578,7 @@ class DepthCamera(_Camera):
     def texture_capture(self):
         return self._capture("depth")
 
-    def perceive(self, linear=False, new_parent_node=None, position=None, hpr=None, **read_kwargs):
+    def read(self, linear=False, new_parent_node=None, position=None, hpr=None, **read_kwargs):
         saved = self._render_at(new_parent_node, position, hpr) if new_parent_node is not None else None
         try:
             if linear:
@@ -582,7 +593,7 @@ class DepthCamera(_Camera):
 
 
 class CameraBatch:
-    """Several colour cameras of one step read as one gltensor.Batch: perceive() -> torch (N, H, W, 3).
+    """Several colour cameras of one step read as one gltensor.Batch: read() -> torch (N, H, W, 3).
 
     cameras: RGBCamera objects, or any sensors with a `texture_capture` (a TextureCapture), e.g.
     gltensor.metadrive's.
@@ -609,7 +620,17 @@ class CameraBatch:
             self._names = names
         return self._batch
 
-    def perceive(self, to_float=True, **read_kwargs):
+    @property
+    def backend(self):
+        """The backend of the cameras' reads ("cuda" or "cpu"; the first camera's request before the first read)."""
+        return self._batch.backend if self._batch is not None else self.cameras[0].backend
+
+    def perceive(self, *args, **kwargs):
+        """Deprecated second name of read() (removed in the next release)."""
+        warn_renamed(self, "perceive", "read")
+        return self.read(*args, **kwargs)
+
+    def read(self, to_float=True, **read_kwargs):
         torch = _torch()
         read_kwargs.setdefault("channels", "rgb")
         read_kwargs.setdefault("dtype", "float32" if to_float else "uint8")
@@ -623,7 +644,7 @@ class CameraBatch:
 
 class CameraAtlas:
     """`count` colour cameras rendering into ONE offscreen buffer, one display region (tile) each, read as one
-    gltensor.Atlas: perceive() -> torch (count, H, W, 3), camera k in tile k (left to right, top to bottom).
+    gltensor.Atlas: read() -> torch (count, H, W, 3), camera k in tile k (left to right, top to bottom).
 
     One buffer means one FBO bind and one render texture for all cameras (CameraBatch has one buffer per
     camera); the read is one GL->CUDA hand-off. Cameras share nothing but the buffer: each has its own lens
@@ -702,7 +723,17 @@ class CameraAtlas:
         """The gltensor.Atlas (after the first frame)."""
         return self._ensure()
 
-    def perceive(self, to_float=True, **read_kwargs):
+    @property
+    def backend(self):
+        """The backend reads use ("cuda" or "cpu"); the one asked for ("auto" ...) until the first read."""
+        return self._atlas.backend if self._atlas is not None else self._kw["backend"]
+
+    def perceive(self, *args, **kwargs):
+        """Deprecated second name of read() (removed in the next release)."""
+        warn_renamed(self, "perceive", "read")
+        return self.read(*args, **kwargs)
+
+    def read(self, to_float=True, **read_kwargs):
         """(count, H, W, 3) RGB of the last frame, each tile upright; read_kwargs as Atlas.read."""
         read_kwargs.setdefault("channels", "rgb")
         read_kwargs.setdefault("dtype", "float32" if to_float else "uint8")
