@@ -358,7 +358,7 @@ GLT_API void glt_read_options_init(glt_read_options *opts);
 typedef struct glt_buffer_view {
     void *data;
     glt_memory memory;
-    int cuda_device; /* for GLT_MEMORY_CUDA; -1: found from the pointer */
+    int cuda_device; /* for GLT_MEMORY_CUDA; GLT_CUDA_DEVICE_ANY (-1): the pointer's device */
     glt_dtype dtype;
     int ndim;                 /* 3 or 4 */
     int64_t shape[4];         /* [count,] height, width, channels */
