@@ -133,6 +133,21 @@ int main(void) {
     glt_context_info ci; /* left unset: callers from before the size field */
     EXPECT(glt_context_get_info(ctx, &ci) == GLT_OK && ci.size == sizeof ci, "info size set by the library");
 
+    /* the caller's context recorded and restored; the EGL device list */
+    glt_saved_context sc;
+    EXPECT(glt_context_save_current(&sc) == GLT_OK && sc.system == GLT_WINDOW_SYSTEM_EGL && sc.size == sizeof sc &&
+           glt_saved_context_is_current(&sc), "save_current records the current EGL context");
+    EXPECT(glt_context_restore(&sc) == GLT_OK, "restore of the current context");
+    sc.size = 3;
+    EXPECT(REFUSED(glt_context_restore(&sc), "glt_saved_context"), "saved context size 3 refused");
+    int n_egl = 0;
+    EXPECT(glt_egl_device_count(&n_egl) == GLT_OK && n_egl > 0, "EGL devices");
+    glt_egl_device_info di = {0};
+    EXPECT(glt_egl_device_get_info(0, &di) == GLT_OK && di.size == sizeof di && di.index == 0 && di.extensions,
+           "EGL device 0 info");
+    EXPECT(glt_egl_device_get_info(n_egl, &di) == GLT_INVALID_ARGUMENT, "EGL device past the end refused");
+    EXPECT(glt_egl_client_extensions() != NULL, "EGL client extensions");
+
     void *gl = dlopen("libOpenGL.so.0", RTLD_NOW);
     if (!gl) gl = dlopen("libGL.so.1", RTLD_NOW);
     if (!gl) return 2;
