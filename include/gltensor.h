@@ -605,7 +605,9 @@ typedef struct glt_slots_desc {
                                     GL_R32F, GL_RG32F, GL_RGBA32F, GL_R16, GL_RGBA16, and the integer formats with 1, 2
                                     or 4 channels; a worker's source is converted to it by glReadPixels */
     glt_backend backend;         /* AUTO: CUDA when a CUDA device can export memory, else CPU */
-    int cuda_device;             /* GLT_CUDA_DEVICE_AUTO (the default): glt_default_cuda_device() */
+    int cuda_device;             /* GLT_CUDA_DEVICE_AUTO (the default): glt_default_cuda_device(); N: that device.
+                                    GLT_CUDA_DEVICE_ANY names none, and slots have no GL context to take one from:
+                                    with it the AUTO backend uses host memory and the CUDA backend fails */
     int buffers;                 /* 2 (the default): double-buffered; 1: each read waits for its copy; 3: the
                                     copy may lag two reads behind before a read waits */
 } glt_slots_desc;
