@@ -102,6 +102,11 @@ class _GLState:
         saved = _core._save_gl_context()
         return _GLState(saved) if saved[0] else None  # system 0: no context is current
 
+    @property
+    def handles(self):
+        """(display, draw, read, context) as recorded."""
+        return self.saved[1:5]
+
     def is_current(self):
         return _core._gl_context_is_current(self.saved)
 
