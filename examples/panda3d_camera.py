@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         cam.camera.lookAt(0, 0, 0)
 
     base.graphicsEngine.renderFrame()
-    x = rgb.perceive(to_float=False)
+    x = rgb.read(to_float=False)
     assert base.graphicsEngine.extractTextureData(rgb.color_texture, gsg)
     assert rgb.color_texture is not None
     ref = np.frombuffer(bytes(rgb.color_texture.getRamImageAs("RGB")), np.uint8).reshape(h, w, 3)[::-1]
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.steps):
         model.setH(i * 3.0)
         base.graphicsEngine.renderFrame()
-        obs = rgb.perceive()                          # (h, w, 3) float32 RGB in [0, 1]
-        dist = depth.perceive(linear=True)            # (h, w, 1) float32 distance
+        obs = rgb.read()                              # (h, w, 3) float32 RGB in [0, 1]
+        dist = depth.read(linear=True)                # (h, w, 1) float32 distance
         (obs.mean() + dist.mean()).item()             # a consumer
     dt = time.perf_counter() - t0
     print("%d steps at %dx%d: %.1f frames/s (render + RGB + depth into torch %s)"

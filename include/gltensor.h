@@ -12,6 +12,37 @@
  *     sentence for the calling thread that names the failed call, the object and
  *     what to do;
  *   - CUDA streams and pointers travel as void* so that this header needs no CUDA.
+ *
+ * Struct sizes (binary compatibility): every *_desc, *_options and *_info struct starts with `size_t size`, so
+ * that a later release can add fields at the end without breaking programs built against this header.
+ *   - Structs the caller fills (*_desc, *_options): size 0 means the layout of this release (0.2) and stays so in
+ *     every later release, so `= {0}`, memset and the *_init functions keep working; otherwise size must be
+ *     sizeof the struct of a release the library knows: sizeof as in this header is always accepted; a larger size
+ *     (a program built against a newer gltensor.h) is accepted when every byte past this library's struct is zero
+ *     (fields a later release adds default to zero and mean "as before"), and refused when one is set (the
+ *     program asks for something this library cannot do). Any other size (smaller than a known layout, not a
+ *     layout's size, or more than 64 KiB) is refused with GLT_INVALID_ARGUMENT naming the struct and the call.
+ *   - Structs the library fills (*_info): set size to 0 or sizeof before the call (`glt_capture_info i = {0};`);
+ *     a later library that knows a larger layout fills only the layout that size names. The library sets size to
+ *     the sizeof of the layout it filled. (This release knows one layout and does not read the size, so callers
+ *     written before the size field, which leave it unset, keep working; later releases rely on it.)
+ *   - Initialisers: GLT_<STRUCT>_INIT (e.g. GLT_CAPTURE_DESC_INIT) gives the defaults with size = sizeof as
+ *     compiled into the program, in C and C++; the glt_*_init functions fill the same defaults.
+ *
+ * CUDA streams (void *): a non-NULL stream is a cudaStream_t the call issues its CUDA work on. NULL means:
+ *   - in calls that return a frame (glt_read_options.cuda_stream, glt_buffer_read): the object's own stream,
+ *     which the frame records (glt_frame_info.stream); consumers order against it with glt_frame_sync_stream;
+ *   - in calls that hand memory to the caller's own CUDA work or take memory from it (glt_write_options.cuda_stream,
+ *     glt_buffer_map): CUDA's legacy default stream, which orders against the caller's work on any blocking stream.
+ *   The meanings differ on purpose: a read's result says which stream it is on, so gltensor can use a stream of
+ *   its own without making anyone wait; a write or a mapping has no result to carry that, and gltensor cannot know
+ *   on which stream the caller produced the source or will use the mapping, so NULL must be the one stream that
+ *   orders against all blocking streams.
+ *
+ * CUDA devices (int cuda_device): N >= 0 is a CUDA ordinal (honouring CUDA_VISIBLE_DEVICES); GLT_CUDA_DEVICE_ANY
+ * (-1) names no device: an object in a GL context uses the device that context runs on, and a new headless
+ * context may run on any device; GLT_CUDA_DEVICE_AUTO (-2), where a struct takes it, is the process's device
+ * (glt_default_cuda_device). The same values mean the same thing in every struct.
  */
 #ifndef GLTENSOR_H
 #define GLTENSOR_H
@@ -32,6 +63,13 @@
 #define GLT_API __attribute__((visibility("default")))
 #else
 #define GLT_API
+#endif
+
+/* Anonymous unions (a field's deprecated second name) are C11 and C++; GCC and Clang take them in C99 too. */
+#if defined(__GNUC__)
+#define GLT_ANONYMOUS_ __extension__
+#else
+#define GLT_ANONYMOUS_
 #endif
 
 #ifdef __cplusplus
@@ -108,15 +146,18 @@ GLT_API const char *glt_backend_name(glt_backend backend);
 /* Where a buffer lives. */
 typedef enum glt_memory { GLT_MEMORY_HOST, GLT_MEMORY_CUDA } glt_memory;
 
+/* cuda_device values (see "CUDA devices" at the top): no device named / the process's device. */
+#define GLT_CUDA_DEVICE_ANY (-1)
+#define GLT_CUDA_DEVICE_AUTO (-2)
+
 /* ---- headless OpenGL context (EGL, no window) ---- */
 typedef struct glt_context glt_context;
 
-/* glt_context_desc.cuda_device: the device this process works on (glt_default_cuda_device). */
-#define GLT_CUDA_DEVICE_AUTO (-2)
-
 typedef struct glt_context_desc {
-    int cuda_device;    /* CUDA ordinal (honours CUDA_VISIBLE_DEVICES); -1: any CUDA device;
-                           GLT_CUDA_DEVICE_AUTO (the default): glt_default_cuda_device() */
+    size_t size;        /* 0 or sizeof(glt_context_desc): see "Struct sizes" at the top */
+    int cuda_device;    /* CUDA ordinal (honours CUDA_VISIBLE_DEVICES); GLT_CUDA_DEVICE_ANY: any device (the first
+                           NVIDIA EGL device, else software when allowed); GLT_CUDA_DEVICE_AUTO (the default):
+                           glt_default_cuda_device() */
     int allow_software; /* 1: fall back to Mesa's software device when no EGL device matches */
     int force_software; /* 1: use the software device even when an NVIDIA one exists */
     int gl_major, gl_minor; /* 0, 0: 4.5 core, then 3.3 core */
@@ -125,8 +166,10 @@ typedef struct glt_context_desc {
      * trainer's GPU; cuda_device and the software fallback are then ignored. */
     const unsigned char *device_uuid;
 } glt_context_desc;
+#define GLT_CONTEXT_DESC_INIT {sizeof(glt_context_desc), GLT_CUDA_DEVICE_AUTO, 1, 0, 0, 0, NULL}
 
 typedef struct glt_context_info {
+    size_t size; /* 0 or sizeof(glt_context_info) before the call; the library sets it (see "Struct sizes") */
     const char *vendor, *renderer, *version; /* GL strings, owned by the context */
     int cuda_device;                        /* -1 when the context runs on no CUDA device */
     int is_software;                        /* 1 for Mesa llvmpipe / softpipe */
@@ -160,6 +203,50 @@ GLT_API glt_status glt_context_get_info(const glt_context *ctx, glt_context_info
 GLT_API int glt_fork_safe(void);
 GLT_API void glt_context_destroy(glt_context *ctx);
 
+/* ---- the calling thread's current GL context (any program's, EGL or GLX): recorded, made current again ----
+ * For programs that hand gltensor an engine's context and must get it back after something else was made current
+ * (a glt_context, another engine), and for probes that must leave the caller's context as they found it. */
+typedef enum glt_window_system {
+    GLT_WINDOW_SYSTEM_NONE, /* no context was current */
+    GLT_WINDOW_SYSTEM_EGL,
+    GLT_WINDOW_SYSTEM_GLX
+} glt_window_system;
+
+typedef struct glt_saved_context {
+    size_t size;                /* 0 or sizeof(glt_saved_context): see "Struct sizes" at the top */
+    glt_window_system system;
+    void *display;              /* EGLDisplay or Display * */
+    uintptr_t draw, read;       /* EGLSurface or GLXDrawable */
+    void *context;              /* EGLContext or GLXContext */
+    unsigned egl_api;           /* eglQueryAPI() when recorded (0 without EGL): bound again by glt_context_restore */
+} glt_saved_context;
+
+/* Records the context current in this thread (system NONE when there is none; not an error). */
+GLT_API glt_status glt_context_save_current(glt_saved_context *saved);
+/* 1 when the recorded context is the one current in this thread now. */
+GLT_API int glt_saved_context_is_current(const glt_saved_context *saved);
+/* Makes the recorded context current again with its surfaces (nothing to do when it is current already or
+ * when none was recorded). GLT_EGL_ERROR / GLT_GL_ERROR (GLX) when it cannot be made current: destroyed, or
+ * current in another thread. */
+GLT_API glt_status glt_context_restore(const glt_saved_context *saved);
+
+/* ---- EGL devices, in eglQueryDevicesEXT's order (the order engines' "EGL device index" counts in) ---- */
+typedef struct glt_egl_device_info {
+    size_t size;        /* 0 or sizeof(glt_egl_device_info) before the call; the library sets it */
+    int index;
+    int cuda_device;    /* what EGL_NV_device_cuda says (-1: nothing); a hint only: glt_egl_device_index confirms */
+    const char *extensions;                  /* the device's EGL extensions, space-separated ("" when none) */
+    const char *drm_node, *render_node;      /* EGL_EXT_device_drm(_render_node); NULL when not reported */
+    const char *renderer, *vendor;           /* EGL_EXT_device_query_name; NULL when not reported */
+} glt_egl_device_info;  /* the strings belong to EGL and live as long as the process */
+
+/* The number of EGL devices (0 when this EGL cannot enumerate devices); GLT_EGL_ERROR without libEGL. */
+GLT_API glt_status glt_egl_device_count(int *count);
+GLT_API glt_status glt_egl_device_get_info(int index, glt_egl_device_info *info);
+/* EGL's client extensions (eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS)), "" when EGL gives none; NULL
+ * without libEGL. */
+GLT_API const char *glt_egl_client_extensions(void);
+
 /* ---- capture of one GL image ---- */
 typedef struct glt_capture glt_capture;
 
@@ -170,10 +257,11 @@ typedef struct glt_rect {
 } glt_rect;
 
 typedef struct glt_capture_desc {
+    size_t size;        /* 0 or sizeof(glt_capture_desc): see "Struct sizes" at the top */
     unsigned gl_name;   /* texture or renderbuffer name in the current context */
     unsigned gl_target; /* GLT_TEXTURE_2D, GLT_TEXTURE_RECTANGLE, GLT_TEXTURE_2D_MULTISAMPLE or GLT_RENDERBUFFER */
     glt_backend backend;
-    int cuda_device; /* -1: the device the current GL context runs on */
+    int cuda_device; /* GLT_CUDA_DEVICE_ANY (-1, the default): the device the current GL context runs on; N: must be it */
     /* NVIDIA's GL refuses to reallocate a texture (glTexImage2D: GL_INVALID_OPERATION) while it is
      * registered with CUDA. 1: hold the registration only during each read, so the program may
      * reallocate the texture between reads (each read then registers again: slower). 0: register once. */
@@ -186,8 +274,10 @@ typedef struct glt_capture_desc {
      * image's size changes (GLT_INVALID_ARGUMENT when it no longer fits). */
     glt_rect region;
 } glt_capture_desc;
+#define GLT_CAPTURE_DESC_INIT {sizeof(glt_capture_desc), 0, GLT_TEXTURE_2D, GLT_BACKEND_AUTO, GLT_CUDA_DEVICE_ANY, 0, {0, 0, 0, 0}}
 
 typedef struct glt_capture_info {
+    size_t size; /* 0 or sizeof(glt_capture_info) before the call; the library sets it (see "Struct sizes") */
     int width, height, channels; /* output shape is (height, width, channels): the region's size */
     glt_dtype dtype;
     unsigned gl_internal_format;
@@ -217,8 +307,13 @@ GLT_API glt_status glt_capture_refresh(glt_capture *cap, int *changed);
  * read are unaffected. */
 GLT_API glt_status glt_capture_set_region(glt_capture *cap, const glt_rect *region);
 
-/* Axis order of each output image. */
-typedef enum glt_order { GLT_ORDER_HWC, GLT_ORDER_CHW } glt_order;
+/* Axis order of each image (Python's layout="hwc" / "chw"). */
+typedef enum glt_layout { GLT_LAYOUT_HWC, GLT_LAYOUT_CHW } glt_layout;
+/* Deprecated spellings (gltensor 0.2; removed in the next release): glt_order, GLT_ORDER_*, and the field name
+ * `order` (a second name of `layout` in glt_read_options, glt_write_options and glt_frame_info). */
+typedef glt_layout glt_order;
+#define GLT_ORDER_HWC GLT_LAYOUT_HWC
+#define GLT_ORDER_CHW GLT_LAYOUT_CHW
 
 /* What depth images give (they are read as float32, one channel). */
 typedef enum glt_depth_mode {
@@ -233,18 +328,26 @@ typedef enum glt_depth_mode {
  *   dtype:    with convert_dtype = 1, the output element type. Unsigned-normalised sources (RGBA8, R16,
  *             ...) become [0, 1] in float types; float sources become uint8 as round(clamp(x, 0, 1) * 255);
  *             integer sources (R32UI, ...) keep their values in float types and saturate to uint8.
- *   order:    GLT_ORDER_CHW gives (C, H, W) per image, (N, C, H, W) for batches. */
+ *   layout:   GLT_LAYOUT_CHW gives (C, H, W) per image, (N, C, H, W) for batches.
+ *   near_plane, far_plane: Python's near=, far= (the C names avoid `near` and `far`, which <windows.h> and some
+ *             other platform headers define as macros). */
 typedef struct glt_read_options {
+    size_t size;       /* 0 or sizeof(glt_read_options): see "Struct sizes" at the top */
     int flip;          /* 1: top row first, as seen on screen; 0: GL's bottom-up rows */
-    void *cuda_stream; /* stream the copy is issued on; NULL: the object's own stream */
+    void *cuda_stream; /* stream the copy is issued on; NULL: the object's own stream (see "CUDA streams") */
     int n_channels;
     int channels[4];
     int convert_dtype;
     glt_dtype dtype; /* GLT_DTYPE_UINT8, FLOAT16, BFLOAT16 or FLOAT32 when convert_dtype */
-    glt_order order;
+    GLT_ANONYMOUS_ union {
+        glt_layout layout;
+        glt_layout order; /* deprecated name of layout */
+    };
     glt_depth_mode depth; /* depth images only; assumes glDepthRange(0, 1) */
     double near_plane, far_plane;
 } glt_read_options;
+#define GLT_READ_OPTIONS_INIT                                                                                 \
+    {sizeof(glt_read_options), 1, NULL, 0, {0, 1, 2, 3}, 0, GLT_DTYPE_UINT8, {GLT_LAYOUT_HWC}, GLT_DEPTH_WINDOW, 0.0, 1.0}
 
 /* flip = 1, own stream, no conversion (channels, dtype and HWC order as stored). */
 GLT_API void glt_read_options_init(glt_read_options *opts);
@@ -255,7 +358,7 @@ GLT_API void glt_read_options_init(glt_read_options *opts);
 typedef struct glt_buffer_view {
     void *data;
     glt_memory memory;
-    int cuda_device; /* for GLT_MEMORY_CUDA; -1: found from the pointer */
+    int cuda_device; /* for GLT_MEMORY_CUDA; GLT_CUDA_DEVICE_ANY (-1): the pointer's device */
     glt_dtype dtype;
     int ndim;                 /* 3 or 4 */
     int64_t shape[4];         /* [count,] height, width, channels */
@@ -270,13 +373,17 @@ GLT_API glt_status glt_capture_read_into(glt_capture *cap, const glt_read_option
 typedef struct glt_frame glt_frame;
 
 typedef struct glt_frame_info {
+    size_t size; /* 0 or sizeof(glt_frame_info) before the call; the library sets it (see "Struct sizes") */
     void *data;
     glt_memory memory;
     int cuda_device;
     glt_dtype dtype;
     int count;              /* 0: one image (height, width, channels); N: a batch (N, height, width, channels) */
     int height, width, channels;
-    glt_order order;        /* CHW: each image is (channels, height, width) */
+    GLT_ANONYMOUS_ union {
+        glt_layout layout; /* CHW: each image is (channels, height, width) */
+        glt_layout order;  /* deprecated name of layout */
+    };
     size_t row_pitch_bytes; /* bytes of one row (HWC: width * channels * size; CHW: width * size); compact */
     size_t nbytes;
     int flipped;
@@ -316,11 +423,13 @@ GLT_API glt_status glt_batch_read_each(glt_batch *batch, const glt_read_options 
 typedef struct glt_atlas glt_atlas;
 
 typedef struct glt_atlas_desc {
+    size_t size;             /* 0 or sizeof(glt_atlas_desc): see "Struct sizes" at the top */
     glt_capture_desc source; /* source.region: the grid is laid inside that rectangle (the whole image by default) */
     int rows, cols;         /* grid; 0, 0: derived from the tile size */
     int tile_height, tile_width; /* 0, 0: image size / grid */
     int count;              /* tiles in use, row-major from the top-left as seen on screen; 0: rows * cols */
 } glt_atlas_desc;
+#define GLT_ATLAS_DESC_INIT {sizeof(glt_atlas_desc), GLT_CAPTURE_DESC_INIT, 0, 0, 0, 0, 0}
 
 GLT_API void glt_atlas_desc_init(glt_atlas_desc *desc);
 GLT_API glt_status glt_atlas_create(const glt_atlas_desc *desc, glt_atlas **out);
@@ -339,16 +448,19 @@ GLT_API glt_status glt_atlas_read_into(glt_atlas *atlas, const glt_read_options 
 typedef struct glt_upload glt_upload;
 
 typedef struct glt_upload_desc {
+    size_t size;        /* 0 or sizeof(glt_upload_desc): see "Struct sizes" at the top */
     unsigned gl_name;   /* texture name in the current context */
     unsigned gl_target; /* GLT_TEXTURE_2D or GLT_TEXTURE_RECTANGLE */
     glt_backend backend;
-    int cuda_device; /* -1: the device the current GL context runs on */
+    int cuda_device; /* GLT_CUDA_DEVICE_ANY (-1, the default): the device the current GL context runs on */
 } glt_upload_desc;
+#define GLT_UPLOAD_DESC_INIT {sizeof(glt_upload_desc), 0, GLT_TEXTURE_2D, GLT_BACKEND_AUTO, GLT_CUDA_DEVICE_ANY}
 
 /* Which source element types a write into this texture takes, as a sentence for messages. */
 GLT_API const char *glt_upload_accepted_dtypes(const glt_upload *up);
 
 typedef struct glt_upload_info {
+    size_t size; /* 0 or sizeof(glt_upload_info) before the call; the library sets it (see "Struct sizes") */
     int width, height, channels; /* the texture's size and stored channels */
     glt_dtype dtype;             /* stored element type (uint8 for RGBA8, float16 for RGBA16F, ...) */
     unsigned gl_internal_format;
@@ -361,7 +473,7 @@ typedef struct glt_upload_info {
 /* How a source tensor is written. The conversions happen inside the one write pass:
  *   flip:     1: source row 0 is the top row of the region as displayed (images as tensors hold them);
  *             0: source row 0 is GL's bottom row.
- *   order:    source axes, GLT_ORDER_HWC (height, width, channels) or GLT_ORDER_CHW.
+ *   layout:   source axes, GLT_LAYOUT_HWC (height, width, channels) or GLT_LAYOUT_CHW.
  *   channels: source channel i is written to texture channel channels[i] (0 = R .. 3 = A) for
  *             i < n_channels; n_channels = 0: source channel i goes to texture channel i. Texture
  *             channels no source channel names are filled: alpha with 1 (255 for RGBA8), others with 0.
@@ -373,13 +485,18 @@ typedef struct glt_upload_info {
  *   region:   the written rectangle, (x, y) its lower-left corner in GL's convention (as a capture's
  *             region); width = height = 0 writes the whole image. */
 typedef struct glt_write_options {
+    size_t size; /* 0 or sizeof(glt_write_options): see "Struct sizes" at the top */
     int flip;
-    void *cuda_stream; /* stream the write is issued on; NULL: CUDA's legacy default stream */
-    glt_order order;
+    void *cuda_stream; /* stream the write is issued on; NULL: CUDA's legacy default stream (see "CUDA streams") */
+    GLT_ANONYMOUS_ union {
+        glt_layout layout;
+        glt_layout order; /* deprecated name of layout */
+    };
     int n_channels;
     int channels[4];
     glt_rect region;
 } glt_write_options;
+#define GLT_WRITE_OPTIONS_INIT {sizeof(glt_write_options), 1, NULL, {GLT_LAYOUT_HWC}, 0, {0, 0, 0, 0}, {0, 0, 0, 0}}
 
 /* flip = 1, default stream, HWC, channels as stored, the whole image. */
 GLT_API void glt_write_options_init(glt_write_options *opts);
@@ -398,13 +515,16 @@ GLT_API glt_status glt_upload_write(glt_upload *up, const glt_write_options *opt
 typedef struct glt_buffer glt_buffer;
 
 typedef struct glt_buffer_desc {
+    size_t size;      /* 0 or sizeof(glt_buffer_desc): see "Struct sizes" at the top */
     unsigned gl_name; /* buffer object name in the current context */
     glt_backend backend;
-    int cuda_device; /* -1: the device the current GL context runs on */
+    int cuda_device; /* GLT_CUDA_DEVICE_ANY (-1, the default): the device the current GL context runs on */
 } glt_buffer_desc;
+#define GLT_BUFFER_DESC_INIT {sizeof(glt_buffer_desc), 0, GLT_BACKEND_AUTO, GLT_CUDA_DEVICE_ANY}
 
 typedef struct glt_buffer_info {
-    size_t size; /* bytes, as of creation or the last map/read */
+    size_t size;      /* 0 or sizeof(glt_buffer_info) before the call; the library sets it (see "Struct sizes") */
+    size_t bytes; /* the buffer's size in bytes, as of creation or the last map/read */
     glt_backend backend;
     const char *backend_reason;
     int cuda_device;
@@ -436,7 +556,7 @@ GLT_API glt_status glt_buffer_get_info(const glt_buffer *buf, glt_buffer_info *i
 /* Re-reads the buffer's size from GL (registering it again if it was reallocated); needs its context. */
 GLT_API glt_status glt_buffer_query_size(glt_buffer *buf, size_t *size);
 /* Maps bytes [offset, offset + bytes) (bytes 0: to the end) for mode, on stream (CUDA; NULL: the legacy
- * default stream). GLT_INVALID_ARGUMENT when already mapped or the range exceeds the buffer;
+ * default stream, see "CUDA streams"). GLT_INVALID_ARGUMENT when already mapped or the range exceeds the buffer;
  * GLT_INVALID_OBJECT when the buffer was deleted. GL must not use the buffer until it is unmapped.
  * CPU backend: glMapBufferRange; immutable storage (glBufferStorage) without the GL_MAP_*_BIT the mode needs
  * is lent as a host copy instead, written back at unmap (write modes), so any buffer maps on both backends. */
@@ -453,7 +573,8 @@ GLT_API glt_status glt_buffer_unmap(glt_buffer *buf);
  * its context was destroyed while mapped (the mapping is then ended). Makes no GL call: any thread may ask. */
 GLT_API glt_status glt_buffer_check_mapping(glt_buffer *buf);
 /* A copy of bytes [offset, offset + bytes) (0: to the end) as a frame of (1, bytes, 1) uint8, from the
- * buffer's pool, on stream: like a capture's frame, never overwritten later. */
+ * buffer's pool, on stream (NULL: the buffer's own stream, see "CUDA streams"): like a capture's frame, never
+ * overwritten later. */
 GLT_API glt_status glt_buffer_read(glt_buffer *buf, size_t offset, size_t bytes, void *stream, glt_frame **out);
 
 /* ---- shared slots: engine processes write frames straight into the trainer's memory ----
@@ -477,18 +598,23 @@ typedef struct glt_slots glt_slots;             /* the trainer's side: owns the 
 typedef struct glt_slot_writer glt_slot_writer; /* a worker's side: GL only */
 
 typedef struct glt_slots_desc {
+    size_t size;                 /* 0 or sizeof(glt_slots_desc): see "Struct sizes" at the top */
     int count;                   /* number of slots (one per worker) */
     int width, height;           /* every slot's image size */
     unsigned gl_internal_format; /* what a slot stores: GL_RGBA8 (0x8058, the default), GL_R8, GL_RG8, GL_RGBA16F,
                                     GL_R32F, GL_RG32F, GL_RGBA32F, GL_R16, GL_RGBA16, and the integer formats with 1, 2
                                     or 4 channels; a worker's source is converted to it by glReadPixels */
     glt_backend backend;         /* AUTO: CUDA when a CUDA device can export memory, else CPU */
-    int cuda_device;             /* GLT_CUDA_DEVICE_AUTO (the default): glt_default_cuda_device() */
+    int cuda_device;             /* GLT_CUDA_DEVICE_AUTO (the default): glt_default_cuda_device(); N: that device.
+                                    GLT_CUDA_DEVICE_ANY names none, and slots have no GL context to take one from:
+                                    with it the AUTO backend uses host memory and the CUDA backend fails */
     int buffers;                 /* 2 (the default): double-buffered; 1: each read waits for its copy; 3: the
                                     copy may lag two reads behind before a read waits */
 } glt_slots_desc;
+#define GLT_SLOTS_DESC_INIT {sizeof(glt_slots_desc), 0, 0, 0, 0x8058u, GLT_BACKEND_AUTO, GLT_CUDA_DEVICE_AUTO, 2}
 
 typedef struct glt_slots_info {
+    size_t size; /* 0 or sizeof(glt_slots_info) before the call; the library sets it (see "Struct sizes") */
     int count, width, height, channels;
     glt_dtype dtype;
     unsigned gl_internal_format;
@@ -533,12 +659,15 @@ GLT_API glt_status glt_slots_read(glt_slots *slots, const glt_read_options *opts
 GLT_API glt_status glt_slots_read_into(glt_slots *slots, const glt_read_options *opts, const glt_buffer_view *dst);
 
 typedef struct glt_slot_writer_desc {
+    size_t size;    /* 0 or sizeof(glt_slot_writer_desc): see "Struct sizes" at the top */
     int memory_fd;  /* from glt_slots_export (-1 on the CPU backend); duplicated: the caller keeps its own */
     int control_fd; /* from glt_slots_export; duplicated */
     int slot;       /* which slot this process writes, 0 <= slot < count */
 } glt_slot_writer_desc;
+#define GLT_SLOT_WRITER_DESC_INIT {sizeof(glt_slot_writer_desc), -1, -1, 0}
 
 typedef struct glt_slot_writer_info {
+    size_t size; /* 0 or sizeof(glt_slot_writer_info) before the call; the library sets it (see "Struct sizes") */
     int slot, count, width, height, channels;
     glt_dtype dtype;
     const char *format_name;

@@ -20,6 +20,7 @@ struct glt_atlas {
 
 void glt_atlas_desc_init(glt_atlas_desc *d) {
     memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
     glt_capture_desc_init(&d->source);
 }
 
@@ -71,6 +72,7 @@ static glt_status solve_grid(const glt_atlas_desc *d, int width, int height, uns
 glt_status glt_atlas_create(const glt_atlas_desc *desc, glt_atlas **out) {
     if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_create: NULL argument");
     *out = NULL;
+    GLT_CHECK_STRUCT_SIZE(desc, glt_atlas_desc);
     glt_atlas *a = calloc(1, sizeof *a);
     if (!a) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     glt_status st = glt_capture_create(&desc->source, &a->cap);
@@ -188,7 +190,7 @@ static void describe(const glt_atlas *a, char *what, size_t n) {
 /* A read of all tiles into a new frame (view NULL, *out set) or into the caller's view. */
 static glt_status read_to(glt_atlas *a, const glt_read_options *opts_in, const glt_buffer_view *view,
                           glt_frame **out) {
-    glt_read_options opts = glt_read_options_or_default(opts_in);
+    glt_read_options opts; GLT_OPTIONS_IN(read, opts_in, &opts, "glt_atlas_read");
     void *stream = NULL;
     glt_status st = prepare(a, &opts, &stream);
     if (st != GLT_OK) return st;

@@ -160,7 +160,7 @@ static glt_status stacked_copy(glt_batch *b, const glt_out_spec *spec, char *bas
 /* A stacked read into a new frame (view NULL, *out set) or into the caller's view. */
 static glt_status read_to(glt_batch *b, const glt_read_options *opts_in, const glt_buffer_view *view,
                           glt_frame **out) {
-    glt_read_options opts = glt_read_options_or_default(opts_in);
+    glt_read_options opts; GLT_OPTIONS_IN(read, opts_in, &opts, "glt_batch_read");
     void *stream = NULL;
     glt_status st = prepare(b, &opts, 1, &stream);
     if (st != GLT_OK) return st;
@@ -190,8 +190,8 @@ glt_status glt_batch_read_into(glt_batch *b, const glt_read_options *opts_in, co
 
 glt_status glt_batch_read_each(glt_batch *b, const glt_read_options *opts_in, glt_frame **frames) {
     if (!b || !frames) return glt_fail(GLT_INVALID_ARGUMENT, "glt_batch_read_each: NULL argument");
-    glt_read_options opts = glt_read_options_or_default(opts_in);
     for (int i = 0; i < b->count; ++i) frames[i] = NULL;
+    glt_read_options opts; GLT_OPTIONS_IN(read, opts_in, &opts, "glt_batch_read_each");
     void *stream = NULL;
     glt_status st = prepare(b, &opts, 0, &stream);
     if (st != GLT_OK) return st;

@@ -35,6 +35,7 @@ struct glt_buffer {
 
 void glt_buffer_desc_init(glt_buffer_desc *d) {
     memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
     d->backend = GLT_BACKEND_AUTO;
     d->cuda_device = -1;
 }
@@ -75,6 +76,7 @@ glt_status glt_buffer_check_mapping(glt_buffer *b) {
 glt_status glt_buffer_create(const glt_buffer_desc *desc, glt_buffer **out) {
     if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_create: desc and out must not be NULL");
     *out = NULL;
+    GLT_CHECK_STRUCT_SIZE(desc, glt_buffer_desc);
     if (glt_env_check() != GLT_OK) return GLT_INVALID_ARGUMENT;
     char what[64];
     snprintf(what, sizeof what, "buffer %u", desc->gl_name);
@@ -133,7 +135,7 @@ void glt_buffer_destroy(glt_buffer *b) {
 
 glt_status glt_buffer_get_info(const glt_buffer *b, glt_buffer_info *info) {
     if (!b || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_get_info: NULL argument");
-    info->size = b->size;
+    info->size = sizeof *info, info->bytes = b->size;
     info->backend = b->backend;
     info->backend_reason = b->backend_reason;
     info->cuda_device = b->cuda_device;

@@ -244,6 +244,7 @@ static glt_status attach_backend(glt_capture *cap) {
 glt_status glt_capture_create(const glt_capture_desc *desc, glt_capture **out) {
     if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_create: desc and out must not be NULL");
     *out = NULL;
+    GLT_CHECK_STRUCT_SIZE(desc, glt_capture_desc);
     if (desc->gl_target != GL_TEXTURE_2D && desc->gl_target != GL_TEXTURE_RECTANGLE &&
         desc->gl_target != GL_RENDERBUFFER && desc->gl_target != GL_TEXTURE_2D_MULTISAMPLE)
         return glt_fail(GLT_INVALID_ARGUMENT,
@@ -326,6 +327,7 @@ void glt_capture_destroy(glt_capture *cap) {
 
 glt_status glt_capture_get_info(const glt_capture *cap, glt_capture_info *info) {
     if (!cap || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_capture_get_info: NULL argument");
+    info->size = sizeof *info;
     info->width = cap->region.width;
     info->height = cap->region.height;
     info->region = cap->region;
@@ -501,7 +503,7 @@ static void describe(const glt_capture *cap, char *what, size_t n) {
 /* A read into a new frame (view NULL, *out set) or into the caller's view. */
 static glt_status read_to(glt_capture *cap, const glt_read_options *opts_in, const glt_buffer_view *view,
                           glt_frame **out) {
-    glt_read_options opts = glt_read_options_or_default(opts_in);
+    glt_read_options opts; GLT_OPTIONS_IN(read, opts_in, &opts, "glt_capture_read");
     void *stream = NULL;
     glt_status st = glt_capture_prepare(cap, &opts, &stream);
     if (st != GLT_OK) return st;

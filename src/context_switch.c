@@ -10,6 +10,8 @@
  */
 #include "internal.h"
 
+#include <string.h>
+
 int glt_gl_context_enter(glt_gl_context_id ctx, glt_gl_context_saved *saved) {
     saved->switched = 0;
     saved->prev = glt_current_gl_context();
@@ -45,3 +47,86 @@ void glt_gl_context_leave(glt_gl_context_saved *saved) {
     else
         egl->MakeCurrent(saved->entered.display, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
 }
+
+/* ---- the public record / restore of whatever context the caller had current (gltensor.h) ---- */
+
+glt_status glt_context_save_current(glt_saved_context *saved) {
+    if (!saved) return glt_fail(GLT_INVALID_ARGUMENT, "glt_context_save_current: saved is NULL");
+    memset(saved, 0, sizeof *saved);
+    saved->size = sizeof *saved;
+    const glt_egl *egl = glt_egl_load();
+    if (egl) {
+        saved->egl_api = egl->QueryAPI ? egl->QueryAPI() : EGL_OPENGL_API;
+        void *c = egl->GetCurrentContext();
+        if (c) {
+            saved->system = GLT_WINDOW_SYSTEM_EGL;
+            saved->context = c;
+            saved->display = egl->GetCurrentDisplay ? egl->GetCurrentDisplay() : EGL_NO_DISPLAY;
+            saved->draw = (uintptr_t)(egl->GetCurrentSurface ? egl->GetCurrentSurface(EGL_DRAW) : EGL_NO_SURFACE);
+            saved->read = (uintptr_t)(egl->GetCurrentSurface ? egl->GetCurrentSurface(EGL_READ) : EGL_NO_SURFACE);
+            return GLT_OK;
+        }
+    }
+    glt_clear_error(); /* a missing libEGL is no failure here: GLX may be current, or nothing */
+    const glt_glx *glx = glt_glx_load();
+    void *c = glx ? glx->GetCurrentContext() : NULL;
+    if (c) {
+        saved->system = GLT_WINDOW_SYSTEM_GLX;
+        saved->context = c;
+        saved->display = glx->GetCurrentDisplay();
+        saved->draw = glx->GetCurrentDrawable();
+        saved->read = glx->GetCurrentReadDrawable();
+    }
+    return GLT_OK;
+}
+
+int glt_saved_context_is_current(const glt_saved_context *saved) {
+    if (!saved) return 0;
+    if (saved->system == GLT_WINDOW_SYSTEM_EGL) {
+        const glt_egl *egl = glt_egl_load();
+        return egl && egl->GetCurrentContext() == saved->context;
+    }
+    if (saved->system == GLT_WINDOW_SYSTEM_GLX) {
+        const glt_glx *glx = glt_glx_load();
+        return glx && glx->GetCurrentContext() == saved->context;
+    }
+    return 0;
+}
+
+/* report 0: a failure records no message (gltensor's own restores after a failed call keep that call's message). */
+static glt_status restore(const glt_saved_context *saved, int report) {
+    if (saved->system == GLT_WINDOW_SYSTEM_EGL || (saved->system == GLT_WINDOW_SYSTEM_NONE && saved->egl_api)) {
+        const glt_egl *egl = glt_egl_load();
+        if (!egl) return GLT_EGL_ERROR;
+        if (!report && !egl->MakeCurrent) return GLT_EGL_ERROR;
+        if (saved->egl_api && egl->BindAPI) egl->BindAPI(saved->egl_api);
+        if (saved->system == GLT_WINDOW_SYSTEM_NONE || egl->GetCurrentContext() == saved->context) return GLT_OK;
+        if (!egl->MakeCurrent(saved->display, (EGLSurface)saved->draw, (EGLSurface)saved->read, saved->context))
+            return !report ? GLT_EGL_ERROR : glt_fail(GLT_EGL_ERROR,
+                            "could not make the recorded EGL context %p current again (eglMakeCurrent: EGL error "
+                            "0x%x): it was destroyed, or is current in another thread; make it current from the "
+                            "thread that renders with it",
+                            saved->context, egl->GetError ? (unsigned)egl->GetError() : 0u);
+        return GLT_OK;
+    }
+    if (saved->system == GLT_WINDOW_SYSTEM_GLX) {
+        const glt_glx *glx = glt_glx_load();
+        if (!glx) return !report ? GLT_GL_ERROR : glt_fail(GLT_GL_ERROR, "glt_context_restore: a GLX context was recorded but libGLX cannot be loaded");
+        if (glx->GetCurrentContext() == saved->context) return GLT_OK;
+        if (!glx->MakeContextCurrent(saved->display, saved->draw, saved->read, saved->context))
+            return !report ? GLT_GL_ERROR : glt_fail(GLT_GL_ERROR,
+                            "could not make the recorded GLX context %p current again (glXMakeContextCurrent "
+                            "failed): it was destroyed, or is current in another thread; make it current from the "
+                            "thread that renders with it",
+                            saved->context);
+    }
+    return GLT_OK;
+}
+
+glt_status glt_context_restore(const glt_saved_context *saved) {
+    if (!saved) return glt_fail(GLT_INVALID_ARGUMENT, "glt_context_restore: saved is NULL");
+    GLT_CHECK_STRUCT_SIZE(saved, glt_saved_context);
+    return restore(saved, 1);
+}
+
+void glt_context_restore_quietly(const glt_saved_context *saved) { restore(saved, 0); }

@@ -34,16 +34,6 @@ static int thread_alive(long tid) {
     return stat(path, &st) == 0;
 }
 
-#define MAX_DEVICES 32
-
-static int has_ext(const char *list, const char *ext) {
-    if (!list) return 0;
-    size_t n = strlen(ext);
-    for (const char *p = list; (p = strstr(p, ext)) != NULL; p += n)
-        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return 1;
-    return 0;
-}
-
 static char *dup_str(const GLubyte *s) {
     const char *c = s ? (const char *)s : "";
     char *d = malloc(strlen(c) + 1);
@@ -163,25 +153,6 @@ glt_status glt_default_cuda_device(int *cuda_device) {
     return GLT_OK;
 }
 
-/* The EGL devices in eglQueryDevicesEXT's order: the order engines' "EGL device index" counts in. */
-static int query_devices(const glt_egl *egl, EGLDeviceEXT *devices) {
-    EGLint count = 0;
-    if (!egl->QueryDevicesEXT || !egl->QueryDevicesEXT(MAX_DEVICES, devices, &count) || count <= 0) return 0;
-    return (int)count;
-}
-
-static int is_nvidia(const glt_egl *egl, EGLDeviceEXT device) {
-    return has_ext(egl->QueryDeviceStringEXT ? egl->QueryDeviceStringEXT(device, EGL_EXTENSIONS) : NULL,
-                   "EGL_NV_device_cuda");
-}
-
-/* What EGL says the device's CUDA ordinal is (-1 if it does not say); only a hint, see the top. */
-static int egl_cuda_number(const glt_egl *egl, EGLDeviceEXT device) {
-    EGLAttrib n = -1;
-    if (!egl->QueryDeviceAttribEXT || !egl->QueryDeviceAttribEXT(device, EGL_CUDA_DEVICE_NV, &n)) return -1;
-    return (int)n;
-}
-
 /* A context on an NVIDIA EGL device, current in this thread, and the CUDA device it runs on. */
 typedef struct opened {
     EGLDisplay display;
@@ -213,13 +184,13 @@ static void close_opened(const glt_egl *egl, opened *o) {
 typedef int (*take_fn)(const opened *o, int pass, void *arg);
 static int find_nvidia(const glt_egl *egl, const glt_context_desc *desc, int wanted, take_fn take, void *arg,
                        opened *out, int *index, int *nvidia_seen, char *tried, size_t tried_size) {
-    EGLDeviceEXT devices[MAX_DEVICES];
-    int count = query_devices(egl, devices);
+    EGLDeviceEXT devices[GLT_EGL_MAX_DEVICES];
+    int count = glt_egl_query_devices(egl, devices);
     for (int pass = 0; pass < 2; ++pass) {
         for (int i = 0; i < count; ++i) {
-            if (!is_nvidia(egl, devices[i])) continue;
+            if (!glt_egl_device_is_nvidia(egl, devices[i])) continue;
             if (nvidia_seen) *nvidia_seen = 1;
-            int preferred = wanted < 0 || egl_cuda_number(egl, devices[i]) == wanted;
+            int preferred = wanted < 0 || glt_egl_device_cuda_number(egl, devices[i]) == wanted;
             if ((pass == 0) != preferred) continue;
             opened o;
             if (!open_nvidia(egl, devices[i], desc, &o)) continue;
@@ -244,30 +215,6 @@ static int take_device(const opened *o, int pass, void *arg) {
     return o->cuda_status == GLT_CUDA_UNAVAILABLE && pass == 0;
 }
 
-/* The calling thread's current EGL context, put back after a search that made others current: a failed
- * create (or an egl_device_index lookup) must leave the caller's context as it found it. */
-typedef struct saved_current {
-    EGLDisplay display;
-    EGLContext context;
-    EGLSurface draw, read;
-    EGLenum api;
-} saved_current;
-
-static saved_current save_current(const glt_egl *egl) {
-    saved_current c;
-    c.display = egl->GetCurrentDisplay ? egl->GetCurrentDisplay() : EGL_NO_DISPLAY;
-    c.context = egl->GetCurrentContext();
-    c.draw = egl->GetCurrentSurface ? egl->GetCurrentSurface(EGL_DRAW) : EGL_NO_SURFACE;
-    c.read = egl->GetCurrentSurface ? egl->GetCurrentSurface(EGL_READ) : EGL_NO_SURFACE;
-    c.api = egl->QueryAPI ? egl->QueryAPI() : EGL_OPENGL_API;
-    return c;
-}
-
-static void restore_current(const glt_egl *egl, const saved_current *c) {
-    egl->BindAPI(c->api);
-    if (c->context != EGL_NO_CONTEXT) egl->MakeCurrent(c->display, c->draw, c->read, c->context);
-}
-
 static glt_status create_headless(const glt_egl *egl, const glt_context_desc *desc_in, glt_context **out);
 
 glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_context **out) {
@@ -278,11 +225,13 @@ glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_cont
     if (glt_env_check() != GLT_OK) return GLT_INVALID_ARGUMENT;
     const glt_egl *egl = glt_egl_load();
     if (!egl) return GLT_EGL_ERROR;
-    saved_current saved = save_current(egl);
+    /* A failed create (or an egl_device_index lookup) must leave the caller's context as it found it. */
+    glt_saved_context saved;
+    glt_context_save_current(&saved);
     glt_status st = create_headless(egl, desc_in, out);
     if (st != GLT_OK) {
         /* Keep the failure's message: restoring must not overwrite it. */
-        restore_current(egl, &saved);
+        glt_context_restore_quietly(&saved);
     }
     return st;
 }
@@ -292,11 +241,11 @@ glt_status glt_context_create_headless(const glt_context_desc *desc_in, glt_cont
 static glt_status create_on_uuid(const glt_egl *egl, const glt_context_desc *desc, glt_context **out) {
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
-    EGLDeviceEXT devices[MAX_DEVICES];
-    int count = query_devices(egl, devices), nvidia = 0;
+    EGLDeviceEXT devices[GLT_EGL_MAX_DEVICES];
+    int count = glt_egl_query_devices(egl, devices), nvidia = 0;
     char seen[256] = "";
     for (int i = 0; i < count; ++i) {
-        if (!is_nvidia(egl, devices[i])) continue;
+        if (!glt_egl_device_is_nvidia(egl, devices[i])) continue;
         nvidia++;
         EGLDisplay d = egl->GetPlatformDisplayEXT(EGL_PLATFORM_DEVICE_EXT, devices[i], NULL);
         int major = 0, minor = 0;
@@ -323,11 +272,11 @@ static glt_status create_on_uuid(const glt_egl *egl, const glt_context_desc *des
 }
 
 static glt_status create_headless(const glt_egl *egl, const glt_context_desc *desc_in, glt_context **out) {
+    static const glt_context_desc defaults = GLT_CONTEXT_DESC_INIT;
     glt_context_desc desc;
-    if (desc_in)
-        desc = *desc_in;
-    else
-        glt_context_desc_init(&desc);
+    glt_status size_st = glt_struct_in(desc_in, &desc, sizeof desc, &defaults, "glt_context_desc",
+                                       "glt_context_create_headless");
+    if (size_st != GLT_OK) return size_st;
     if (!egl->QueryDevicesEXT || !egl->GetPlatformDisplayEXT)
         return glt_fail(GLT_EGL_ERROR, "this EGL lacks EGL_EXT_device_enumeration / EGL_EXT_platform_device, "
                                        "needed for headless contexts; install libglvnd's libegl1 with a driver "
@@ -358,11 +307,11 @@ static glt_status create_headless(const glt_egl *egl, const glt_context_desc *de
         glt_status st = glt_default_cuda_device(&desc.cuda_device);
         if (st != GLT_OK) return st;
     } else if (desc.cuda_device < -1) {
-        return glt_fail(GLT_INVALID_ARGUMENT, "cuda_device %d is not a CUDA ordinal; pass N >= 0, -1 (any) or "
-                                              "GLT_CUDA_DEVICE_AUTO", desc.cuda_device);
+        return glt_fail(GLT_INVALID_ARGUMENT, "cuda_device %d is not a CUDA ordinal; pass N >= 0, GLT_CUDA_DEVICE_ANY (-1) "
+                                              "or GLT_CUDA_DEVICE_AUTO (-2)", desc.cuda_device);
     }
-    EGLDeviceEXT devices[MAX_DEVICES];
-    int count = query_devices(egl, devices);
+    EGLDeviceEXT devices[GLT_EGL_MAX_DEVICES];
+    int count = glt_egl_query_devices(egl, devices);
 
     int nvidia_seen = 0;
     char tried[256] = "";
@@ -409,7 +358,7 @@ static glt_status create_headless(const glt_egl *egl, const glt_context_desc *de
     /* Mesa's software device, then the surfaceless platform as a last resort. */
     for (int i = 0; i < count; ++i) {
         const char *ext = egl->QueryDeviceStringEXT ? egl->QueryDeviceStringEXT(devices[i], EGL_EXTENSIONS) : NULL;
-        if (!has_ext(ext, "EGL_MESA_device_software")) continue;
+        if (!glt_has_extension(ext, "EGL_MESA_device_software")) continue;
         EGLDisplay d = egl->GetPlatformDisplayEXT(EGL_PLATFORM_DEVICE_EXT, devices[i], NULL);
         if (d == EGL_NO_DISPLAY) continue;
         EGLContext c = create_on_display(egl, d, &desc, &major, &minor);
@@ -469,10 +418,10 @@ glt_status glt_egl_device_index(int cuda_device, int *egl_index) {
                         cuda_device, n, n - 1);
     /* The mapping is fixed for the life of the process (CUDA_VISIBLE_DEVICES is read once by CUDA). */
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static int known[MAX_DEVICES];
-    static int known_set[MAX_DEVICES];
+    static int known[GLT_EGL_MAX_DEVICES];
+    static int known_set[GLT_EGL_MAX_DEVICES];
     pthread_mutex_lock(&lock);
-    if (cuda_device < MAX_DEVICES && known_set[cuda_device]) {
+    if (cuda_device < GLT_EGL_MAX_DEVICES && known_set[cuda_device]) {
         *egl_index = known[cuda_device];
         pthread_mutex_unlock(&lock);
         return GLT_OK;
@@ -483,7 +432,8 @@ glt_status glt_egl_device_index(int cuda_device, int *egl_index) {
     if (!egl->QueryDevicesEXT || !egl->GetPlatformDisplayEXT)
         return glt_fail(GLT_EGL_ERROR, "this EGL lacks EGL_EXT_device_enumeration / EGL_EXT_platform_device");
     /* The caller's current context (if any) comes back afterwards, with its bound API. */
-    saved_current saved = save_current(egl);
+    glt_saved_context saved;
+    glt_context_save_current(&saved);
 
     glt_context_desc desc;
     glt_context_desc_init(&desc);
@@ -493,7 +443,7 @@ glt_status glt_egl_device_index(int cuda_device, int *egl_index) {
     int found = find_nvidia(egl, &desc, cuda_device, take_confirmed, &cuda_device, &o, &index, &nvidia_seen, tried,
                             sizeof tried);
     if (found) close_opened(egl, &o);
-    restore_current(egl, &saved);
+    glt_context_restore_quietly(&saved);
     if (!found) {
         if (!nvidia_seen)
             return glt_fail(GLT_EGL_ERROR, "no NVIDIA EGL device is visible; install the NVIDIA driver's EGL vendor "
@@ -503,7 +453,7 @@ glt_status glt_egl_device_index(int cuda_device, int *egl_index) {
                         tried[0] ? tried : "none");
     }
     pthread_mutex_lock(&lock);
-    if (cuda_device < MAX_DEVICES) {
+    if (cuda_device < GLT_EGL_MAX_DEVICES) {
         known[cuda_device] = index;
         known_set[cuda_device] = 1;
     }
@@ -553,6 +503,7 @@ glt_status glt_context_release_current(glt_context *ctx) {
 
 glt_status glt_context_get_info(const glt_context *ctx, glt_context_info *info) {
     if (!ctx || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_context_get_info: NULL argument");
+    info->size = sizeof *info;
     info->vendor = ctx->vendor;
     info->renderer = ctx->renderer;
     info->version = ctx->version;

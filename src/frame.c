@@ -48,6 +48,7 @@ glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int
 }
 
 void glt_frame_get_info(const glt_frame *f, glt_frame_info *info) {
+    info->size = sizeof *info;
     info->data = glt_block_data(f->block);
     info->memory = f->memory;
     info->cuda_device = f->cuda_device;

@@ -15,6 +15,8 @@
 typedef void *(*PFN_glXGetProcAddressARB)(const unsigned char *);
 typedef void *(*PFN_glXGetCurrentContext)(void);
 typedef void *(*PFN_glXGetCurrentDisplay)(void);
+typedef unsigned long (*PFN_glXGetCurrentDrawable)(void);
+typedef int (*PFN_glXMakeContextCurrent)(void *, unsigned long, unsigned long, void *);
 
 static pthread_once_t egl_once = PTHREAD_ONCE_INIT;
 static pthread_once_t gl_once = PTHREAD_ONCE_INIT;
@@ -26,6 +28,7 @@ static void *libegl, *libglx, *libgl, *libopengl;
 static PFN_glXGetProcAddressARB glx_get_proc;
 static PFN_glXGetCurrentContext glx_current_context;
 static PFN_glXGetCurrentDisplay glx_current_display;
+static glt_glx glx_table;
 
 static void *open_first(const char *const *names) {
     for (; *names; ++names) {
@@ -85,6 +88,11 @@ static void load_glx(void) {
     glx_get_proc = (PFN_glXGetProcAddressARB)dlsym(libglx, "glXGetProcAddressARB");
     glx_current_context = (PFN_glXGetCurrentContext)dlsym(libglx, "glXGetCurrentContext");
     glx_current_display = (PFN_glXGetCurrentDisplay)dlsym(libglx, "glXGetCurrentDisplay");
+    glx_table.GetCurrentContext = glx_current_context;
+    glx_table.GetCurrentDisplay = glx_current_display;
+    glx_table.GetCurrentDrawable = (PFN_glXGetCurrentDrawable)dlsym(libglx, "glXGetCurrentDrawable");
+    glx_table.GetCurrentReadDrawable = (PFN_glXGetCurrentDrawable)dlsym(libglx, "glXGetCurrentReadDrawable");
+    glx_table.MakeContextCurrent = (PFN_glXMakeContextCurrent)dlsym(libglx, "glXMakeContextCurrent");
 }
 
 static void *gl_proc(const char *name) {
@@ -212,6 +220,14 @@ static void load_gl(void) {
 void *glt_gl_proc(const char *name) {
     pthread_once(&gl_once, load_gl);
     return gl_proc(name);
+}
+
+const glt_glx *glt_glx_load(void) {
+    pthread_once(&gl_once, load_gl);
+    if (!glx_table.GetCurrentContext || !glx_table.GetCurrentDisplay || !glx_table.GetCurrentDrawable ||
+        !glx_table.GetCurrentReadDrawable || !glx_table.MakeContextCurrent)
+        return NULL;
+    return &glx_table;
 }
 
 const glt_gl *glt_gl_load(void) {

@@ -10,9 +10,26 @@
 #include <stdarg.h>
 #include <stdint.h>
 
-/* ---- library.c ---- */
-/* *opts, or the defaults when opts is NULL (every read entry point accepts NULL). */
-glt_read_options glt_read_options_or_default(const glt_read_options *opts);
+/* ---- library.c: the one place a caller's struct is read (the size rule is in gltensor.h, "Struct sizes") ---- */
+/* Checks in's size field (NULL passes) and copies `known` bytes of it, in this release's layout, to out (NULL: check
+ * only), or `defaults` when in is NULL. GLT_INVALID_ARGUMENT naming `type` and `call` when the size is refused. */
+glt_status glt_struct_in(const void *in, void *out, size_t known, const void *defaults, const char *type,
+                         const char *call);
+/* *in, or the defaults when in is NULL (every read / write entry point accepts NULL). */
+glt_status glt_read_options_in(const glt_read_options *in, glt_read_options *out, const char *call);
+glt_status glt_write_options_in(const glt_write_options *in, glt_write_options *out, const char *call);
+/* One line at each entry point: returns the failure from the calling function. `desc` may be NULL. */
+#define GLT_CHECK_STRUCT_SIZE(desc, type)                                                                 \
+    do {                                                                                                  \
+        glt_status glt_size_st_ = glt_struct_in((desc), NULL, sizeof(type), NULL, #type, __func__);       \
+        if (glt_size_st_ != GLT_OK) return glt_size_st_;                                                  \
+    } while (0)
+/* glt_read_options_in / glt_write_options_in (kind read / write) into *out, or return the failure. */
+#define GLT_OPTIONS_IN(kind, in, out, call)                                                               \
+    do {                                                                                                  \
+        glt_status glt_size_st_ = glt_##kind##_options_in((in), (out), (call));                           \
+        if (glt_size_st_ != GLT_OK) return glt_size_st_;                                                  \
+    } while (0)
 
 /* ---- errors.c ---- */
 /* Records a formatted message for glt_last_error() and returns status. */
@@ -34,11 +51,30 @@ typedef struct glt_gl_context_id {
 
 const glt_egl *glt_egl_load(void); /* NULL when libEGL is missing (message set) */
 const glt_gl *glt_gl_load(void);   /* NULL when a GL entry point is missing (message set) */
+/* The GLX entry points that record and restore a GLX context (context_switch.c); NULL without libGLX. */
+typedef struct glt_glx {
+    void *(*GetCurrentContext)(void);
+    void *(*GetCurrentDisplay)(void);
+    unsigned long (*GetCurrentDrawable)(void);
+    unsigned long (*GetCurrentReadDrawable)(void);
+    int (*MakeContextCurrent)(void *display, unsigned long draw, unsigned long read, void *context);
+} glt_glx;
+const glt_glx *glt_glx_load(void);
 glt_gl_context_id glt_current_gl_context(void);
 /* Any GL or EGL entry point by name (NULL when absent), for the optional ones outside the tables. */
 void *glt_gl_proc(const char *name);
 /* Discards GL errors left by earlier calls so that ours are attributed correctly. */
 void glt_gl_drain_errors(const glt_gl *gl);
+
+/* ---- egl_devices.c: EGL devices in eglQueryDevicesEXT's order (what engines' "EGL device index" counts) ---- */
+#define GLT_EGL_MAX_DEVICES 32
+/* 1 when the space-separated list holds ext as a whole word. */
+int glt_has_extension(const char *list, const char *ext);
+/* Fills devices (GLT_EGL_MAX_DEVICES) and returns how many; 0 when this EGL cannot enumerate devices. */
+int glt_egl_query_devices(const glt_egl *egl, EGLDeviceEXT *devices);
+int glt_egl_device_is_nvidia(const glt_egl *egl, EGLDeviceEXT device);
+/* What EGL says the device's CUDA ordinal is (-1 if it does not say); only a hint (egl_context.c says why). */
+int glt_egl_device_cuda_number(const glt_egl *egl, EGLDeviceEXT device);
 
 /* ---- context_tag.c: a context identity that a later context with the same pointer cannot take ---- */
 /* The generation of the context current in this thread (registered when first seen); 0 when GL is missing. */
@@ -334,6 +370,8 @@ typedef struct glt_gl_context_saved {
     int switched;
 } glt_gl_context_saved;
 int glt_gl_context_enter(glt_gl_context_id ctx, glt_gl_context_saved *saved);
+/* glt_context_restore without a message on failure: for restores after a failed call, whose message must stay. */
+void glt_context_restore_quietly(const glt_saved_context *saved);
 void glt_gl_context_leave(glt_gl_context_saved *saved);
 
 /* How a texture's format is written (GLT_DST_*, kernels.h), or -1 when it cannot be. */

@@ -1,6 +1,8 @@
 /* Version, enum names and defaults: the small facts of the public API. */
 #include "internal.h"
 
+#include <string.h>
+
 unsigned glt_version_number(void) { return GLT_VERSION_NUMBER; }
 const char *glt_version_string(void) { return GLT_VERSION_STRING; }
 
@@ -45,42 +47,66 @@ const char *glt_backend_name(glt_backend backend) {
     return "unknown";
 }
 
+/* The defaults live in the GLT_*_INIT initialisers of gltensor.h; these functions hand them to callers that cannot
+ * use a macro (the Python binding, other languages). */
 void glt_context_desc_init(glt_context_desc *desc) {
-    desc->cuda_device = GLT_CUDA_DEVICE_AUTO;
-    desc->allow_software = 1;
-    desc->force_software = 0;
-    desc->gl_major = 0;
-    desc->gl_minor = 0;
-    desc->device_uuid = NULL;
+    const glt_context_desc d = GLT_CONTEXT_DESC_INIT;
+    *desc = d;
 }
 
 void glt_capture_desc_init(glt_capture_desc *desc) {
-    desc->gl_name = 0;
-    desc->gl_target = GLT_TEXTURE_2D;
-    desc->backend = GLT_BACKEND_AUTO;
-    desc->cuda_device = -1;
-    desc->resizable = 0;
-    desc->region.x = desc->region.y = desc->region.width = desc->region.height = 0;
+    const glt_capture_desc d = GLT_CAPTURE_DESC_INIT;
+    *desc = d;
 }
 
 void glt_read_options_init(glt_read_options *opts) {
-    opts->flip = 1;
-    opts->cuda_stream = NULL;
-    opts->n_channels = 0;
-    for (int i = 0; i < 4; ++i) opts->channels[i] = i;
-    opts->convert_dtype = 0;
-    opts->dtype = GLT_DTYPE_UINT8;
-    opts->order = GLT_ORDER_HWC;
-    opts->depth = GLT_DEPTH_WINDOW;
-    opts->near_plane = 0.0;
-    opts->far_plane = 1.0;
+    const glt_read_options o = GLT_READ_OPTIONS_INIT;
+    *opts = o;
 }
 
-glt_read_options glt_read_options_or_default(const glt_read_options *opts) {
-    glt_read_options o;
-    if (opts)
-        o = *opts;
-    else
-        glt_read_options_init(&o);
-    return o;
+/* Larger than this is no struct of ours from any release: an uninitialised size, refused before reading past it. */
+#define GLT_STRUCT_SIZE_MAX 65536u
+
+glt_status glt_struct_in(const void *in, void *out, size_t known, const void *defaults, const char *type,
+                         const char *call) {
+    if (!in) {
+        if (out) memcpy(out, defaults, known);
+        return GLT_OK;
+    }
+    size_t size;
+    memcpy(&size, in, sizeof size); /* every public struct starts with its size_t size */
+    if (size > known && size <= GLT_STRUCT_SIZE_MAX) {
+        const unsigned char *tail = (const unsigned char *)in + known;
+        for (size_t i = 0; i < size - known; ++i)
+            if (tail[i])
+                return glt_fail(GLT_INVALID_ARGUMENT,
+                                "%s: %s.size is %zu, larger than this library's %s (%zu bytes, gltensor %s), and "
+                                "byte %zu past it is set: the program was built against a newer gltensor.h and "
+                                "uses a field this library does not know; run it with that release's libgltensor, "
+                                "or leave the newer fields zero",
+                                call, type, size, type, known, GLT_VERSION_STRING, known + i);
+    } else if (size != 0 && size != known) {
+        /* No older layout exists yet: 0.2 is the first release with size fields. A later release lists the older
+         * sizes it accepts here and fills the fields they lack with their defaults. */
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "%s: %s.size is %zu, not a size of %s this library knows (0 or %zu in gltensor %s); "
+                        "initialise the struct with %s_init(), the GLT_*_INIT initialiser, = {0} or memset, or set "
+                        ".size = sizeof(%s)",
+                        call, type, size, type, known, GLT_VERSION_STRING, type, type);
+    }
+    if (out) {
+        memcpy(out, in, known);
+        memcpy(out, &known, sizeof known); /* the copy is this release's layout */
+    }
+    return GLT_OK;
+}
+
+glt_status glt_read_options_in(const glt_read_options *in, glt_read_options *out, const char *call) {
+    static const glt_read_options defaults = GLT_READ_OPTIONS_INIT;
+    return glt_struct_in(in, out, sizeof *out, &defaults, "glt_read_options", call);
+}
+
+glt_status glt_write_options_in(const glt_write_options *in, glt_write_options *out, const char *call) {
+    static const glt_write_options defaults = GLT_WRITE_OPTIONS_INIT;
+    return glt_struct_in(in, out, sizeof *out, &defaults, "glt_write_options", call);
 }

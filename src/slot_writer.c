@@ -205,6 +205,7 @@ static glt_status choose_mode(glt_slot_writer *w, const glt_gl *gl) {
 glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer **out) {
     if (!d || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_create: NULL argument");
     *out = NULL;
+    GLT_CHECK_STRUCT_SIZE(d, glt_slot_writer_desc);
     glt_status st = glt_egl_fork_check();
     if (st != GLT_OK) return st;
     glt_slot_writer *w = calloc(1, sizeof *w);
@@ -264,6 +265,7 @@ void glt_slot_writer_destroy(glt_slot_writer *w) {
 
 glt_status glt_slot_writer_get_info(const glt_slot_writer *w, glt_slot_writer_info *info) {
     if (!w || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_get_info: NULL argument");
+    info->size = sizeof *info;
     info->slot = (int)w->slot;
     info->count = (int)w->h->count;
     info->width = w->h->width;

@@ -83,6 +83,7 @@ const glt_format *glt_slot_format(unsigned gl_internal_format) {
 
 void glt_slots_desc_init(glt_slots_desc *d) {
     memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
     d->gl_internal_format = 0x8058; /* GL_RGBA8 */
     d->backend = GLT_BACKEND_AUTO;
     d->cuda_device = GLT_CUDA_DEVICE_AUTO;
@@ -220,6 +221,7 @@ static glt_status setup_cuda(glt_slots *s) {
 glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     if (!d || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_create: NULL argument");
     *out = NULL;
+    GLT_CHECK_STRUCT_SIZE(d, glt_slots_desc);
     const glt_format *fmt = NULL;
     glt_status st = check_desc(d, &fmt);
     if (st == GLT_OK) st = glt_env_check(); /* GLTENSOR_SLOTS_ALIGN below, the others where they are read */
@@ -302,6 +304,7 @@ void glt_slots_destroy(glt_slots *s) {
 
 glt_status glt_slots_get_info(const glt_slots *s, glt_slots_info *info) {
     if (!s || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_get_info: NULL argument");
+    info->size = sizeof *info;
     const glt_slots_header *h = s->h;
     info->count = (int)h->count;
     info->width = h->width;
@@ -451,7 +454,7 @@ static glt_status release_set(glt_slots *s, unsigned set) {
 static glt_status read_to(glt_slots *s, const glt_read_options *opts_in, const glt_buffer_view *view,
                           glt_frame **out) {
     if (!s) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_read: slots is NULL");
-    glt_read_options opts = glt_read_options_or_default(opts_in);
+    glt_read_options opts; GLT_OPTIONS_IN(read, opts_in, &opts, "glt_slots_read");
     glt_slots_header *h = s->h;
     if (h->trainer_pid != (int32_t)getpid())
         return glt_fail(GLT_INVALID_ARGUMENT,

@@ -33,6 +33,7 @@ struct glt_upload {
 
 void glt_upload_desc_init(glt_upload_desc *d) {
     memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
     d->gl_target = GLT_TEXTURE_2D;
     d->backend = GLT_BACKEND_AUTO;
     d->cuda_device = -1;
@@ -40,6 +41,7 @@ void glt_upload_desc_init(glt_upload_desc *d) {
 
 void glt_write_options_init(glt_write_options *o) {
     memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
     o->flip = 1;
     o->order = GLT_ORDER_HWC;
 }
@@ -108,6 +110,7 @@ static glt_status refresh(glt_upload *up) {
 glt_status glt_upload_create(const glt_upload_desc *desc, glt_upload **out) {
     if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_upload_create: desc and out must not be NULL");
     *out = NULL;
+    GLT_CHECK_STRUCT_SIZE(desc, glt_upload_desc);
     if (desc->gl_target != GL_TEXTURE_2D && desc->gl_target != GL_TEXTURE_RECTANGLE)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "target 0x%04X cannot be written; use GL_TEXTURE_2D (0x0DE1) or GL_TEXTURE_RECTANGLE "
@@ -168,6 +171,7 @@ void glt_upload_destroy(glt_upload *up) {
 
 glt_status glt_upload_get_info(const glt_upload *up, glt_upload_info *info) {
     if (!up || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_upload_get_info: NULL argument");
+    info->size = sizeof *info;
     info->width = up->width;
     info->height = up->height;
     info->channels = up->fmt->channels;
@@ -358,9 +362,7 @@ glt_status glt_upload_write(glt_upload *up, const glt_write_options *opts_in, co
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "the source tensor's data pointer is NULL (an empty tensor, or an interface that gives no "
                         "memory); pass a tensor of the region's size (height x width x channels) with its memory");
-    glt_write_options opts;
-    if (opts_in) opts = *opts_in;
-    else glt_write_options_init(&opts);
+    glt_write_options opts; GLT_OPTIONS_IN(write, opts_in, &opts, "glt_upload_write");
     glt_status st = refresh(up);
     if (st != GLT_OK) return st;
     char what[96];

@@ -491,6 +491,36 @@ def test_metadrive_engine_construction(base, made, p3d_backend):
         assert gpu.perceive(to_float=False).device.type == "cuda"
 
 
+@pytest.mark.parametrize("cls", md_classes("rgb"))
+def test_metadrive_read_close_backend(base, made, p3d_backend, cls):
+    """The verbs every adapter object has: read() (the same as MetaDrive's perceive(), which stays without a
+    warning because MetaDrive calls it), close() and backend."""
+    s = build_md(base, made, cls, 97, 61, p3d_backend)
+    assert s.backend == p3d_backend
+    base.graphicsEngine.renderFrame()
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        assert torch.equal(s.read(to_float=False), s.perceive(to_float=False))
+    assert s.backend == p3d_backend
+    made.remove(s)
+    s.close()
+    assert s.buffer is None
+
+
+def test_metadrive_agent_cameras_read_and_deprecated_perceive(base, made, p3d_backend):
+    from gltensor import metadrive as gmd
+    agents = gmd.AgentCameras(base, 2, 32, 24, backend=p3d_backend)
+    made.append(agents)
+    assert agents.backend == p3d_backend
+    base.graphicsEngine.renderFrame()
+    a = agents.read(to_float=False)
+    assert a.shape == (2, 24, 32, 3)
+    with pytest.warns(DeprecationWarning, match=r"AgentCameras\.perceive\(\) is deprecated"):
+        assert torch.equal(agents.perceive(to_float=False), a)
+    assert agents.backend == p3d_backend
+
+
 @pytest.mark.parametrize("layout", ["atlas", "batch"])
 def test_metadrive_agent_cameras(base, made, p3d_backend, layout):
     """Every agent's camera in one frame and one read: (N, H, W, 3), camera k mounted on agent k."""

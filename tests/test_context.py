@@ -246,3 +246,61 @@ def test_a_failed_create_leaves_the_callers_context_current(gl, ctx, make_textur
     # No make_current() here: the failed call itself must have left ctx current.
     with gltensor.Capture(tex.name, backend="cpu") as cap:
         assert cap.read().shape == (4, 8, 4)
+
+
+# ---- the core's record / restore of the caller's GL context, and the EGL device list (glt_context_save_current,
+# glt_context_restore, glt_egl_device_get_info), as gltensor.panda3d and gltensor.doctor use them ----
+
+
+def test_saved_gl_context_restores_the_recorded_one(gl, ctx):
+    from gltensor import _gltensor as core
+
+    ctx.make_current()
+    saved = core._save_gl_context()
+    assert saved[0] == 1 and saved[4] == current_egl_context()  # EGL, this context
+    assert core._gl_context_is_current(saved)
+    other = gltensor.Context.headless()
+    try:
+        assert not core._gl_context_is_current(saved)
+        core._restore_gl_context(saved)
+        assert core._gl_context_is_current(saved) and current_egl_context() == saved[4]
+        core._restore_gl_context(saved)  # already current: nothing to do
+    finally:
+        other.close()
+        ctx.make_current()
+
+
+def test_saved_gl_context_none_and_destroyed(gl, ctx):
+    from gltensor import _gltensor as core
+
+    ctx.release()
+    try:
+        none = core._save_gl_context()
+        assert none[0] == 0 and not core._gl_context_is_current(none)
+        core._restore_gl_context(none)  # nothing was current: nothing to restore
+        assert current_egl_context() == 0
+        gone = gltensor.Context.headless()
+        saved = core._save_gl_context()
+        gone.close()
+        with pytest.raises(gltensor.GLTensorError, match="could not make the recorded EGL context"):
+            core._restore_gl_context(saved)
+        with pytest.raises(TypeError):
+            core._restore_gl_context((1, 2))
+    finally:
+        ctx.make_current()
+
+
+def test_egl_device_list(gl, ctx):
+    from gltensor import _gltensor as core
+
+    devices = core._egl_devices()
+    assert devices, "the headless context was made on an EGL device, so there is at least one"
+    for i, d in enumerate(devices):
+        assert d["index"] == i
+        assert set(d) == {"index", "extensions", "drm_node", "render_node", "cuda_device", "renderer", "vendor"}
+        assert isinstance(d["extensions"], list)
+        assert d["cuda_device"] is None or d["cuda_device"] >= 0
+    if ctx.is_software:
+        assert any("EGL_MESA_device_software" in d["extensions"] for d in devices)
+    assert "EGL_EXT_device_enumeration" in core._egl_client_extensions() or \
+        "EGL_EXT_device_base" in core._egl_client_extensions()

@@ -142,3 +142,16 @@ def test_gltensor_does_not_import_gymnasium():
 
     code = "import sys, gltensor; assert 'gymnasium' not in sys.modules, 'gymnasium imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_batch_read_close_backend(backend):
+    """The verbs every adapter object has: read(), close(), backend."""
+    fns = [functools.partial(PatternEnv, backend=backend) for _ in range(2)]
+    envs = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True, copy=False, context=fork_if_safe())
+    try:
+        batch, _ = envs.reset(seed=0)
+        assert batch.backend == batch.slots.backend and batch.backend in ("cpu", "cuda")
+        np.testing.assert_array_equal(as_numpy(batch.latest()), expected([0, 1], 0))
+        assert callable(batch.read) and callable(batch.close)
+    finally:
+        envs.close()

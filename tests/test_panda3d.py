@@ -222,3 +222,52 @@ def test_import_error_names_pip(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake)
     with pytest.raises(ImportError, match="pip install panda3d"):
         gp.require_panda3d()
+
+
+# ---- one set of verbs on every adapter object: read(), close(), backend; perceive() kept one release, deprecated ----
+
+
+def test_cameras_read_close_backend_and_deprecated_perceive(base, make_camera, p3d_backend):
+    rgb = make_camera()
+    depth = make_camera(gp.DepthCamera)
+    second = make_camera(pos=(0, -6, 0.4))
+    assert rgb.backend == p3d_backend and depth.backend == p3d_backend  # asked for: nothing read yet
+    base.graphicsEngine.renderFrame()
+    x = rgb.read(to_float=False)
+    assert_equal(x, engine_rgb(base, rgb.color_texture))
+    with pytest.warns(DeprecationWarning, match=r"RGBCamera\.perceive\(\) is deprecated.*RGBCamera\.read\(\)"):
+        assert torch.equal(rgb.perceive(to_float=False), x)
+    d = depth.read(linear=True)
+    with pytest.warns(DeprecationWarning, match="perceive"):
+        assert torch.equal(depth.perceive(linear=True), d)
+    assert rgb.backend == depth.backend == p3d_backend
+    batch = gp.CameraBatch([rgb, second])
+    try:
+        b = batch.read(to_float=False)
+        assert b.shape == (2, H, W, 3) and torch.equal(b[0], x)
+        with pytest.warns(DeprecationWarning, match=r"CameraBatch\.perceive"):
+            assert torch.equal(batch.perceive(to_float=False), b)
+        assert batch.backend == p3d_backend
+    finally:
+        batch.close()
+    atlas = gp.CameraAtlas(base, 2, 32, 24, backend=p3d_backend)
+    try:
+        assert atlas.backend == p3d_backend
+        base.graphicsEngine.renderFrame()
+        a = atlas.read(to_float=False)
+        assert a.shape == (2, 24, 32, 3)
+        with pytest.warns(DeprecationWarning, match=r"CameraAtlas\.perceive"):
+            assert torch.equal(atlas.perceive(to_float=False), a)
+        assert atlas.backend == p3d_backend
+    finally:
+        atlas.close()
+    rgb.close()
+    rgb.close()  # idempotent
+
+
+def test_not_rendered_error_is_one_class():
+    import gltensor.mujoco as gmj
+    from gltensor import _adapter
+
+    assert gp.NotRenderedError is gmj.NotRenderedError is _adapter.NotRenderedError
+    assert issubclass(gp.NotRenderedError, gltensor.GLTensorError)

@@ -110,3 +110,20 @@ def test_ppo_learns_a_few_steps():
         assert model.num_timesteps >= 32
     finally:
         venv.close()
+
+
+def test_read_close_backend(backend):
+    """The verbs every adapter object has: read() (the observation batch, as reset()/step() return it), close(),
+    backend."""
+    venv = SlotVecEnv(fns(2, backend=backend), start_method=fork_if_safe(), backend=backend)
+    try:
+        assert venv.backend == venv.slots.backend and venv.backend in ("cpu", "cuda")
+        obs = venv.reset()
+        assert obs.shape == (2, H, W, 3)
+        import gltensor
+
+        with pytest.raises(gltensor.StaleSlotError):
+            venv.read()  # no worker wrote since reset()'s read
+    finally:
+        venv.close()
+    venv.close()

@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
     glt_context_desc_init(&cdesc);
     glt_context *ctx = NULL;
     GLT_CHECK(glt_context_create_headless(&cdesc, &ctx));
-    glt_context_info info;
+    glt_context_info info = {0}; /* size 0: this release's layout (gltensor.h, "Struct sizes") */
     GLT_CHECK(glt_context_get_info(ctx, &info));
     load_gl();
 
@@ -285,7 +285,7 @@ int main(int argc, char **argv) {
     desc.gl_name = tex;
     desc.gl_target = GLT_TEXTURE_2D;
     desc.backend = GLT_BACKEND_CUDA;
-    desc.cuda_device = -1;
+    desc.cuda_device = GLT_CUDA_DEVICE_ANY;
     glt_capture *cap = NULL;
     GLT_CHECK(glt_capture_create(&desc, &cap));
     glt_buffer_view dst;

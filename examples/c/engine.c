@@ -256,7 +256,7 @@ int main(int argc, char **argv) {
     glt_context_desc_init(&cdesc); /* CUDA device 0's EGL device, else Mesa's software device */
     glt_context *ctx = NULL;
     GLT_CHECK(glt_context_create_headless(&cdesc, &ctx));
-    glt_context_info cinfo;
+    glt_context_info cinfo = {0}; /* size 0: this release's layout (gltensor.h, "Struct sizes") */
     GLT_CHECK(glt_context_get_info(ctx, &cinfo));
     load_gl();
     printf("gltensor %s, GL %s on %s (cuda_device %d)\n", glt_version_string(), cinfo.version, cinfo.renderer,
@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
     desc.backend = GLT_BACKEND_AUTO; /* CUDA when the context runs on a CUDA device, else CPU */
     glt_capture *cap = NULL;
     GLT_CHECK(glt_capture_create(&desc, &cap));
-    glt_capture_info info;
+    glt_capture_info info = {0};
     GLT_CHECK(glt_capture_get_info(cap, &info));
     printf("capture: %s %s, %dx%d, backend %s (%s)\n", info.target_name, info.format_name, info.width,
            info.height, glt_backend_name(info.backend), info.backend_reason);
@@ -314,7 +314,7 @@ int main(int argc, char **argv) {
     sub_desc.region.height = h / 2 > 0 ? h / 2 : 1;
     glt_capture *sub = NULL;
     GLT_CHECK(glt_capture_create(&sub_desc, &sub));
-    glt_capture_info sub_info;
+    glt_capture_info sub_info = {0};
     GLT_CHECK(glt_capture_get_info(sub, &sub_info));
     const glt_rect rg = sub_info.region;
     printf("region capture: (x %d, y %d, width %d, height %d) of a %dx%d image, frames %dx%d\n", rg.x, rg.y,
@@ -349,7 +349,7 @@ int main(int argc, char **argv) {
         /* capture */
         glt_frame *frame = NULL;
         GLT_CHECK(glt_capture_read(cap, &opts, &frame));
-        glt_frame_info fi;
+        glt_frame_info fi = {0};
         glt_frame_get_info(frame, &fi);
         printf("frame %d: %s pointer %p, shape (%d, %d, %d) %s, %zu bytes, flipped %d\n", f,
                fi.memory == GLT_MEMORY_CUDA ? "CUDA device" : "host", fi.data, fi.height, fi.width, fi.channels,

@@ -227,7 +227,7 @@ static int check_texture(int w, int h) {
     desc.gl_name = tex;
     glt_upload *up = NULL;
     GLT_CHECK(glt_upload_create(&desc, &up));
-    glt_upload_info info;
+    glt_upload_info info = {0}; /* size 0: this release's layout (gltensor.h, "Struct sizes") */
     GLT_CHECK(glt_upload_get_info(up, &info));
     int cuda = info.backend == GLT_BACKEND_CUDA;
 
@@ -244,7 +244,7 @@ static int check_texture(int w, int h) {
     glt_buffer_view src = {0};
     src.data = to_backend(img, bytes, cuda);
     src.memory = cuda ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST;
-    src.cuda_device = cuda ? info.cuda_device : -1;
+    src.cuda_device = cuda ? info.cuda_device : GLT_CUDA_DEVICE_ANY;
     src.dtype = GLT_DTYPE_UINT8;
     src.ndim = 3;
     src.shape[0] = h, src.shape[1] = w, src.shape[2] = 3;
@@ -293,7 +293,7 @@ static int check_points(int w, int h, int n) {
     desc.gl_name = vbo;
     glt_buffer *buf = NULL;
     GLT_CHECK(glt_buffer_create(&desc, &buf));
-    glt_buffer_info info;
+    glt_buffer_info info = {0};
     GLT_CHECK(glt_buffer_get_info(buf, &info));
     int cuda = info.backend == GLT_BACKEND_CUDA;
 
@@ -352,7 +352,7 @@ static int check_points(int w, int h, int n) {
 
     glt_frame *frame = NULL;
     GLT_CHECK(glt_buffer_read(buf, 0, 0, NULL, &frame));
-    glt_frame_info fi;
+    glt_frame_info fi = {0};
     glt_frame_get_info(frame, &fi);
     float *copy = malloc(fi.nbytes);
     to_host(copy, fi.data, fi.nbytes, fi.memory == GLT_MEMORY_CUDA);
@@ -382,7 +382,7 @@ int main(int argc, char **argv) {
     glt_context_desc_init(&cdesc);
     glt_context *ctx = NULL;
     GLT_CHECK(glt_context_create_headless(&cdesc, &ctx));
-    glt_context_info cinfo;
+    glt_context_info cinfo = {0};
     GLT_CHECK(glt_context_get_info(ctx, &cinfo));
     load_gl();
     printf("gltensor %s, GL %s on %s (cuda_device %d)\n", glt_version_string(), cinfo.version, cinfo.renderer,

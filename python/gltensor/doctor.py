@@ -11,8 +11,8 @@ context per device and a self-test that renders a known pattern and captures it 
 of known failures (`KNOWN_FAILURES`) is the one place their explanations live: the exceptions gltensor
 raises append the same text (`explain_error`, called by the extension's error mapping).
 
-Needs nothing beyond the standard library and gltensor; EGL, GL and the CUDA driver are reached with
-ctypes, as the library itself loads them at run time.
+Needs nothing beyond the standard library and gltensor; EGL devices and the caller's GL context come from the
+core (the same code the library uses); the self-test's drawing and the vendor-library checks use ctypes.
 """
 
 from __future__ import annotations
@@ -287,8 +287,8 @@ def _device_fields(cuda_device: int) -> Dict[str, Any]:
     except Exception:  # noqa: BLE001 - the explanation must not fail
         pass
     try:
-        fields["egl_devices"] = len(_EGL().devices())
-    except OSError:
+        fields["egl_devices"] = len(_gltensor._egl_devices())
+    except Exception:  # noqa: BLE001 - the explanation must not fail
         pass
     return fields
 
@@ -374,77 +374,6 @@ def _vendor_fix(files: List[Dict[str, Any]]) -> str:
                 "/usr/share/glvnd/egl_vendor.d/10_nvidia.json; Ubuntu: `apt-get install libnvidia-gl-<branch>`), "
                 "and in a container add `-e NVIDIA_DRIVER_CAPABILITIES=all`; then, if glvnd still misses it, "
                 "`export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/share/glvnd/egl_vendor.d/10_nvidia.json`.")
-
-
-class _EGL:
-    """The few EGL entry points the doctor needs, through ctypes (libEGL.so.1, glvnd)."""
-
-    EXTENSIONS, VENDOR = 0x3055, 0x3053
-    DRM_DEVICE_FILE, DRM_RENDER_NODE_FILE, RENDERER = 0x3233, 0x3377, 0x335F
-    CUDA_DEVICE_NV = 0x323A
-
-    def __init__(self) -> None:
-        self.lib = ctypes.CDLL("libEGL.so.1")
-        self.lib.eglQueryString.restype = ctypes.c_char_p
-        self.lib.eglQueryString.argtypes = [ctypes.c_void_p, ctypes.c_int]
-        self.lib.eglGetProcAddress.restype = ctypes.c_void_p
-        self.lib.eglGetProcAddress.argtypes = [ctypes.c_char_p]
-
-    def proc(self, name: str, restype: Any, *argtypes: Any) -> Optional[Callable[..., Any]]:
-        addr = self.lib.eglGetProcAddress(name.encode())
-        return ctypes.CFUNCTYPE(restype, *argtypes)(addr) if addr else None
-
-    def current(self) -> Tuple[Any, ...]:
-        """The calling thread's current (display, draw, read, context), to restore after probing."""
-        for f in ("eglGetCurrentDisplay", "eglGetCurrentContext", "eglGetCurrentSurface"):
-            getattr(self.lib, f).restype = ctypes.c_void_p
-        self.lib.eglGetCurrentSurface.argtypes = [ctypes.c_int]
-        return (self.lib.eglGetCurrentDisplay(), self.lib.eglGetCurrentSurface(0x3059),
-                self.lib.eglGetCurrentSurface(0x305A), self.lib.eglGetCurrentContext())
-
-    def make_current(self, state: Tuple[Any, ...]) -> None:
-        if state[0]:
-            self.lib.eglMakeCurrent.argtypes = [ctypes.c_void_p] * 4
-            self.lib.eglMakeCurrent(*state)
-
-    def client_extensions(self) -> List[str]:
-        s = self.lib.eglQueryString(None, self.EXTENSIONS)
-        return s.decode().split() if s else []
-
-    def devices(self) -> List[Dict[str, Any]]:
-        query = self.proc("eglQueryDevicesEXT", ctypes.c_uint, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
-                          ctypes.POINTER(ctypes.c_int))
-        string = self.proc("eglQueryDeviceStringEXT", ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int)
-        attrib = self.proc("eglQueryDeviceAttribEXT", ctypes.c_uint, ctypes.c_void_p, ctypes.c_int,
-                           ctypes.POINTER(ctypes.c_ssize_t))
-        if not query or not string:
-            return []
-        n = ctypes.c_int(0)
-        if not query(0, None, ctypes.byref(n)) or n.value <= 0:
-            return []
-        handles = (ctypes.c_void_p * n.value)()
-        if not query(n.value, handles, ctypes.byref(n)):
-            return []
-        out = []
-        for i in range(n.value):
-            def text(name: int) -> Optional[str]:
-                s = string(handles[i], name)
-                return s.decode() if s else None
-            exts = (text(self.EXTENSIONS) or "").split()
-            dev: Dict[str, Any] = {"index": i, "extensions": exts, "drm_node": None, "render_node": None,
-                                   "cuda_device": None, "renderer": None, "vendor": None}
-            if "EGL_EXT_device_drm" in exts:
-                dev["drm_node"] = text(self.DRM_DEVICE_FILE)
-            if "EGL_EXT_device_drm_render_node" in exts:
-                dev["render_node"] = text(self.DRM_RENDER_NODE_FILE)
-            if "EGL_EXT_device_query_name" in exts:
-                dev["renderer"], dev["vendor"] = text(self.RENDERER), text(self.VENDOR)
-            if "EGL_NV_device_cuda" in exts and attrib:
-                v = ctypes.c_ssize_t(-1)
-                if attrib(handles[i], self.CUDA_DEVICE_NV, ctypes.byref(v)):
-                    dev["cuda_device"] = int(v.value)
-            out.append(dev)
-        return out
 
 
 class _GL:
@@ -618,23 +547,18 @@ def collect(run_selftest: bool = True) -> Facts:
 
     files, source = _vendor_files()
     egl: Dict[str, Any] = {"vendor_files": files, "vendor_source": source, "library": None}
-    try:
-        probe = _EGL()
-        egl.update(library="libEGL.so.1", client_extensions=probe.client_extensions(), devices=probe.devices())
-    except OSError as err:
-        egl["error"] = str(err)
+    try:  # the core's EGL (glt_egl_device_get_info): the doctor loads libEGL no second way
+        egl.update(library="libEGL.so.1", client_extensions=_gltensor._egl_client_extensions(),
+                   devices=_gltensor._egl_devices())
+    except gltensor.GLTensorError as err:
+        egl["error"] = str(err).split("\n")[0]
     facts["egl"] = egl
-    restore = None
-    try:
-        egl_lib = _EGL()
-        restore = egl_lib.current()
-    except OSError:
-        pass
+    restore = _gltensor._save_gl_context()
     try:
         _probe_contexts(gltensor, facts, count, run_selftest)
     finally:
-        if restore is not None:  # the caller's current context, if it had one, is current again
-            egl_lib.make_current(restore)
+        if restore[0]:  # the caller's current context, if it had one, is current again
+            _gltensor._restore_gl_context(restore)
     return facts
 
 

@@ -185,6 +185,11 @@ class SlotBatch:
     def __len__(self):
         return len(self.slots)
 
+    @property
+    def backend(self):
+        """The slots' backend ("cuda" or "cpu")."""
+        return self.slots.backend
+
     def close(self):
         self.slots.close()
 

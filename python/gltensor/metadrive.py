@@ -39,6 +39,7 @@ none, multisampling, ...) into the process, as MetaDrive's engine module does at
 """
 
 from . import panda3d as gp
+from ._adapter import warn_renamed
 
 try:
     import gltensor as _gt
@@ -74,8 +75,9 @@ def _backend(cuda, backend):
 
 
 class _Sensor:
-    """perceive() over a gltensor capture of the sensor's render texture; mixed into a MetaDrive-built sensor
-    (self.engine, self.cam, self.buffer, self.lens exist)."""
+    """read() (and MetaDrive's own name for it, perceive(), which MetaDrive calls) over a gltensor capture of the
+    sensor's render texture; mixed into a MetaDrive-built sensor (self.engine, self.cam, self.buffer, self.lens
+    exist)."""
 
     CHANNELS = "rgb"
 
@@ -104,6 +106,20 @@ class _Sensor:
         there (position, hpr: MetaDrive's defaults when None), one frame is rendered (engine.taskMgr.step()),
         and the camera is put back."""
         return self._gt_mounted(lambda: self._gt_read(to_float), new_parent_node, position, hpr)
+
+    def read(self, to_float=True, new_parent_node=None, position=None, hpr=None):
+        """The sensor's image: gltensor's verb for every adapter; the same as perceive() (MetaDrive's verb,
+        which MetaDrive calls and which therefore stays without a warning)."""
+        return self.perceive(to_float, new_parent_node, position, hpr)
+
+    @property
+    def backend(self):
+        """The backend reads use ("cuda" or "cpu"), as chosen from MetaDrive's cuda flag or backend=."""
+        return self._gt_capture.backend if self._gt_capture is not None else self._gt_backend
+
+    def close(self):
+        """MetaDrive's destroy(): releases the capture and the sensor's buffer."""
+        self.destroy()
 
     def perceive_to_slot(self, handle, new_parent_node=None, position=None, hpr=None):
         """perceive(), but the image goes into a shared slot (``SlotHandle``, e.g. a vector env worker's) with GL
@@ -318,7 +334,7 @@ def _metadrive_rgb_tag_states(engine, cameras):
 
 class AgentCameras:
     """One RGB camera per agent, all rendered in the same frame and read in ONE hand-off per step:
-    perceive() -> torch (N, H, W, 3), camera k on agent k.
+    read() -> torch (N, H, W, 3), camera k on agent k.
 
     layout="atlas" (default): one offscreen buffer, one display region per agent (MetaDrive's camera mask,
     60-degree lens, white clear, 8-8-8 colour and, with MetaDrive installed, its RGB camera's terrain shader),
@@ -367,10 +383,20 @@ class AgentCameras:
 
     def _read(self, kwargs):
         if self.layout == "atlas":
-            return self._atlas.perceive(**kwargs)
-        return self._batch.perceive(**kwargs)
+            return self._atlas.read(**kwargs)
+        return self._batch.read(**kwargs)
 
-    def perceive(self, to_float=True, new_parent_nodes=None, position=None, hpr=None, **read_kwargs):
+    @property
+    def backend(self):
+        """The backend reads use ("cuda" or "cpu"); the one asked for until the first read."""
+        return (self._atlas if self.layout == "atlas" else self._batch).backend
+
+    def perceive(self, *args, **kwargs):
+        """Deprecated second name of read() (removed in the next release)."""
+        warn_renamed(self, "perceive", "read")
+        return self.read(*args, **kwargs)
+
+    def read(self, to_float=True, new_parent_nodes=None, position=None, hpr=None, **read_kwargs):
         """Every agent's image of the last frame; with new_parent_nodes the cameras are mounted there (as
         track()) and ONE frame is rendered for all (engine.taskMgr.step()) first."""
         if new_parent_nodes is not None:

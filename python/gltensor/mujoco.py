@@ -49,8 +49,7 @@ def _require_torch():
     return torch
 
 
-class NotRenderedError(gltensor.GLTensorError):
-    """read() was called before this capture's render() drew a frame into the renderer's buffer."""
+from ._adapter import NotRenderedError  # noqa: E402  (one class for every adapter; read() before render())
 
 
 class RendererCapture:

@@ -5,7 +5,7 @@
     base = ShowBase()
     cam = gp.RGBCamera(base, 97, 61)                 # offscreen buffer + camera + render texture
     base.graphicsEngine.renderFrame()
-    x = cam.perceive()                               # torch (61, 97, 3) float32 RGB in [0, 1], top row first
+    x = cam.read()                                   # torch (61, 97, 3) float32 RGB in [0, 1], top row first
 
 What Panda3D needs (found by trying Panda3D 1.10.16 with p3headlessgl on Mesa llvmpipe):
 
@@ -34,13 +34,11 @@ What Panda3D needs (found by trying Panda3D 1.10.16 with p3headlessgl on Mesa ll
   buffers with ``resizable=True`` (gltensor then registers only during each read).
 """
 
-import ctypes
-import ctypes.util
-
 try:
     import gltensor as _gt
 except ImportError:  # pragma: no cover - imported as part of the package
     from . import _gltensor as _gt  # type: ignore
+from . import _gltensor as _core
 
 __all__ = [
     "PRC", "configure", "require_panda3d", "NotRenderedError", "native_id", "gl_target",
@@ -84,93 +82,43 @@ def configure(extra=""):
     core.loadPrcFileData("gltensor", PRC + "\n" + extra)
 
 
-class NotRenderedError(_gt.GLTensorError):
-    """The texture/camera has not been rendered into yet (no GL texture exists, or no frame was drawn)."""
+from ._adapter import NotRenderedError, warn_renamed  # noqa: E402  (one class for every adapter)
 
 
 # ---------------------------------------------------------------- Panda's GL context
 
 
-class _EGL:
-    lib = None
-
-    @classmethod
-    def load(cls):
-        if cls.lib is None:
-            name = ctypes.util.find_library("EGL") or "libEGL.so.1"
-            try:
-                lib = ctypes.CDLL(name)
-            except OSError:
-                lib = False
-            else:
-                for f in ("eglGetCurrentContext", "eglGetCurrentDisplay", "eglGetCurrentSurface"):
-                    getattr(lib, f).restype = ctypes.c_void_p
-                lib.eglGetCurrentSurface.argtypes = [ctypes.c_int]
-                lib.eglMakeCurrent.argtypes = [ctypes.c_void_p] * 4
-                lib.eglMakeCurrent.restype = ctypes.c_uint
-            cls.lib = lib
-        return cls.lib or None
-
-
-class _GLX:
-    lib = None
-
-    @classmethod
-    def load(cls):
-        if cls.lib is None:
-            try:
-                lib = ctypes.CDLL(ctypes.util.find_library("GL") or "libGL.so.1")
-                for f in ("glXGetCurrentContext", "glXGetCurrentDisplay"):
-                    getattr(lib, f).restype = ctypes.c_void_p
-                for f in ("glXGetCurrentDrawable", "glXGetCurrentReadDrawable"):
-                    getattr(lib, f).restype = ctypes.c_ulong
-                lib.glXMakeContextCurrent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong,
-                                                      ctypes.c_void_p]
-            except (OSError, AttributeError):
-                lib = False
-            cls.lib = lib
-        return cls.lib or None
-
-
 class _GLState:
-    """The GL context (EGL or GLX handles) current in this thread when it was recorded."""
+    """The GL context (EGL or GLX) current in this thread when it was recorded: the core's
+    glt_context_save_current / glt_context_restore (one place owns GL context save and restore)."""
 
-    __slots__ = ("api", "handles")
+    __slots__ = ("saved",)
 
-    def __init__(self, api, handles):
-        self.api, self.handles = api, handles
+    def __init__(self, saved):
+        self.saved = saved
 
     @staticmethod
     def current():
-        egl = _EGL.load()
-        if egl is not None:
-            c = egl.eglGetCurrentContext()
-            if c:
-                return _GLState("egl", (egl.eglGetCurrentDisplay(), egl.eglGetCurrentSurface(0x3059),
-                                        egl.eglGetCurrentSurface(0x305A), c))  # EGL_DRAW, EGL_READ
-        glx = _GLX.load()
-        if glx is not None:
-            c = glx.glXGetCurrentContext()
-            if c:
-                return _GLState("glx", (glx.glXGetCurrentDisplay(), glx.glXGetCurrentDrawable(),
-                                        glx.glXGetCurrentReadDrawable(), c))
-        return None
+        saved = _core._save_gl_context()
+        return _GLState(saved) if saved[0] else None  # system 0: no context is current
+
+    @property
+    def handles(self):
+        """(display, draw, read, context) as recorded."""
+        return self.saved[1:5]
 
     def is_current(self):
-        if self.api == "egl":
-            return _EGL.load().eglGetCurrentContext() == self.handles[3]
-        return _GLX.load().glXGetCurrentContext() == self.handles[3]
+        return _core._gl_context_is_current(self.saved)
 
     def make_current(self):
         if self.is_current():
             return
-        if self.api == "egl":
-            ok = _EGL.load().eglMakeCurrent(*self.handles)
-        else:
-            ok = _GLX.load().glXMakeContextCurrent(*self.handles)
-        if not ok:
+        try:
+            _core._restore_gl_context(self.saved)
+        except _gt.GLTensorError as err:
             raise _gt.NoContextError("gltensor.panda3d: could not make Panda3D's GL context current again (%s); "
-                                     "read right after base.graphicsEngine.renderFrame()" % self.api)
+                                     "read right after base.graphicsEngine.renderFrame()" % str(err).split("\n")[0]) \
+                from err
 
 
 def _check_threading(engine):
@@ -476,7 +424,7 @@ class _DrawWatch:
     def require(self, what):
         if self.frames == 0:
             raise NotRenderedError("gltensor.panda3d: camera %r has not been rendered yet; call "
-                                   "base.graphicsEngine.renderFrame() (or taskMgr.step()) before perceive()" % what)
+                                   "base.graphicsEngine.renderFrame() (or taskMgr.step()) before read()" % what)
 
     def close(self):
         self.region.clearDrawCallback()
@@ -538,6 +486,18 @@ class _Camera:
     def size(self):
         return self.buffer.getXSize(), self.buffer.getYSize()
 
+    @property
+    def backend(self):
+        """The backend reads use ("cuda" or "cpu"); the one asked for ("auto" ...) until the first read."""
+        for cap in self._captures.values():
+            return cap.backend
+        return self._kw["backend"]
+
+    def perceive(self, *args, **kwargs):
+        """Deprecated second name of read() (removed in the next release)."""
+        warn_renamed(self, "perceive", "read")
+        return self.read(*args, **kwargs)
+
     def set_size(self, width, height):
         """Resize the buffer (takes effect at the next frame); make the camera with resizable=True for CUDA."""
         self.buffer.setSize(width, height)
@@ -547,7 +507,7 @@ class _Camera:
     def write_to(self, handle, new_parent_node=None, position=None, hpr=None, plane="color"):
         """Write the last rendered image (padding excluded) into a shared slot (``SlotHandle``) with GL alone,
         instead of reading it into a tensor: what a worker process of a vector env does. With new_parent_node
-        one frame is rendered from there first, as perceive()."""
+        one frame is rendered from there first, as read()."""
         saved = self._render_at(new_parent_node, position, hpr) if new_parent_node is not None else None
         try:
             self._watch.require(self.name)
@@ -588,7 +548,7 @@ class _Camera:
 
 
 class RGBCamera(_Camera):
-    """Colour camera sensor: perceive() -> torch (H, W, 3) RGB, top row first (float32 in [0, 1] or uint8)."""
+    """Colour camera sensor: read() -> torch (H, W, 3) RGB, top row first (float32 in [0, 1] or uint8)."""
 
     def __init__(self, base, width, height, **kwargs):
         kwargs.setdefault("depth", False)
@@ -598,7 +558,7 @@ class RGBCamera(_Camera):
     def texture_capture(self):
         return self._capture("color")
 
-    def perceive(self, to_float=True, new_parent_node=None, position=None, hpr=None, **read_kwargs):
+    def read(self, to_float=True, new_parent_node=None, position=None, hpr=None, **read_kwargs):
         """The last rendered image. With new_parent_node the camera is moved there (position, hpr), one frame is
         rendered, and the camera is put back (as MetaDrive's sensors do). read_kwargs go to Capture.read."""
         saved = self._render_at(new_parent_node, position, hpr) if new_parent_node is not None else None
@@ -612,7 +572,7 @@ class RGBCamera(_Camera):
 
 
 class DepthCamera(_Camera):
-    """Depth camera sensor: perceive() -> torch float32 (H, W, 1), window depth in [0, 1] or, with
+    """Depth camera sensor: read() -> torch float32 (H, W, 1), window depth in [0, 1] or, with
     linear=True, eye-space distance from the lens' near/far planes. The buffer has a 32-bit float depth
     texture attached with RTPDepth (RTMBindOrCopy)."""
 
@@ -623,7 +583,7 @@ class DepthCamera(_Camera):
     def texture_capture(self):
         return self._capture("depth")
 
-    def perceive(self, linear=False, new_parent_node=None, position=None, hpr=None, **read_kwargs):
+    def read(self, linear=False, new_parent_node=None, position=None, hpr=None, **read_kwargs):
         saved = self._render_at(new_parent_node, position, hpr) if new_parent_node is not None else None
         try:
             if linear:
@@ -638,7 +598,7 @@ class DepthCamera(_Camera):
 
 
 class CameraBatch:
-    """Several colour cameras of one step read as one gltensor.Batch: perceive() -> torch (N, H, W, 3).
+    """Several colour cameras of one step read as one gltensor.Batch: read() -> torch (N, H, W, 3).
 
     cameras: RGBCamera objects, or any sensors with a `texture_capture` (a TextureCapture), e.g.
     gltensor.metadrive's.
@@ -665,7 +625,17 @@ class CameraBatch:
             self._names = names
         return self._batch
 
-    def perceive(self, to_float=True, **read_kwargs):
+    @property
+    def backend(self):
+        """The backend of the cameras' reads ("cuda" or "cpu"; the first camera's request before the first read)."""
+        return self._batch.backend if self._batch is not None else self.cameras[0].backend
+
+    def perceive(self, *args, **kwargs):
+        """Deprecated second name of read() (removed in the next release)."""
+        warn_renamed(self, "perceive", "read")
+        return self.read(*args, **kwargs)
+
+    def read(self, to_float=True, **read_kwargs):
         torch = _torch()
         read_kwargs.setdefault("channels", "rgb")
         read_kwargs.setdefault("dtype", "float32" if to_float else "uint8")
@@ -679,7 +649,7 @@ class CameraBatch:
 
 class CameraAtlas:
     """`count` colour cameras rendering into ONE offscreen buffer, one display region (tile) each, read as one
-    gltensor.Atlas: perceive() -> torch (count, H, W, 3), camera k in tile k (left to right, top to bottom).
+    gltensor.Atlas: read() -> torch (count, H, W, 3), camera k in tile k (left to right, top to bottom).
 
     One buffer means one FBO bind and one render texture for all cameras (CameraBatch has one buffer per
     camera); the read is one GL->CUDA hand-off. Cameras share nothing but the buffer: each has its own lens
@@ -758,7 +728,17 @@ class CameraAtlas:
         """The gltensor.Atlas (after the first frame)."""
         return self._ensure()
 
-    def perceive(self, to_float=True, **read_kwargs):
+    @property
+    def backend(self):
+        """The backend reads use ("cuda" or "cpu"); the one asked for ("auto" ...) until the first read."""
+        return self._atlas.backend if self._atlas is not None else self._kw["backend"]
+
+    def perceive(self, *args, **kwargs):
+        """Deprecated second name of read() (removed in the next release)."""
+        warn_renamed(self, "perceive", "read")
+        return self.read(*args, **kwargs)
+
+    def read(self, to_float=True, **read_kwargs):
         """(count, H, W, 3) RGB of the last frame, each tile upright; read_kwargs as Atlas.read."""
         read_kwargs.setdefault("channels", "rgb")
         read_kwargs.setdefault("dtype", "float32" if to_float else "uint8")

@@ -190,8 +190,14 @@ class SlotVecEnv(SubprocVecEnv):
         self.reads = 0
         super(SubprocVecEnv, self).__init__(n_envs, space, action_space)
 
-    def _read(self):
-        """Every worker's observation as one host array (N, *obs_shape): one read of all slots."""
+    @property
+    def backend(self):
+        """The slots' backend ("cuda" or "cpu")."""
+        return self.slots.backend
+
+    def read(self):
+        """Every worker's observation as one host array (N, *obs_shape): one read of all slots (what step() and
+        reset() return; call it again only after the workers wrote, else StaleSlotError)."""
         frame = self.slots.read(**self._read_options)
         self.reads += 1
         if frame.device == "cpu":
@@ -204,7 +210,7 @@ class SlotVecEnv(SubprocVecEnv):
         results = [remote.recv() for remote in self.remotes]
         self.waiting = False
         _, rews, dones, infos, self.reset_infos = zip(*results, strict=True)
-        return self._read(), np.stack(rews), np.stack(dones), infos
+        return self.read(), np.stack(rews), np.stack(dones), infos
 
     def reset(self):
         for env_idx, remote in enumerate(self.remotes):
@@ -213,7 +219,7 @@ class SlotVecEnv(SubprocVecEnv):
         _, self.reset_infos = zip(*results, strict=True)
         self._reset_seeds()
         self._reset_options()
-        return self._read()
+        return self.read()
 
     def close(self):
         if self.closed:

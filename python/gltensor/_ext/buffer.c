@@ -679,7 +679,7 @@ static int binfo(BufferObject *self, glt_buffer_info *i) {
         if (binfo(self, &i) < 0) return NULL;         \
         return expr;                                  \
     }
-BINFO_GETTER(buf_get_size, PyLong_FromSize_t(i.size))
+BINFO_GETTER(buf_get_size, PyLong_FromSize_t(i.bytes))
 BINFO_GETTER(buf_get_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
 BINFO_GETTER(buf_get_backend_reason, PyUnicode_FromString(i.backend_reason))
 BINFO_GETTER(buf_get_cuda_device, i.cuda_device < 0 ? Py_NewRef(Py_None) : PyLong_FromLong(i.cuda_device))
@@ -699,7 +699,7 @@ static PyObject *buffer_repr(BufferObject *self) {
     if (!self->buf) return PyUnicode_FromFormat("<gltensor.Buffer %u closed>", self->name);
     glt_buffer_info i;
     glt_buffer_get_info(self->buf, &i);
-    return PyUnicode_FromFormat("<gltensor.Buffer %u %zu bytes backend=%s%s>", self->name, i.size,
+    return PyUnicode_FromFormat("<gltensor.Buffer %u %zu bytes backend=%s%s>", self->name, i.bytes,
                                 glt_backend_name(i.backend), i.mapped ? " mapped" : "");
 }
 

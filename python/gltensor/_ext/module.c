@@ -3,6 +3,7 @@
  * function that turns a glt_status into a Python exception.
  */
 #include "ext.h"
+#include "glcontext.h"
 #include "internal.h" /* glt_depth_compute_exact, for the tests */
 
 static gltensor_state *get_state(PyObject *module) { return (gltensor_state *)PyModule_GetState(module); }
@@ -208,6 +209,7 @@ static PyObject *py_slots_cuda_support(PyObject *m, PyObject *arg) {
 static PyObject *py_slots_gl_support(PyObject *m, PyObject *unused) { return status_reason(glt_slot_writer_gl_supported()); }
 
 static PyMethodDef module_methods[] = {
+    GLT_PY_GLCONTEXT_METHODS
     {"_slots_cuda_support", py_slots_cuda_support, METH_O,
      "Private, for the doctor: None where CUDA device N can hold shared slots, else why not."},
     {"_slots_gl_support", py_slots_gl_support, METH_NOARGS,

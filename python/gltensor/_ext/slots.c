@@ -254,7 +254,7 @@ static PyObject *writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         Py_DECREF(self);
         return NULL;
     }
-    glt_slot_writer_desc d = {mem, ctl, slot};
+    glt_slot_writer_desc d = {sizeof d, mem, ctl, slot};
     glt_status s = glt_slot_writer_create(&d, &self->writer);
     if (s != GLT_OK) {
         Py_DECREF(self);

@@ -25,8 +25,8 @@ Paths of a case (SIZE² x N cameras), each checked against Panda's own readback 
                   cudaGraphicsSubResourceGetMappedArray, cudaMemcpy2DFromArray of the whole (padded) texture into
                   a cudaMalloc'd buffer, unmap; CuPy [..., :3][..., ::-1][::-1] (flip, RGB->BGR) and astype(uint8,
                   order="C"); here also [:h, :w] so that it is right when Panda padded; N cameras -> cupy.stack
-  gltensor        RGBCamera.perceive(to_float=False) (N = 1), CameraBatch.perceive() (N > 1)
-  gltensor-atlas  CameraAtlas.perceive() (N > 1): one buffer, one display region per camera, one Atlas read
+  gltensor        RGBCamera.read(to_float=False) (N = 1), CameraBatch.read() (N > 1)
+  gltensor-atlas  CameraAtlas.read() (N > 1): one buffer, one display region per camera, one Atlas read
   round-trip      (N > 1) render + a gltensor read of one tiny (4x4) texture that is not re-rendered + the
                   consumer op on it: minus `render` (timed just before it), it is one GL<->CUDA round trip as
                   this run pays it
@@ -186,10 +186,10 @@ def run_config(prc, cases, steps, warmup, runs, backend, log=print):
             except Skip as e:
                 md_skip = str(e)
         if n == 1:
-            paths.append(("gltensor", "buffers", lambda: case.cams[0].perceive(to_float=False), ref_buffers))
+            paths.append(("gltensor", "buffers", lambda: case.cams[0].read(to_float=False), ref_buffers))
         else:
-            paths.append(("gltensor", "buffers", lambda: case.batch.perceive(to_float=False), ref_buffers))
-            paths.append(("gltensor-atlas", "atlas", lambda: case.atlas.perceive(to_float=False), ref_atlas))
+            paths.append(("gltensor", "buffers", lambda: case.batch.read(to_float=False), ref_buffers))
+            paths.append(("gltensor-atlas", "atlas", lambda: case.atlas.read(to_float=False), ref_atlas))
 
         times = {}
         try:
