@@ -224,8 +224,9 @@ static glt_status attach_backend(glt_capture *cap) {
     GLuint name = cap->name;
     GLenum target = cap->target;
     if (glt_stage_needed(cap->fmt, cap->target, cap->samples)) {
+        int use_compute = glt_depth_use_compute(cap->fmt, cap->backend == GLT_BACKEND_CUDA);
         glt_status st = glt_stage_create(cap->name, cap->target, cap->fmt, cap->width, cap->height, cap->samples,
-                                         &cap->region, cap->backend == GLT_BACKEND_CUDA, &cap->stage);
+                                         &cap->region, use_compute, &cap->stage);
         if (st != GLT_OK) return st;
         if (glt_stage_resolved(cap->stage)) {
             name = glt_stage_resolved(cap->stage);

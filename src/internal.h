@@ -34,7 +34,9 @@ typedef struct glt_gl_context_id {
 
 const glt_egl *glt_egl_load(void); /* NULL when libEGL is missing (message set) */
 const glt_gl *glt_gl_load(void);   /* NULL when a GL entry point is missing (message set) */
-glt_gl_context_id glt_current_gl_context(void);
+/* The current context's API, display and context pointers, generation 0 (context_tag.c's
+ * glt_current_gl_context adds the generation: the loader itself keeps no registry). */
+glt_gl_context_id glt_current_gl_handles(void);
 /* Any GL or EGL entry point by name (NULL when absent), for the optional ones outside the tables. */
 void *glt_gl_proc(const char *name);
 /* Discards GL errors left by earlier calls so that ours are attributed correctly. */
@@ -43,6 +45,8 @@ void glt_gl_drain_errors(const glt_gl *gl);
 /* ---- context_tag.c: a context identity that a later context with the same pointer cannot take ---- */
 /* The generation of the context current in this thread (registered when first seen); 0 when GL is missing. */
 uint64_t glt_gl_context_tag(glt_window_api api, void *display, void *context);
+/* The context current in this thread with its generation; api GLT_API_NONE when none is. */
+glt_gl_context_id glt_current_gl_context(void);
 /* A glt_context was created (any earlier context at that pointer is gone) / is about to be destroyed. */
 void glt_gl_context_own(void *display, void *context);
 void glt_gl_context_forget_owned(void *display, void *context);
@@ -319,17 +323,21 @@ glt_status glt_read_dest_close(glt_read_dest *d, glt_status copied, glt_frame **
 
 /* ---- depth_probe.c: is the compute-shader depth path bit-equal to glReadPixels on this driver? ---- */
 int glt_depth_compute_exact(const glt_gl *gl); /* once per GL renderer per process; needs a context current */
+/* The depth path a stage of fmt should take (1: the compute shader): GLTENSOR_DEPTH_PATH when set, else the
+ * shader for the CUDA backend where the probe found it exact. Asked by the stage's creator, so that gl_stage.c
+ * takes the verdict instead of calling the probe (which itself builds stages). */
+int glt_depth_use_compute(const glt_format *fmt, int for_cuda);
 
 /* ---- gl_stage.c: GL-side work before reading (MSAA resolve, depth into a pixel-pack buffer) ---- */
 int glt_stage_needed(const glt_format *fmt, GLenum target, int samples);
+/* 1 where fmt's depth can go through the compute shader (fixed-point depth, GL 4.3 and compute entry points). */
+int glt_stage_compute_possible(const glt_gl *gl, const glt_format *fmt);
 /* width x height: the whole image; region: the part each run resolves and packs (NULL: the whole image).
  * A resolve writes the region at its own coordinates of a full-size renderbuffer; depth is packed as
- * region.height rows of region.width floats. */
+ * region.height rows of region.width floats. use_compute: the depth path (glt_depth_use_compute's verdict;
+ * ignored where the compute path cannot run). */
 glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, int width, int height, int samples,
-                            const glt_rect *region, int for_cuda, glt_gl_stage **out);
-/* The same with the depth path chosen by the caller (use_compute is ignored where the compute path cannot run). */
-glt_status glt_stage_create_path(GLuint name, GLenum target, const glt_format *fmt, int width, int height,
-                                 int samples, const glt_rect *region, int use_compute, glt_gl_stage **out);
+                            const glt_rect *region, int use_compute, glt_gl_stage **out);
 void glt_stage_destroy(glt_gl_stage *s); /* needs the context current */
 glt_status glt_stage_run(glt_gl_stage *s);
 GLuint glt_stage_resolved(const glt_gl_stage *s);    /* single-sample renderbuffer, or 0 */
@@ -354,7 +362,7 @@ typedef struct glt_pack_state {
 } glt_pack_state;
 void glt_pack_push(const glt_gl *gl, glt_pack_state *s);
 void glt_pack_pop(const glt_gl *gl, const glt_pack_state *s);
-/* gl_stage.c: the bindings a compute dispatch of ours changes, saved and put back (program, unit 0's 2D texture and
+/* gl_objects.c: the bindings a compute dispatch of ours changes, saved and put back (program, unit 0's 2D texture and
  * sampler, shader-storage binding 0). */
 typedef struct glt_compute_state {
     GLint program, active, texture, sampler, ssbo, ssbo0;
@@ -362,7 +370,7 @@ typedef struct glt_compute_state {
 } glt_compute_state;
 void glt_compute_push(const glt_gl *gl, glt_compute_state *s);
 void glt_compute_pop(const glt_gl *gl, const glt_compute_state *s);
-/* gl_stage.c: compiles and links a compute program (`what` names it in errors, `hint` says what to do instead). */
+/* gl_objects.c: compiles and links a compute program (`what` names it in errors, `hint` says what to do instead). */
 glt_status glt_gl_compute_program(const glt_gl *gl, const char *source, const char *what, const char *hint,
                                   GLuint *program);
 glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out);
@@ -372,7 +380,7 @@ glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int wid
                                void *dst, size_t dst_pitch, int flip);
 
 
-/* ---- upload.c / buffer.c: the GL-side helpers (gl_stage.c) and the CUDA side (cuda_backend.c) ---- */
+/* ---- upload.c / buffer.c: the GL-side helpers (gl_objects.c) and the CUDA side (cuda_backend.c) ---- */
 /* Size and internal format of level 0 of a texture, restoring the binding it touches. */
 glt_status glt_gl_texture_query(const glt_gl *gl, GLuint name, GLenum target, int *width, int *height,
                                 GLenum *internal_format);
