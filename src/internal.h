@@ -455,6 +455,10 @@ glt_status glt_gl_buffer_put(const glt_gl *gl, GLuint name, size_t offset, size_
  * device, unless 'cpu' was asked; 'cuda' fails when it cannot. frames: its reasons speak of frames (captures). */
 glt_status glt_choose_backend(glt_backend requested, int requested_device, const char *what, int frames,
                               glt_backend *backend, int *cuda_device, char *reason, size_t reason_size);
+/* The backend of shared slots (slots.c): CUDA on the requested device (GLT_CUDA_DEVICE_AUTO: the default one)
+ * where CUDA runs, shared host memory otherwise, unless 'cuda' was asked; *cuda_device is set for CUDA only. */
+glt_status glt_choose_slots_backend(glt_backend requested, int requested_device, glt_backend *backend,
+                                    int *cuda_device, char *reason, size_t reason_size);
 
 /* context_switch.c: makes `ctx` current in this thread (surfaceless; EGL contexts only) to release an object
  * in its own context. 1 when ctx is current on return (already, or now); 0 when it cannot be made current

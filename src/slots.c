@@ -146,39 +146,6 @@ static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
     return GLT_OK;
 }
 
-static glt_status choose_backend(glt_slots *s, const glt_slots_desc *d) {
-    if (d->backend == GLT_BACKEND_CPU) {
-        s->backend = GLT_BACKEND_CPU;
-        snprintf(s->backend_reason, sizeof s->backend_reason, "backend='cpu' was asked for: shared host memory");
-        return GLT_OK;
-    }
-    int dev = d->cuda_device;
-    glt_status st = GLT_OK;
-    if (!glt_cuda_compiled())
-        st = glt_fail(GLT_CUDA_UNAVAILABLE, "this gltensor was built without CUDA");
-    else if (dev == GLT_CUDA_DEVICE_AUTO)
-        st = glt_default_cuda_device(&dev);
-    if (st == GLT_OK && dev < 0) st = glt_fail(GLT_CUDA_UNAVAILABLE, "no CUDA device is usable in this process");
-    if (st == GLT_OK) {
-        int n = 0;
-        st = glt_cuda_probe(&n);
-        if (st == GLT_OK && dev >= n)
-            st = glt_fail(GLT_INVALID_ARGUMENT, "CUDA device %d does not exist (%d visible)", dev, n);
-    }
-    if (st != GLT_OK) {
-        if (d->backend == GLT_BACKEND_CUDA) return st;
-        s->backend = GLT_BACKEND_CPU;
-        snprintf(s->backend_reason, sizeof s->backend_reason, "CPU (shared host memory): %s", glt_last_error());
-        glt_clear_error();
-        return GLT_OK;
-    }
-    s->backend = GLT_BACKEND_CUDA;
-    s->cuda_device = dev;
-    snprintf(s->backend_reason, sizeof s->backend_reason,
-             "CUDA device %d: exportable, compressible device memory that workers' GL writes into", dev);
-    return GLT_OK;
-}
-
 static void free_cuda(glt_slots *s) {
     for (int k = 0; k < (int)(sizeof s->set_done / sizeof *s->set_done); ++k) {
         if (s->set_pending[k]) glt_cuda_event_sync(s->cuda_device, s->set_done[k]);
@@ -229,7 +196,8 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     s->fmt = fmt;
     s->control_fd = -1;
     s->cuda_device = -1;
-    st = choose_backend(s, d);
+    st = glt_choose_slots_backend(d->backend, d->cuda_device, &s->backend, &s->cuda_device, s->backend_reason,
+                                  sizeof s->backend_reason);
     if (st != GLT_OK) {
         free(s);
         return st;
