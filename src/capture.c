@@ -34,9 +34,6 @@ struct glt_capture {
     glt_cuda_buffer *cuda_depth; /* depth on the CUDA backend */
 };
 
-static const char *kind_of(GLenum target) { return target == GL_RENDERBUFFER ? "renderbuffer" : "texture"; }
-
-const char *glt_capture_kind(const glt_capture *cap) { return kind_of(cap->base.target); }
 const glt_object_base *glt_capture_base(const glt_capture *cap) { return &cap->base; }
 const glt_rect *glt_capture_region(const glt_capture *cap) { return &cap->region; }
 glt_pool *glt_capture_pool(const glt_capture *cap) { return cap->pool; }
@@ -66,7 +63,7 @@ static glt_status region_still_fits(const glt_capture *cap) {
                     "%s %u is now %dx%d, and the capture's region (x=%d, y=%d, width=%d, height=%d) no longer fits in "
                     "it (%s); set a region inside the new size (cap.region = (x, y, w, h), glt_capture_set_region), "
                     "or capture without a region to read the whole image whatever its size",
-                    kind_of(o->target), o->name, o->width, o->height, r->x, r->y, r->width, r->height, why);
+                    glt_object_kind_name(o), o->name, o->width, o->height, r->x, r->y, r->width, r->height, why);
 }
 
 /* Drops the backend's hold on the image (before a re-registration or at close). */
@@ -339,7 +336,7 @@ static glt_status prepare_read(glt_capture *cap, glt_read_call *c) {
     glt_status st = glt_capture_prepare(cap, &c->opts, &c->stream);
     if (st != GLT_OK) return st;
     const glt_object_base *o = &cap->base;
-    snprintf(c->what, sizeof c->what, "%s %u (%s)", kind_of(o->target), o->name, o->fmt->name);
+    snprintf(c->what, sizeof c->what, "%s %u (%s)", glt_object_kind_name(o), o->name, o->fmt->name);
     c->fmt = o->fmt;
     c->pool = cap->pool;
     glt_dest_shape shape = {o->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, o->cuda_device, NULL,

@@ -293,7 +293,6 @@ glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip
 /* Checks the context, brings size and format up to date, validates opts->cuda_stream and resolves
  * the stream to copy on (the pool's when none is given). */
 glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, void **stream);
-const char *glt_capture_kind(const glt_capture *cap); /* "texture" or "renderbuffer" */
 size_t glt_capture_row_bytes(const glt_capture *cap); /* one row of the region, as stored */
 
 /* ---- frame.c, view.c: shared by captures, batches, atlases and shared slots ---- */
