@@ -129,7 +129,8 @@ static glt_status copy_all(glt_batch *b, const dest *d, int flip, void *stream, 
     }
     for (int i = 0; i < b->count; ++i) {
         b->images[i] = glt_capture_cuda_image(b->caps[i]);
-        const glt_rect *rg = glt_capture_region(b->caps[i]); /* each source's own region, at its origin in the mapped array */
+        /* each source's own region, at its origin in the mapped array */
+        const glt_rect *rg = glt_capture_region(b->caps[i]);
         glt_cuda_region r = {b->images[i], d[i].spec, rg->x, rg->y, rg->width, rg->height, d[i].data, d[i].pitch,
                              d[i].plane};
         b->regions[i] = r;

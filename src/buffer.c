@@ -132,7 +132,8 @@ static glt_status refresh(glt_buffer *b) {
     size_t size = now.size;
     if (now.gl_mapped)
         return glt_fail(GLT_INVALID_ARGUMENT,
-                        "buffer %u is mapped by GL (glMapBuffer/glMapBufferRange) elsewhere; unmap it there first", b->base.name);
+                        "buffer %u is mapped by GL (glMapBuffer/glMapBufferRange) elsewhere; unmap it there first",
+                        b->base.name);
     if (size != b->size && b->base.backend == GLT_BACKEND_CUDA) {
         glt_cuda_mapbuf_unregister(b->cuda);
         b->cuda = NULL;

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A compute program from one GLSL source (the depth shader in gl_stage.c, the slot pack in slot_pack.c). `what` names it
- * in errors, `hint` says what to do instead. *program is 0 on failure. */
+/* A compute program from one GLSL source (the depth shader in gl_stage.c, the slot pack in slot_pack.c). `what`
+ * names it in errors, `hint` says what to do instead. *program is 0 on failure. */
 glt_status glt_gl_compute_program(const glt_gl *gl, const char *source, const char *what, const char *hint,
                                   GLuint *program) {
     *program = 0;

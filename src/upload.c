@@ -279,8 +279,9 @@ static glt_status write_host(glt_upload *up, const glt_scatter_spec *s) {
     }
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
-    return glt_gl_texture_write(gl, up->base.name, up->base.target, s->x0, s->y0, s->width, s->height, up->base.fmt->read_format,
-                                up->base.fmt->read_type, up->staging);
+    const glt_object_base *o = &up->base;
+    return glt_gl_texture_write(gl, o->name, o->target, s->x0, s->y0, s->width, s->height, o->fmt->read_format,
+                                o->fmt->read_type, up->staging);
 }
 
 glt_status glt_upload_write(glt_upload *up, const glt_write_options *opts_in, const glt_buffer_view *src) {
