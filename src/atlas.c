@@ -76,12 +76,15 @@ glt_status glt_atlas_create(const glt_atlas_desc *desc, glt_atlas **out) {
     glt_atlas *a = calloc(1, sizeof *a);
     if (!a) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     glt_status st = glt_capture_create(&desc->source, &a->cap);
-    if (st == GLT_OK && a->cap->fmt->depth)
+    if (st == GLT_OK && glt_capture_base(a->cap)->fmt->depth)
         st = glt_fail(GLT_UNSUPPORTED_FORMAT,
                       "texture %u is depth (%s); atlases split colour images, so read a depth atlas with a plain "
                       "Capture and slice it",
-                      desc->source.gl_name, a->cap->fmt->name);
-    if (st == GLT_OK) st = solve_grid(desc, a->cap->region.width, a->cap->region.height, desc->source.gl_name, a);
+                      desc->source.gl_name, glt_capture_base(a->cap)->fmt->name);
+    if (st == GLT_OK) {
+        const glt_rect *rg = glt_capture_region(a->cap);
+        st = solve_grid(desc, rg->width, rg->height, desc->source.gl_name, a);
+    }
     if (st == GLT_OK) {
         a->regions = malloc(sizeof *a->regions * (size_t)a->count);
         if (!a->regions) st = glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
@@ -114,14 +117,14 @@ void glt_atlas_grid(const glt_atlas *a, int *rows, int *cols, int *tile_height, 
 /* Tile k's bottom-left corner relative to the region's: rows are counted from the region's top. */
 static void tile_offset(const glt_atlas *a, int k, int *x0, int *y0) {
     *x0 = (k % a->cols) * a->tile_w;
-    *y0 = a->cap->region.height - (k / a->cols + 1) * a->tile_h;
+    *y0 = glt_capture_region(a->cap)->height - (k / a->cols + 1) * a->tile_h;
 }
 
 /* Tile k's bottom-left corner in GL coordinates of the whole texture. */
 static void tile_origin(const glt_atlas *a, int k, int *x0, int *y0) {
     tile_offset(a, k, x0, y0);
-    *x0 += a->cap->region.x;
-    *y0 += a->cap->region.y;
+    *x0 += glt_capture_region(a->cap)->x;
+    *y0 += glt_capture_region(a->cap)->y;
 }
 
 glt_status glt_atlas_viewport(const glt_atlas *a, int k, int viewport[4]) {
@@ -135,85 +138,81 @@ glt_status glt_atlas_viewport(const glt_atlas *a, int k, int viewport[4]) {
     return GLT_OK;
 }
 
-static glt_status prepare(glt_atlas *a, const glt_read_options *opts, void **stream) {
-    glt_status st = glt_capture_prepare(a->cap, opts, stream);
+/* The read path's prepare step (read_path.c): the capture up to date, the grid still inside its region, one
+ * (count, tile_h, tile_w, C) destination. */
+static glt_status prepare_read(glt_atlas *a, glt_read_call *c) {
+    if (!a) return glt_fail(GLT_INVALID_ARGUMENT, "an atlas read on a NULL atlas (a closed one?)");
+    glt_status st = glt_capture_prepare(a->cap, &c->opts, &c->stream);
     if (st != GLT_OK) return st;
-    const glt_rect *rg = &a->cap->region;
+    const glt_object_base *o = glt_capture_base(a->cap);
+    const glt_rect *rg = glt_capture_region(a->cap);
     if (a->rows * a->tile_h > rg->height || a->cols * a->tile_w > rg->width)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "texture %u was resized to %dx%d, whose %dx%d area read no longer holds the atlas grid of %d "
                         "x %d tiles of %dx%d; create a new Atlas for the new size",
-                        a->cap->name, a->cap->width, a->cap->height, rg->width, rg->height, a->rows, a->cols,
-                        a->tile_w, a->tile_h);
+                        o->name, o->width, o->height, rg->width, rg->height, a->rows, a->cols, a->tile_w, a->tile_h);
+    snprintf(c->what, sizeof c->what, "the atlas of texture %u (%d tiles of %s)", o->name, a->count, o->fmt->name);
+    c->fmt = o->fmt;
+    c->pool = glt_capture_pool(a->cap);
+    glt_dest_shape shape = {o->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, o->cuda_device, NULL,
+                            a->count, a->tile_h, a->tile_w};
+    c->shape = shape;
     return GLT_OK;
 }
 
-static glt_status copy_tiles(glt_atlas *a, const glt_out_spec *spec, char *base, size_t stride, size_t pitch,
-                             size_t plane, int flip, void *stream, void *ready) {
+/* Tile k to base + k * image stride of the destination. */
+static glt_status copy_tiles(void *obj, const glt_read_call *call, const glt_read_dest *d) {
+    glt_atlas *a = obj;
     glt_capture *c = a->cap;
-    if (c->backend == GLT_BACKEND_CUDA) {
+    const glt_object_base *o = glt_capture_base(c);
+    const glt_out_spec *spec = &d->spec;
+    char *base = d->data;
+    size_t stride = d->strides.image, pitch = d->strides.pitch, plane = d->strides.plane;
+    int flip = call->opts.flip;
+    if (o->backend == GLT_BACKEND_CUDA) {
+        glt_cuda_image *img = glt_capture_cuda_image(c);
         for (int k = 0; k < a->count; ++k) {
-            glt_cuda_region r = {c->cuda, spec, 0, 0, a->tile_w, a->tile_h, base + (size_t)k * stride, pitch, plane};
+            glt_cuda_region r = {img, spec, 0, 0, a->tile_w, a->tile_h, base + (size_t)k * stride, pitch, plane};
             tile_origin(a, k, &r.x0, &r.y0);
             a->regions[k] = r;
         }
-        glt_status st = glt_cuda_copy_regions(&c->cuda, 1, a->regions, a->count, flip, stream, &ready, ready ? 1 : 0);
+        void *ready = d->ready_event;
+        glt_status st =
+            glt_cuda_copy_regions(&img, 1, a->regions, a->count, flip, call->stream, &ready, ready ? 1 : 0);
         glt_capture_finish(c);
         return st;
     }
     /* CPU backend: one readback of the atlas's region, then each tile out of it. */
-    glt_status st = glt_capture_read_scratch(c);
+    const unsigned char *rows = NULL;
+    glt_status st = glt_capture_read_scratch(c, &rows);
     if (st != GLT_OK) return st;
     ptrdiff_t full_row = (ptrdiff_t)glt_capture_row_bytes(c);
-    size_t bpp = (size_t)c->fmt->channels * glt_dtype_size(c->fmt->dtype);
+    size_t bpp = (size_t)o->fmt->channels * glt_dtype_size(o->fmt->dtype);
     for (int k = 0; k < a->count; ++k) {
         int x0, y0;
         tile_offset(a, k, &x0, &y0); /* the scratch holds the region alone */
-        const unsigned char *first = c->scratch + (ptrdiff_t)(y0 + (flip ? a->tile_h - 1 : 0)) * full_row +
-                                     (ptrdiff_t)((size_t)x0 * bpp);
+        const unsigned char *first =
+            rows + (ptrdiff_t)(y0 + (flip ? a->tile_h - 1 : 0)) * full_row + (ptrdiff_t)((size_t)x0 * bpp);
         char *dst = base + (size_t)k * stride;
         if (spec->raw) { /* as stored: whole tile rows */
             for (int y = 0; y < a->tile_h; ++y)
                 memcpy(dst + (size_t)y * pitch, first + (flip ? -full_row : full_row) * y, (size_t)a->tile_w * bpp);
         } else {
-            glt_convert_host(c->fmt, spec, first, flip ? -full_row : full_row, a->tile_w, a->tile_h, dst, pitch,
+            glt_convert_host(o->fmt, spec, first, flip ? -full_row : full_row, a->tile_w, a->tile_h, dst, pitch,
                              plane);
         }
     }
     return GLT_OK;
 }
 
-static void describe(const glt_atlas *a, char *what, size_t n) {
-    snprintf(what, n, "the atlas of texture %u (%d tiles of %s)", a->cap->name, a->count, a->cap->fmt->name);
+glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts, glt_frame **out) {
+    glt_read_call c;
+    glt_status st = glt_read_begin_frame(&c, "glt_atlas_read", opts, out);
+    return glt_read_finish(&c, st == GLT_OK ? prepare_read(a, &c) : st, copy_tiles, a);
 }
 
-/* A read of all tiles into a new frame (view NULL, *out set) or into the caller's view. */
-static glt_status read_to(glt_atlas *a, const glt_read_options *opts_in, const glt_buffer_view *view,
-                          glt_frame **out) {
-    glt_read_options opts; GLT_OPTIONS_IN(read, opts_in, &opts, "glt_atlas_read");
-    void *stream = NULL;
-    glt_status st = prepare(a, &opts, &stream);
-    if (st != GLT_OK) return st;
-    glt_capture *c = a->cap;
-    char what[96];
-    describe(a, what, sizeof what);
-    glt_dest_shape shape = {c->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, c->cuda_device, NULL,
-                            a->count, a->tile_h, a->tile_w};
-    glt_read_dest d;
-    st = glt_read_dest_open(c->fmt, &opts, what, c->pool, stream, &shape, view, &d);
-    if (st != GLT_OK) return st;
-    st = copy_tiles(a, &d.spec, d.data, d.strides.image, d.strides.pitch, d.strides.plane, opts.flip, stream,
-                    d.ready_event);
-    return glt_read_dest_close(&d, st, out);
-}
-
-glt_status glt_atlas_read(glt_atlas *a, const glt_read_options *opts_in, glt_frame **out) {
-    if (!a || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read: NULL argument");
-    *out = NULL;
-    return read_to(a, opts_in, NULL, out);
-}
-
-glt_status glt_atlas_read_into(glt_atlas *a, const glt_read_options *opts_in, const glt_buffer_view *dst) {
-    if (!a || !dst) return glt_fail(GLT_INVALID_ARGUMENT, "glt_atlas_read_into: atlas and dst must not be NULL");
-    return read_to(a, opts_in, dst, NULL);
+glt_status glt_atlas_read_into(glt_atlas *a, const glt_read_options *opts, const glt_buffer_view *dst) {
+    glt_read_call c;
+    glt_status st = glt_read_begin_into(&c, "glt_atlas_read_into", opts, dst);
+    return glt_read_finish(&c, st == GLT_OK ? prepare_read(a, &c) : st, copy_tiles, a);
 }

@@ -19,11 +19,7 @@
 #include <string.h>
 
 struct glt_buffer {
-    glt_gl_context_id gl_context;
-    GLuint name;
-    glt_backend backend;
-    char backend_reason[320];
-    int cuda_device;
+    glt_object_base base; /* first: context, name, backend and device */
     size_t size;
     glt_cuda_mapbuf *cuda;
     glt_pool *pool; /* frames of glt_buffer_read */
@@ -38,12 +34,6 @@ void glt_buffer_desc_init(glt_buffer_desc *d) {
     d->size = sizeof *d;
     d->backend = GLT_BACKEND_AUTO;
     d->cuda_device = -1;
-}
-
-static glt_status check_context(const glt_buffer *b) {
-    char what[64];
-    snprintf(what, sizeof what, "buffer %u", b->name);
-    return glt_check_gl_context(b->gl_context, what);
 }
 
 /* The mapping went with its destroyed context: the driver unmapped the buffer and dropped the registration,
@@ -62,13 +52,13 @@ static glt_status mapping_lost_error(const glt_buffer *b) {
                     "buffer %u was mapped when its OpenGL context was destroyed: the mapping went with the context, "
                     "the view is invalid and what was written into it is lost; leave map_buffer blocks (unmap) "
                     "before closing or destroying the context",
-                    b->name);
+                    b->base.name);
 }
 
 glt_status glt_buffer_check_mapping(glt_buffer *b) {
     if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
-    if (!b->mapped) return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped", b->name);
-    if (glt_gl_context_alive(b->gl_context)) return GLT_OK;
+    if (!b->mapped) return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped", b->base.name);
+    if (glt_gl_context_alive(b->base.gl_context)) return GLT_OK;
     mapping_lost(b);
     return mapping_lost_error(b);
 }
@@ -77,36 +67,28 @@ glt_status glt_buffer_create(const glt_buffer_desc *desc, glt_buffer **out) {
     if (!desc || !out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_create: desc and out must not be NULL");
     *out = NULL;
     GLT_CHECK_STRUCT_SIZE(desc, glt_buffer_desc);
-    if (glt_env_check() != GLT_OK) return GLT_INVALID_ARGUMENT;
-    char what[64];
-    snprintf(what, sizeof what, "buffer %u", desc->gl_name);
-    glt_gl_context_id now = glt_current_gl_context();
-    if (now.api == GLT_API_NONE) return glt_check_gl_context(now, what);
-    const glt_gl *gl = glt_gl_load();
-    if (!gl) return GLT_GL_ERROR;
-    size_t size = 0;
-    int gl_mapped = 0;
-    glt_status st = glt_gl_buffer_size(gl, desc->gl_name, &size, &gl_mapped);
+    glt_object_base base;
+    glt_object_state now;
+    glt_status st = glt_object_open(&base, GLT_OBJECT_BUFFER, desc->gl_name, 0, &now);
     if (st != GLT_OK) return st;
     glt_buffer *b = calloc(1, sizeof *b);
     if (!b) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    b->gl_context = now;
-    b->name = desc->gl_name;
-    b->size = size;
-    st = glt_choose_backend(desc->backend, desc->cuda_device, what, &b->backend, &b->cuda_device, b->backend_reason,
-                            sizeof b->backend_reason);
+    b->base = base;
+    b->size = now.size;
+    st = glt_object_choose_backend(&b->base, desc->backend, desc->cuda_device);
     if (st == GLT_OK) {
-        b->pool = glt_pool_create(b->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, b->cuda_device);
+        b->pool = glt_pool_create(b->base.backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST,
+                                  b->base.cuda_device);
         if (!b->pool) st = GLT_CUDA_ERROR;
     }
-    if (st == GLT_OK && b->backend == GLT_BACKEND_CUDA) {
-        if (size == 0)
+    if (st == GLT_OK && b->base.backend == GLT_BACKEND_CUDA) {
+        if (b->size == 0)
             st = glt_fail(GLT_INVALID_OBJECT,
                           "buffer %u has no storage yet; allocate it (glBufferData or glBufferStorage) before "
                           "registering it",
-                          b->name);
+                          b->base.name);
         else
-            st = glt_cuda_mapbuf_register(b->name, b->cuda_device, &b->cuda);
+            st = glt_cuda_mapbuf_register(b->base.name, b->base.cuda_device, &b->cuda);
     }
     if (st != GLT_OK) {
         glt_buffer_destroy(b);
@@ -122,7 +104,7 @@ void glt_buffer_destroy(glt_buffer *b) {
     /* Unmapping and unregistering happen in the buffer's own context; where that cannot be entered the
      * registration is left to the driver (dropped with the context) instead of calls that fail. */
     glt_gl_context_saved saved;
-    int in_context = glt_gl_context_enter(b->gl_context, &saved);
+    int in_context = glt_gl_context_enter(b->base.gl_context, &saved);
     if (in_context && b->mapped) glt_buffer_unmap(b);
     if (b->mapped) mapping_lost(b); /* its context cannot be entered: the driver ends the mapping with it */
     if (in_context) glt_cuda_mapbuf_unregister(b->cuda);
@@ -136,31 +118,31 @@ void glt_buffer_destroy(glt_buffer *b) {
 glt_status glt_buffer_get_info(const glt_buffer *b, glt_buffer_info *info) {
     if (!b || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_buffer_get_info: NULL argument");
     info->size = sizeof *info, info->bytes = b->size;
-    info->backend = b->backend;
-    info->backend_reason = b->backend_reason;
-    info->cuda_device = b->cuda_device;
-    info->mapped = b->mapped && glt_gl_context_alive(b->gl_context);
+    info->backend = b->base.backend;
+    info->backend_reason = b->base.backend_reason;
+    info->cuda_device = b->base.cuda_device;
+    info->mapped = b->mapped && glt_gl_context_alive(b->base.gl_context);
     return GLT_OK;
 }
 
-/* Re-reads the size; a reallocated buffer is registered again. Refuses a buffer GL has mapped itself. */
+/* Checks the context and re-reads the size; a reallocated buffer is registered again. Refuses a buffer GL has
+ * mapped itself. */
 static glt_status refresh(glt_buffer *b) {
-    const glt_gl *gl = glt_gl_load();
-    if (!gl) return GLT_GL_ERROR;
-    size_t size = 0;
-    int gl_mapped = 0;
-    glt_status st = glt_gl_buffer_size(gl, b->name, &size, &gl_mapped);
+    glt_object_state now;
+    glt_status st = glt_object_query(&b->base, &now);
     if (st != GLT_OK) return st;
-    if (gl_mapped)
+    size_t size = now.size;
+    if (now.gl_mapped)
         return glt_fail(GLT_INVALID_ARGUMENT,
-                        "buffer %u is mapped by GL (glMapBuffer/glMapBufferRange) elsewhere; unmap it there first", b->name);
-    if (size != b->size && b->backend == GLT_BACKEND_CUDA) {
+                        "buffer %u is mapped by GL (glMapBuffer/glMapBufferRange) elsewhere; unmap it there first",
+                        b->base.name);
+    if (size != b->size && b->base.backend == GLT_BACKEND_CUDA) {
         glt_cuda_mapbuf_unregister(b->cuda);
         b->cuda = NULL;
         if (size == 0)
             return glt_fail(GLT_INVALID_OBJECT, "buffer %u has no storage any more (glBufferData with size 0)",
-                            b->name);
-        st = glt_cuda_mapbuf_register(b->name, b->cuda_device, &b->cuda);
+                            b->base.name);
+        st = glt_cuda_mapbuf_register(b->base.name, b->base.cuda_device, &b->cuda);
         if (st != GLT_OK) return st;
     }
     b->size = size;
@@ -173,8 +155,7 @@ glt_status glt_buffer_query_size(glt_buffer *b, size_t *size) {
         if (size) *size = b->size; /* GL reports a buffer it lent out as mapped: keep what was mapped */
         return GLT_OK;
     }
-    glt_status st = check_context(b);
-    if (st == GLT_OK) st = refresh(b);
+    glt_status st = refresh(b);
     if (st == GLT_OK && size) *size = b->size;
     return st;
 }
@@ -185,11 +166,11 @@ static glt_status check_range(const glt_buffer *b, size_t offset, size_t *bytes)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "%zu bytes at offset %zu do not fit buffer %u, which holds %zu bytes; ask for a smaller "
                         "shape or dtype, or allocate a larger buffer (glBufferData)",
-                        *bytes, offset, b->name, b->size);
+                        *bytes, offset, b->base.name, b->size);
     if (!*bytes) *bytes = b->size - offset;
     if (!*bytes)
         return glt_fail(GLT_INVALID_ARGUMENT, "the range at offset %zu of buffer %u (%zu bytes) is empty", offset,
-                        b->name, b->size);
+                        b->base.name, b->size);
     return GLT_OK;
 }
 
@@ -199,8 +180,8 @@ static glt_status map_staged(glt_buffer *b, const glt_gl *gl, glt_map_mode mode,
                              void **data) {
     b->staging = calloc(1, bytes);
     if (!b->staging)
-        return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a %zu-byte copy of buffer %u", bytes, b->name);
-    glt_status st = mode == GLT_MAP_WRITE ? GLT_OK : glt_gl_buffer_get(gl, b->name, offset, bytes, b->staging);
+        return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a %zu-byte copy of buffer %u", bytes, b->base.name);
+    glt_status st = mode == GLT_MAP_WRITE ? GLT_OK : glt_gl_buffer_get(gl, b->base.name, offset, bytes, b->staging);
     if (st != GLT_OK) {
         free(b->staging);
         b->staging = NULL;
@@ -221,18 +202,17 @@ glt_status glt_buffer_map(glt_buffer *b, glt_map_mode mode, size_t offset, size_
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "buffer %u is mapped already; leave the first map_buffer block (or unmap) before mapping it "
                         "again",
-                        b->name);
-    glt_status st = check_context(b);
-    if (st == GLT_OK) st = refresh(b);
+                        b->base.name);
+    glt_status st = refresh(b);
     if (st == GLT_OK) st = check_range(b, offset, &bytes);
     if (st != GLT_OK) return st;
     glt_buffer_mapping m;
     memset(&m, 0, sizeof m);
     m.bytes = bytes;
     m.read_only = mode == GLT_MAP_READ;
-    m.cuda_device = b->cuda_device;
-    if (b->backend == GLT_BACKEND_CUDA) {
-        if (stream && (st = glt_cuda_check_stream(stream, b->cuda_device)) != GLT_OK) return st;
+    m.cuda_device = b->base.cuda_device;
+    if (b->base.backend == GLT_BACKEND_CUDA) {
+        if (stream && (st = glt_cuda_check_stream(stream, b->base.cuda_device)) != GLT_OK) return st;
         void *base = NULL;
         size_t size = 0;
         st = glt_cuda_mapbuf_map(b->cuda, (int)mode, stream, &base, &size);
@@ -240,7 +220,7 @@ glt_status glt_buffer_map(glt_buffer *b, glt_map_mode mode, size_t offset, size_
         if (size < offset + bytes) {
             glt_cuda_mapbuf_unmap(b->cuda);
             return glt_fail(GLT_CUDA_ERROR, "CUDA mapped %zu bytes of buffer %u, which GL says holds %zu", size,
-                            b->name, b->size);
+                            b->base.name, b->size);
         }
         m.data = (char *)base + offset;
         m.memory = GLT_MEMORY_CUDA;
@@ -248,15 +228,15 @@ glt_status glt_buffer_map(glt_buffer *b, glt_map_mode mode, size_t offset, size_
     } else {
         if (stream)
             return glt_fail(GLT_INVALID_ARGUMENT,
-                            "a CUDA stream was given to buffer %u on the CPU backend (%s); drop stream=", b->name,
-                            b->backend_reason);
+                            "a CUDA stream was given to buffer %u on the CPU backend (%s); drop stream=", b->base.name,
+                            b->base.backend_reason);
         GLbitfield access = mode == GLT_MAP_READ    ? GL_MAP_READ_BIT
                             : mode == GLT_MAP_WRITE ? (GL_MAP_WRITE_BIT | GL_MAP_INVALIDATE_RANGE_BIT)
                                                     : (GL_MAP_READ_BIT | GL_MAP_WRITE_BIT);
         const glt_gl *gl = glt_gl_load();
         int mappable = 1;
-        st = glt_gl_buffer_mappable(gl, b->name, access, &mappable);
-        if (st == GLT_OK && mappable) st = glt_gl_buffer_map(gl, b->name, offset, bytes, access, &m.data);
+        st = glt_gl_buffer_mappable(gl, b->base.name, access, &mappable);
+        if (st == GLT_OK && mappable) st = glt_gl_buffer_map(gl, b->base.name, offset, bytes, access, &m.data);
         if (st == GLT_OK && !mappable) st = map_staged(b, gl, mode, offset, bytes, &m.data);
         if (st != GLT_OK) return st;
         m.memory = GLT_MEMORY_HOST;
@@ -271,10 +251,10 @@ glt_status glt_buffer_map(glt_buffer *b, glt_map_mode mode, size_t offset, size_
 glt_status glt_buffer_sync_stream(glt_buffer *b, void *consumer) {
     if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
     if (!b->mapped)
-        return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped; its memory is GL's again", b->name);
+        return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped; its memory is GL's again", b->base.name);
     glt_status live = glt_buffer_check_mapping(b);
     if (live != GLT_OK) return live;
-    if (b->backend != GLT_BACKEND_CUDA || consumer == b->mapping.stream) return GLT_OK;
+    if (b->base.backend != GLT_BACKEND_CUDA || consumer == b->mapping.stream) return GLT_OK;
     return glt_cuda_mapbuf_consumer(b->cuda, consumer);
 }
 
@@ -283,10 +263,10 @@ glt_status glt_buffer_sync_stream(glt_buffer *b, void *consumer) {
  * where it can be done; only a mapping that no longer exists (context destroyed, buffer deleted) is dropped. */
 glt_status glt_buffer_unmap(glt_buffer *b) {
     if (!b) return glt_fail(GLT_CLOSED, "the buffer was closed (NULL handle)");
-    if (!b->mapped) return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped", b->name);
+    if (!b->mapped) return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is not mapped", b->base.name);
     char what[128];
-    snprintf(what, sizeof what, "buffer %u (still mapped: unmap it again with its own context current)", b->name);
-    glt_status st = glt_check_gl_context(b->gl_context, what);
+    snprintf(what, sizeof what, "buffer %u (still mapped: unmap it again with its own context current)", b->base.name);
+    glt_status st = glt_check_gl_context(b->base.gl_context, what);
     if (st == GLT_CLOSED) {
         mapping_lost(b);
         return mapping_lost_error(b);
@@ -296,8 +276,8 @@ glt_status glt_buffer_unmap(glt_buffer *b) {
     if (!gl) return GLT_GL_ERROR;
     /* Deleting a buffer GL has mapped unmaps it in GL; under CUDA the registration keeps the storage
      * alive until it is unmapped and unregistered. Either way the memory the views pointed at is gone. */
-    int alive = gl->IsBuffer(b->name);
-    if (b->backend == GLT_BACKEND_CUDA) {
+    int alive = gl->IsBuffer(b->base.name);
+    if (b->base.backend == GLT_BACKEND_CUDA) {
         st = glt_cuda_mapbuf_unmap(b->cuda);
         if (st != GLT_OK && alive) return st; /* still mapped in CUDA: stays mapped here too */
         if (!alive) {
@@ -307,18 +287,18 @@ glt_status glt_buffer_unmap(glt_buffer *b) {
         }
     } else if (b->staging) {
         if (alive && !b->mapping.read_only)
-            st = glt_gl_buffer_put(gl, b->name, b->offset, b->mapping.bytes, b->staging);
+            st = glt_gl_buffer_put(gl, b->base.name, b->offset, b->mapping.bytes, b->staging);
         free(b->staging);
         b->staging = NULL;
     } else if (alive) {
-        st = glt_gl_buffer_unmap(gl, b->name); /* GL ends the mapping even when it reports the contents lost */
+        st = glt_gl_buffer_unmap(gl, b->base.name); /* GL ends the mapping even when it reports the contents lost */
     }
     b->mapped = 0;
     if (st == GLT_OK && !alive)
         st = glt_fail(GLT_INVALID_OBJECT,
                       "buffer %u was deleted while it was mapped; what was written into the view is lost, and the "
                       "view is invalid. Delete GL buffers only after leaving the map_buffer block",
-                      b->name);
+                      b->base.name);
     return st;
 }
 
@@ -328,16 +308,15 @@ glt_status glt_buffer_read(glt_buffer *b, size_t offset, size_t bytes, void *str
     *out = NULL;
     if (b->mapped && glt_buffer_check_mapping(b) == GLT_OK)
         return glt_fail(GLT_INVALID_ARGUMENT, "buffer %u is mapped; read it after leaving the map_buffer block",
-                        b->name);
-    glt_status st = check_context(b);
-    if (st == GLT_OK) st = refresh(b);
+                        b->base.name);
+    glt_status st = refresh(b);
     if (st == GLT_OK) st = check_range(b, offset, &bytes);
     if (st != GLT_OK) return st;
-    int cuda = b->backend == GLT_BACKEND_CUDA;
+    int cuda = b->base.backend == GLT_BACKEND_CUDA;
     if (!cuda && stream)
         return glt_fail(GLT_INVALID_ARGUMENT, "a CUDA stream was given to buffer %u on the CPU backend; drop stream=",
-                        b->name);
-    if (cuda && stream && (st = glt_cuda_check_stream(stream, b->cuda_device)) != GLT_OK) return st;
+                        b->base.name);
+    if (cuda && stream && (st = glt_cuda_check_stream(stream, b->base.cuda_device)) != GLT_OK) return st;
     void *s = cuda ? (stream ? stream : glt_pool_stream(b->pool)) : NULL;
     glt_out_spec spec;
     memset(&spec, 0, sizeof spec);
@@ -347,13 +326,13 @@ glt_status glt_buffer_read(glt_buffer *b, size_t offset, size_t bytes, void *str
     if (bytes > 0x7FFFFFFF)
         return glt_fail(GLT_INVALID_ARGUMENT, "reads of more than 2 GiB at once are not supported; read in parts");
     glt_frame *f = NULL;
-    st = glt_frame_create(b->pool, s, cuda ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, b->cuda_device, &spec, 0, 1,
+    st = glt_frame_create(b->pool, s, cuda ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, b->base.cuda_device, &spec, 0, 1,
                           (int)bytes, 0, &f);
     if (st != GLT_OK) return st;
     if (cuda)
         st = glt_cuda_mapbuf_copy(b->cuda, offset, bytes, glt_frame_data(f), s, glt_block_ready_event(f->block));
     else
-        st = glt_gl_buffer_get(glt_gl_load(), b->name, offset, bytes, glt_frame_data(f));
+        st = glt_gl_buffer_get(glt_gl_load(), b->base.name, offset, bytes, glt_frame_data(f));
     if (st != GLT_OK) {
         glt_frame_destroy(f);
         return st;

@@ -169,6 +169,12 @@ uint64_t glt_gl_context_tag(glt_window_api api, void *display, void *context) {
     return generation;
 }
 
+glt_gl_context_id glt_current_gl_context(void) {
+    glt_gl_context_id id = glt_current_gl_handles();
+    if (id.api != GLT_API_NONE) id.generation = glt_gl_context_tag(id.api, id.display, id.context);
+    return id;
+}
+
 void glt_gl_context_own(void *display, void *context) {
     pthread_mutex_lock(&lock);
     entry *e = find(GLT_API_EGL, context);

@@ -23,20 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GL_UNPACK_SWAP_BYTES 0x0CF0
-#define GL_UNPACK_ROW_LENGTH 0x0CF2
-#define GL_UNPACK_SKIP_ROWS 0x0CF3
-#define GL_UNPACK_SKIP_PIXELS 0x0CF4
-#define GL_UNPACK_ALIGNMENT 0x0CF5
-#define GL_PIXEL_UNPACK_BUFFER 0x88EC
-#define GL_PIXEL_UNPACK_BUFFER_BINDING 0x88EF
-#define GL_DEPTH_STENCIL_FMT 0x84F9
-#define GL_UNSIGNED_INT_24_8 0x84FA
-#define GL_SCISSOR_BOX 0x0C10
-#define GL_DEPTH_WRITEMASK 0x0B72
-#define GL_DEPTH_CLEAR_VALUE 0x0B73
-#define GL_COPY_READ_BUFFER 0x8F36 /* also its binding's query */
-
 enum { MAX_RENDERERS = 4 };
 static struct {
     char renderer[256];
@@ -107,8 +93,8 @@ static int probe_format(const glt_gl *gl, GLenum internal, GLenum format, GLenum
     int result = -1;
     glt_gl_stage *by_shader = NULL, *by_read = NULL;
     if (gl->GetError() == GL_NO_ERROR &&
-        glt_stage_create_path(tex, GL_TEXTURE_2D, fmt, w, h, 0, NULL, 1, &by_shader) == GLT_OK &&
-        glt_stage_create_path(tex, GL_TEXTURE_2D, fmt, w, h, 0, NULL, 0, &by_read) == GLT_OK &&
+        glt_stage_create(tex, GL_TEXTURE_2D, fmt, w, h, 0, NULL, 1, &by_shader) == GLT_OK &&
+        glt_stage_create(tex, GL_TEXTURE_2D, fmt, w, h, 0, NULL, 0, &by_read) == GLT_OK &&
         glt_stage_run(by_shader) == GLT_OK && glt_stage_run(by_read) == GLT_OK)
         result = buffers_equal(gl, by_shader, by_read, (size_t)w * h * sizeof(float));
     glt_stage_destroy(by_shader);
@@ -134,7 +120,7 @@ static int probe(const glt_gl *gl) {
     for (int i = 0; i < N_UNPACK; ++i) gl->GetIntegerv(unpack_params[i], &saved[i]);
     gl->GetIntegerv(GL_PIXEL_UNPACK_BUFFER_BINDING, &unpack_pbo);
     gl->GetIntegerv(GL_PIXEL_PACK_BUFFER_BINDING, &pack_pbo);
-    gl->GetIntegerv(GL_COPY_READ_BUFFER, &copy_read);
+    gl->GetIntegerv(GL_COPY_READ_BUFFER_BINDING, &copy_read);
     gl->GetIntegerv(GL_TEXTURE_BINDING_2D, &tex);
     glt_gl_drain_errors(gl);
     gl->BindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
@@ -142,7 +128,7 @@ static int probe(const glt_gl *gl) {
 
     int exact = probe_format(gl, 0x81A5 /* DEPTH_COMPONENT16 */, GL_DEPTH_COMPONENT, GL_UNSIGNED_SHORT, 256, 256,
                              d16) == 1 &&
-                probe_format(gl, 0x88F0 /* DEPTH24_STENCIL8 */, GL_DEPTH_STENCIL_FMT, GL_UNSIGNED_INT_24_8, W24, H24,
+                probe_format(gl, 0x88F0 /* DEPTH24_STENCIL8 */, GL_DEPTH_STENCIL, GL_UNSIGNED_INT_24_8, W24, H24,
                              d24) == 1 &&
                 probe_format(gl, 0x81A5, 0, 0, 1024, 16, NULL) == 1 &&
                 probe_format(gl, 0x81A6 /* DEPTH_COMPONENT24 */, 0, 0, 1024, 16, NULL) == 1 &&
@@ -179,4 +165,13 @@ int glt_depth_compute_exact(const glt_gl *gl) {
     }
     pthread_mutex_unlock(&verdict_lock);
     return exact;
+}
+
+int glt_depth_use_compute(const glt_format *fmt, int for_cuda) {
+    const glt_gl *gl = glt_gl_load();
+    if (!gl || !glt_stage_compute_possible(gl, fmt)) return 0;
+    int path = glt_env_choice(GLT_ENV_DEPTH_PATH);
+    if (path == 1) return 0; /* readpixels */
+    if (path == 2) return 1; /* compute */
+    return for_cuda && glt_depth_compute_exact(gl);
 }

@@ -243,7 +243,7 @@ const glt_gl *glt_gl_load(void) {
     return &gl_table;
 }
 
-glt_gl_context_id glt_current_gl_context(void) {
+glt_gl_context_id glt_current_gl_handles(void) {
     glt_gl_context_id id = {GLT_API_NONE, NULL, NULL, 0};
     pthread_once(&gl_once, load_gl);
     if (egl_ok) {
@@ -252,7 +252,6 @@ glt_gl_context_id glt_current_gl_context(void) {
             id.api = GLT_API_EGL;
             id.context = c;
             id.display = egl_table.GetCurrentDisplay ? egl_table.GetCurrentDisplay() : NULL;
-            id.generation = glt_gl_context_tag(id.api, id.display, id.context);
             return id;
         }
     }
@@ -262,7 +261,6 @@ glt_gl_context_id glt_current_gl_context(void) {
             id.api = GLT_API_GLX;
             id.context = c;
             id.display = glx_current_display ? glx_current_display() : NULL;
-            id.generation = glt_gl_context_tag(id.api, id.display, id.context);
         }
     }
     return id;

@@ -36,7 +36,7 @@ struct glt_gl_stage {
     GLuint src_fbo, dst_fbo, resolve_rb; /* multisampled sources */
     GLuint read_fbo;                     /* depth renderbuffers: reading needs a framebuffer */
     GLuint pbo;                          /* depth: the region's float window depth, bottom-up rows */
-    /* Fixed-point depth (16/24-bit) through a compute shader, see compute_wanted(). */
+    /* Fixed-point depth (16/24-bit) through a compute shader (the long comment below). */
     GLuint program, sampler;
     GLuint sample_tex;  /* the depth texture the shader reads: the source, or copy_tex */
     GLuint copy_tex, copy_fbo; /* same-format copy for sources a shader cannot sample */
@@ -52,25 +52,18 @@ struct glt_gl_stage {
  * the shader below reproduces the latter, and tests/test_depth.py checks every 16- and 24-bit value.
  * Drivers may round differently (Mesa's glReadPixels is 1-2 ulp off the shader for 24-bit depth), so
  * the compute path is the default only for the CUDA backend (where the speed matters) and only once
- * glt_depth_compute_exact() has found it equal to glReadPixels on this driver; otherwise, and for
+ * glt_depth_compute_exact() has found it equal to glReadPixels on this driver (glt_depth_use_compute in
+ * depth_probe.c decides, and the caller passes the verdict to glt_stage_create); otherwise, and for
  * float depth (fast already; 32-bit fixed point is not exactly recoverable from a sampled float), the
  * pixel-pack copy. GLTENSOR_DEPTH_PATH=readpixels or =compute overrides the choice (read when a
  * capture is created). */
-static int compute_possible(const glt_gl *gl, const glt_format *fmt) {
+int glt_stage_compute_possible(const glt_gl *gl, const glt_format *fmt) {
     if (!fmt->depth || !gl->has_compute) return 0;
     if (fmt->internal_format == 0x8CAC || fmt->internal_format == 0x8CAD || fmt->internal_format == 0x81A7) return 0;
     GLint major = 0, minor = 0;
     gl->GetIntegerv(GL_MAJOR_VERSION, &major);
     gl->GetIntegerv(GL_MINOR_VERSION, &minor);
     return major > 4 || (major == 4 && minor >= 3);
-}
-
-static int compute_wanted(const glt_gl *gl, const glt_format *fmt, int for_cuda) {
-    if (!compute_possible(gl, fmt)) return 0;
-    int path = glt_env_choice(GLT_ENV_DEPTH_PATH);
-    if (path == 1) return 0; /* readpixels */
-    if (path == 2) return 1; /* compute */
-    return for_cuda && glt_depth_compute_exact(gl);
 }
 
 /* The shader recovers the stored integer v from the sampled depth (exact: the product is exact in
@@ -93,35 +86,6 @@ static const char depth_shader_fmt[] =
 
 static double depth_max(const glt_format *fmt) {
     return fmt->internal_format == 0x81A5 ? 65535.0 : 16777215.0; /* DEPTH_COMPONENT16, else 24-bit */
-}
-
-/* A compute program from one GLSL source (the depth shader here, the slot pack in slot_pack.c). `what` names it
- * in errors, `hint` says what to do instead. *program is 0 on failure. */
-glt_status glt_gl_compute_program(const glt_gl *gl, const char *source, const char *what, const char *hint,
-                                  GLuint *program) {
-    *program = 0;
-    GLuint sh = gl->CreateShader(GL_COMPUTE_SHADER);
-    gl->ShaderSource(sh, 1, &source, NULL);
-    gl->CompileShader(sh);
-    GLint ok = 0;
-    gl->GetShaderiv(sh, GL_COMPILE_STATUS, &ok);
-    if (!ok) {
-        char log[512] = "";
-        gl->GetShaderInfoLog(sh, sizeof log, NULL, log);
-        gl->DeleteShader(sh);
-        return glt_fail(GLT_GL_ERROR, "compiling %s failed: %s; %s", what, log, hint);
-    }
-    GLuint prog = gl->CreateProgram();
-    gl->AttachShader(prog, sh);
-    gl->LinkProgram(prog);
-    gl->DeleteShader(sh);
-    gl->GetProgramiv(prog, GL_LINK_STATUS, &ok);
-    if (!ok) {
-        gl->DeleteProgram(prog);
-        return glt_fail(GLT_GL_ERROR, "linking %s failed; %s", what, hint);
-    }
-    *program = prog;
-    return GLT_OK;
 }
 
 static glt_status build_program(const glt_gl *gl, glt_gl_stage *s) {
@@ -175,18 +139,10 @@ int glt_stage_needed(const glt_format *fmt, GLenum target, int samples) {
 }
 
 glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, int width, int height, int samples,
-                            const glt_rect *region, int for_cuda, glt_gl_stage **out) {
+                            const glt_rect *region, int use_compute, glt_gl_stage **out) {
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
-    return glt_stage_create_path(name, target, fmt, width, height, samples, region,
-                                 compute_wanted(gl, fmt, for_cuda), out);
-}
-
-glt_status glt_stage_create_path(GLuint name, GLenum target, const glt_format *fmt, int width, int height,
-                                 int samples, const glt_rect *region, int use_compute, glt_gl_stage **out) {
-    const glt_gl *gl = glt_gl_load();
-    if (!gl) return GLT_GL_ERROR;
-    use_compute = use_compute && compute_possible(gl, fmt);
+    use_compute = use_compute && glt_stage_compute_possible(gl, fmt);
     glt_gl_stage *s = calloc(1, sizeof *s);
     if (!s) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     s->name = name;
@@ -313,34 +269,6 @@ static void blit_region(const glt_gl *gl, const glt_gl_stage *s, GLbitfield mask
                         mask, GL_NEAREST);
 }
 
-/* What a compute dispatch of ours changes in the caller's context: the program, texture unit 0's 2D texture and
- * sampler (unit 0 made active), and shader-storage binding 0. The depth shader and the slot pack share it. */
-void glt_compute_push(const glt_gl *gl, glt_compute_state *s) {
-    memset(s, 0, sizeof *s);
-    gl->GetIntegerv(GL_CURRENT_PROGRAM, &s->program);
-    gl->GetIntegerv(GL_ACTIVE_TEXTURE, &s->active);
-    gl->ActiveTexture(GL_TEXTURE0);
-    gl->GetIntegerv(GL_TEXTURE_BINDING_2D, &s->texture);
-    gl->GetIntegerv(GL_SAMPLER_BINDING, &s->sampler);
-    gl->GetIntegerv(GL_SHADER_STORAGE_BUFFER_BINDING, &s->ssbo);
-    gl->GetIntegeri_v(GL_SHADER_STORAGE_BUFFER_BINDING, 0, &s->ssbo0);
-    gl->GetInteger64i_v(GL_SHADER_STORAGE_BUFFER_START, 0, &s->ssbo0_start);
-    gl->GetInteger64i_v(GL_SHADER_STORAGE_BUFFER_SIZE, 0, &s->ssbo0_size);
-}
-
-void glt_compute_pop(const glt_gl *gl, const glt_compute_state *s) {
-    if (s->ssbo0_size > 0)
-        gl->BindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, (GLuint)s->ssbo0, (GLintptr)s->ssbo0_start,
-                            (GLsizeiptr)s->ssbo0_size);
-    else
-        gl->BindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, (GLuint)s->ssbo0);
-    gl->BindBuffer(GL_SHADER_STORAGE_BUFFER, (GLuint)s->ssbo);
-    gl->BindSampler(0, (GLuint)s->sampler);
-    gl->BindTexture(GL_TEXTURE_2D, (GLuint)s->texture);
-    gl->ActiveTexture((GLenum)s->active);
-    gl->UseProgram((GLuint)s->program);
-}
-
 /* Depth -> floats in s->pbo through the compute shader; every binding it touches is restored. */
 static void run_compute(const glt_gl *gl, glt_gl_stage *s) {
     if (s->copy_tex) {
@@ -436,201 +364,5 @@ glt_status glt_stage_read_depth_host(glt_gl_stage *s, int flip, int mode, double
         gl->UnmapBuffer(GL_PIXEL_PACK_BUFFER);
     }
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)prev_pbo);
-    return st;
-}
-
-/* ---- GL-side helpers of upload.c (texture writes) and buffer.c (buffer objects) ----
- * Each binds what it needs, does its call, and restores the caller's binding (and unpack state), so
- * that uploads and buffer maps leave the caller's GL state as it was. Buffers go through
- * GL_COPY_WRITE_BUFFER, a binding point that draw and read state do not depend on. */
-
-static GLenum texture_binding_of(GLenum target) {
-    return target == GL_TEXTURE_RECTANGLE ? GL_TEXTURE_BINDING_RECTANGLE : GL_TEXTURE_BINDING_2D;
-}
-
-glt_status glt_gl_texture_query(const glt_gl *gl, GLuint name, GLenum target, int *width, int *height,
-                                GLenum *internal_format) {
-    glt_gl_drain_errors(gl);
-    if (name == 0 || !gl->IsTexture(name))
-        return glt_fail(GLT_INVALID_OBJECT,
-                        "texture %u does not exist in the current GL context (never created, deleted, or created "
-                        "in a context that does not share objects with this one); pass a live texture name",
-                        name);
-    GLint prev = 0, w = 0, h = 0, f = 0;
-    gl->GetIntegerv(texture_binding_of(target), &prev);
-    gl->BindTexture(target, name);
-    GLenum err = gl->GetError();
-    if (err == GL_NO_ERROR) {
-        gl->GetTexLevelParameteriv(target, 0, GL_TEXTURE_WIDTH, &w);
-        gl->GetTexLevelParameteriv(target, 0, GL_TEXTURE_HEIGHT, &h);
-        gl->GetTexLevelParameteriv(target, 0, GL_TEXTURE_INTERNAL_FORMAT, &f);
-    }
-    gl->BindTexture(target, (GLuint)prev);
-    glt_gl_drain_errors(gl);
-    if (err != GL_NO_ERROR)
-        return glt_fail(GLT_INVALID_OBJECT,
-                        "texture %u cannot be bound as %s (%s): it was created with another target; pass the target "
-                        "it was created with (GL_TEXTURE_2D or GL_TEXTURE_RECTANGLE)",
-                        name, glt_target_name(target), glt_gl_error_name(err));
-    if (w <= 0 || h <= 0)
-        return glt_fail(GLT_INVALID_OBJECT,
-                        "texture %u has no storage yet; allocate it (glTexImage2D or glTexStorage2D) before writing "
-                        "into it",
-                        name);
-    *width = w;
-    *height = h;
-    *internal_format = (GLenum)f;
-    return GLT_OK;
-}
-
-glt_status glt_gl_texture_write(const glt_gl *gl, GLuint name, GLenum target, int x, int y, int width, int height,
-                                GLenum format, GLenum type, const void *pixels) {
-    if (!gl->TexSubImage2D)
-        return glt_fail(GLT_GL_ERROR, "glTexSubImage2D is missing from this GL; the CPU backend cannot write textures");
-    static const GLenum unpack[] = {GL_UNPACK_ALIGNMENT, GL_UNPACK_ROW_LENGTH, GL_UNPACK_SKIP_ROWS,
-                                    GL_UNPACK_SKIP_PIXELS, GL_UNPACK_SWAP_BYTES, GL_UNPACK_IMAGE_HEIGHT,
-                                    GL_UNPACK_SKIP_IMAGES};
-    static const GLint tight[] = {1, 0, 0, 0, 0, 0, 0};
-    GLint saved[7], prev_tex = 0, prev_pbo = 0;
-    glt_gl_drain_errors(gl);
-    for (int i = 0; i < 7; ++i) {
-        gl->GetIntegerv(unpack[i], &saved[i]);
-        gl->PixelStorei(unpack[i], tight[i]);
-    }
-    gl->GetIntegerv(GL_PIXEL_UNPACK_BUFFER_BINDING, &prev_pbo);
-    gl->GetIntegerv(texture_binding_of(target), &prev_tex);
-    gl->BindBuffer(GL_PIXEL_UNPACK_BUFFER, 0); /* pixels is host memory, not an offset into a bound buffer */
-    gl->BindTexture(target, name);
-    gl->TexSubImage2D(target, 0, x, y, width, height, format, type, pixels);
-    GLenum err = gl->GetError();
-    gl->BindTexture(target, (GLuint)prev_tex);
-    gl->BindBuffer(GL_PIXEL_UNPACK_BUFFER, (GLuint)prev_pbo);
-    for (int i = 0; i < 7; ++i) gl->PixelStorei(unpack[i], saved[i]);
-    if (err != GL_NO_ERROR)
-        return glt_fail(GLT_GL_ERROR, "glTexSubImage2D of a %dx%d region at (%d, %d) into texture %u failed with %s",
-                        width, height, x, y, name, glt_gl_error_name(err));
-    return GLT_OK;
-}
-
-/* Binds `name` to GL_COPY_WRITE_BUFFER (the caller's binding in *prev); GLT_INVALID_OBJECT when deleted. */
-static glt_status buffer_bind(const glt_gl *gl, GLuint name, GLint *prev) {
-    glt_gl_drain_errors(gl);
-    if (name == 0 || !gl->IsBuffer(name))
-        return glt_fail(GLT_INVALID_OBJECT,
-                        "buffer %u does not exist in the current GL context (never created, deleted, or created in "
-                        "a context that does not share objects with this one); pass a live buffer name",
-                        name);
-    gl->GetIntegerv(GL_COPY_WRITE_BUFFER_BINDING, prev);
-    gl->BindBuffer(GL_COPY_WRITE_BUFFER, name);
-    return GLT_OK;
-}
-
-static glt_status buffer_unbind(const glt_gl *gl, GLuint name, GLint prev, const char *call) {
-    GLenum err = gl->GetError();
-    gl->BindBuffer(GL_COPY_WRITE_BUFFER, (GLuint)prev);
-    if (err != GL_NO_ERROR)
-        return glt_fail(GLT_GL_ERROR, "%s on buffer %u failed with %s", call, name, glt_gl_error_name(err));
-    return GLT_OK;
-}
-
-glt_status glt_gl_buffer_size(const glt_gl *gl, GLuint name, size_t *size, int *gl_mapped) {
-    GLint prev = 0, mapped = 0;
-    GLint64 bytes = 0;
-    glt_status st = buffer_bind(gl, name, &prev);
-    if (st != GLT_OK) return st;
-    gl->GetBufferParameteri64v(GL_COPY_WRITE_BUFFER, GL_BUFFER_SIZE, &bytes);
-    gl->GetBufferParameteriv(GL_COPY_WRITE_BUFFER, GL_BUFFER_MAPPED, &mapped);
-    st = buffer_unbind(gl, name, prev, "glGetBufferParameteri64v(GL_BUFFER_SIZE)");
-    *size = bytes > 0 ? (size_t)bytes : 0;
-    if (gl_mapped) *gl_mapped = mapped != 0;
-    return st;
-}
-
-#define GL_STATIC_DRAW 0x88E4
-
-glt_status glt_gl_buffer_create(const glt_gl *gl, size_t bytes, const void *data, GLuint *out) {
-    GLint prev = 0;
-    GLuint name = 0;
-    *out = 0;
-    glt_gl_drain_errors(gl);
-    gl->GenBuffers(1, &name);
-    gl->GetIntegerv(GL_COPY_WRITE_BUFFER_BINDING, &prev);
-    gl->BindBuffer(GL_COPY_WRITE_BUFFER, name);
-    gl->BufferData(GL_COPY_WRITE_BUFFER, (GLsizeiptr)bytes, data, GL_STATIC_DRAW);
-    glt_status st = buffer_unbind(gl, name, prev, "glBufferData");
-    if (st != GLT_OK) {
-        gl->DeleteBuffers(1, &name);
-        return st;
-    }
-    *out = name;
-    return GLT_OK;
-}
-
-glt_status glt_gl_buffer_map(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, GLbitfield access,
-                             void **out) {
-    GLint prev = 0;
-    glt_status st = buffer_bind(gl, name, &prev);
-    if (st != GLT_OK) return st;
-    *out = gl->MapBufferRange(GL_COPY_WRITE_BUFFER, (GLintptr)offset, (GLsizeiptr)bytes, access);
-    st = buffer_unbind(gl, name, prev, "glMapBufferRange");
-    if (st == GLT_OK && !*out)
-        st = glt_fail(GLT_GL_ERROR, "glMapBufferRange of %zu bytes at %zu of buffer %u returned NULL", bytes, offset,
-                      name);
-    return st;
-}
-
-glt_status glt_gl_buffer_unmap(const glt_gl *gl, GLuint name) {
-    GLint prev = 0;
-    glt_status st = buffer_bind(gl, name, &prev);
-    if (st != GLT_OK) return st;
-    GLboolean ok = gl->UnmapBuffer(GL_COPY_WRITE_BUFFER);
-    st = buffer_unbind(gl, name, prev, "glUnmapBuffer");
-    if (st == GLT_OK && !ok)
-        st = glt_fail(GLT_GL_ERROR, "glUnmapBuffer of buffer %u reported its contents corrupted (the driver lost "
-                                    "the mapping, e.g. after a mode switch); write them again",
-                      name);
-    return st;
-}
-
-glt_status glt_gl_buffer_get(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, void *dst) {
-    GLint prev = 0;
-    glt_status st = buffer_bind(gl, name, &prev);
-    if (st != GLT_OK) return st;
-    gl->GetBufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)offset, (GLsizeiptr)bytes, dst);
-    return buffer_unbind(gl, name, prev, "glGetBufferSubData");
-}
-
-glt_status glt_gl_buffer_mappable(const glt_gl *gl, GLuint name, GLbitfield access, int *mappable) {
-    GLint prev = 0, immutable = 0, flags = 0;
-    glt_status st = buffer_bind(gl, name, &prev);
-    if (st != GLT_OK) return st;
-    gl->GetBufferParameteriv(GL_COPY_WRITE_BUFFER, GL_BUFFER_IMMUTABLE_STORAGE, &immutable);
-    if (immutable) gl->GetBufferParameteriv(GL_COPY_WRITE_BUFFER, GL_BUFFER_STORAGE_FLAGS, &flags);
-    GLbitfield need = access & (GL_MAP_READ_BIT | GL_MAP_WRITE_BIT);
-    *mappable = !immutable || ((GLbitfield)flags & need) == need;
-    return buffer_unbind(gl, name, prev, "glGetBufferParameteriv(GL_BUFFER_STORAGE_FLAGS)");
-}
-
-/* Through a temporary buffer and glCopyBufferSubData: a GL-side copy may write immutable storage whatever
- * its flags, where glBufferSubData needs GL_DYNAMIC_STORAGE_BIT. Both of the caller's copy bindings are kept. */
-glt_status glt_gl_buffer_put(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, const void *src) {
-    GLint prev_write = 0, prev_read = 0;
-    glt_status st = buffer_bind(gl, name, &prev_write);
-    if (st != GLT_OK) return st;
-    GLuint tmp = 0;
-    gl->GetIntegerv(GL_COPY_READ_BUFFER_BINDING, &prev_read);
-    gl->GenBuffers(1, &tmp);
-    gl->BindBuffer(GL_COPY_READ_BUFFER, tmp);
-    gl->BufferData(GL_COPY_READ_BUFFER, (GLsizeiptr)bytes, src, GL_STREAM_COPY);
-    gl->CopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, (GLintptr)offset, (GLsizeiptr)bytes);
-    GLenum err = gl->GetError();
-    gl->BindBuffer(GL_COPY_READ_BUFFER, (GLuint)prev_read);
-    gl->DeleteBuffers(1, &tmp);
-    st = buffer_unbind(gl, name, prev_write, "glCopyBufferSubData");
-    if (st == GLT_OK && err != GL_NO_ERROR)
-        st = glt_fail(GLT_GL_ERROR, "writing %zu bytes at %zu into buffer %u (glBufferData + glCopyBufferSubData) "
-                                    "failed with %s; the mapped view's writes did not reach GL. On GL_OUT_OF_MEMORY "
-                                    "free GL objects or map a smaller range, then map and write again",
-                      bytes, offset, name, glt_gl_error_name(err));
     return st;
 }

@@ -60,7 +60,9 @@ typedef struct glt_glx {
     int (*MakeContextCurrent)(void *display, unsigned long draw, unsigned long read, void *context);
 } glt_glx;
 const glt_glx *glt_glx_load(void);
-glt_gl_context_id glt_current_gl_context(void);
+/* The current context's API, display and context pointers, generation 0 (context_tag.c's
+ * glt_current_gl_context adds the generation: the loader itself keeps no registry). */
+glt_gl_context_id glt_current_gl_handles(void);
 /* Any GL or EGL entry point by name (NULL when absent), for the optional ones outside the tables. */
 void *glt_gl_proc(const char *name);
 /* Discards GL errors left by earlier calls so that ours are attributed correctly. */
@@ -79,6 +81,8 @@ int glt_egl_device_cuda_number(const glt_egl *egl, EGLDeviceEXT device);
 /* ---- context_tag.c: a context identity that a later context with the same pointer cannot take ---- */
 /* The generation of the context current in this thread (registered when first seen); 0 when GL is missing. */
 uint64_t glt_gl_context_tag(glt_window_api api, void *display, void *context);
+/* The context current in this thread with its generation; api GLT_API_NONE when none is. */
+glt_gl_context_id glt_current_gl_context(void);
 /* A glt_context was created (any earlier context at that pointer is gone) / is about to be destroyed. */
 void glt_gl_context_own(void *display, void *context);
 void glt_gl_context_forget_owned(void *display, void *context);
@@ -191,46 +195,78 @@ void glt_pool_trim(glt_pool *pool);
 typedef struct glt_cpu_reader glt_cpu_reader;
 typedef struct glt_gl_stage glt_gl_stage;
 
-/* ---- capture.c, frame.c, view.c: shared by captures, batches and atlases ---- */
-struct glt_capture {
-    glt_gl_context_id gl_context;
+/* ---- object_base.c: the prelude of every object over one GL object (capture, upload, buffer) ---- */
+typedef enum glt_object_kind {
+    GLT_OBJECT_CAPTURE, /* a texture or renderbuffer read (capture.c): the capturable formats */
+    GLT_OBJECT_UPLOAD,  /* a texture written (upload.c): the writable formats */
+    GLT_OBJECT_BUFFER,  /* a buffer object (buffer.c): no format */
+} glt_object_kind;
+
+/* What GL says of the object now. */
+typedef struct glt_object_state {
+    int width, height, samples; /* images */
+    GLenum internal_format;
+    const glt_format *fmt;      /* images: the format the object's kind accepts */
+    size_t size;                /* buffers */
+    int gl_mapped;              /* buffers: mapped by GL itself */
+} glt_object_state;
+
+/* The first member of glt_capture, glt_upload and glt_buffer. */
+typedef struct glt_object_base {
+    glt_gl_context_id gl_context; /* the context current at creation: every entry checks it */
+    glt_object_kind kind;
     GLuint name;
-    GLenum target;
+    GLenum target; /* images */
     glt_backend backend;
     char backend_reason[320];
     int cuda_device;
-    GLenum internal_format;
+    GLenum internal_format; /* images, as last queried (adopted) */
     const glt_format *fmt;
-    int width, height;   /* of the whole image */
-    glt_rect requested;  /* region asked for at creation; width 0: the whole image, whatever its size */
-    glt_rect region;     /* the part read now: `requested`, or the whole image */
-    int detached;        /* 1: no backend hold (the region did not fit, or attaching failed); reads re-attach */
-    glt_cuda_image *cuda;
-    glt_cpu_reader *cpu;
-    glt_pool *pool;
-    void *last_stream; /* the last stream a read was issued on: synchronised before re-registering */
-    unsigned char *scratch; /* CPU backend with conversions: the image as read back */
-    size_t scratch_size;
-    int samples;
-    int resizable;                /* CUDA: registered only while a read runs */
-    glt_gl_stage *stage;          /* MSAA resolve and/or depth readback, when the image needs one */
-    glt_cuda_buffer *cuda_depth;  /* depth on the CUDA backend */
-};
+    int width, height, samples;
+} glt_object_base;
+
+/* Creation: GLTENSOR_* checked, the current context recorded (refused when there is none), the object queried
+ * from GL and its format refused as its kind refuses it; *now and o hold what GL said. */
+glt_status glt_object_open(glt_object_base *o, glt_object_kind kind, GLuint name, GLenum target,
+                           glt_object_state *now);
+/* Every later use: the object's context is current, and what GL says of the object now (its format looked up
+ * again only when the internal format changed). Changes nothing in o. */
+glt_status glt_object_query(const glt_object_base *o, glt_object_state *now);
+void glt_object_adopt(glt_object_base *o, const glt_object_state *now);
+int glt_object_same(const glt_object_base *o, const glt_object_state *now); /* same size, format and samples */
+/* The backend (backend_choice.c) into o's backend, cuda_device and backend_reason. */
+glt_status glt_object_choose_backend(glt_object_base *o, glt_backend requested, int requested_device);
+const char *glt_object_kind_name(const glt_object_base *o); /* "texture", "renderbuffer" or "buffer" */
 
 /* An image's size, format (refused as a capture refuses it) and sample count; its bindings restored. */
 glt_status glt_gl_image_query(const glt_gl *gl, GLuint name, GLenum target, int *width, int *height,
                               const glt_format **fmt, int *samples);
 /* GLT_OK when r is all zero (the whole image) or a rectangle inside a width x height image. */
 glt_status glt_gl_region_check(const glt_rect *r, GLenum target, GLuint name, int width, int height);
+/* How `r` fails to lie inside a width x height image (written into why), or NULL when it fits. */
+const char *glt_region_misfit(const glt_rect *r, int width, int height, char *why, size_t n);
 
-/* CPU backend: the capture's region, as stored and bottom-up, in cap->scratch (grown as needed). */
-glt_status glt_capture_read_scratch(glt_capture *cap);
+/* ---- capture.c: what batches and atlases use of a capture (struct glt_capture is private to capture.c) ---- */
+const glt_object_base *glt_capture_base(const glt_capture *cap);
+const glt_rect *glt_capture_region(const glt_capture *cap); /* the part read now */
+glt_pool *glt_capture_pool(const glt_capture *cap);
+/* CUDA backend: the registered image a copy maps (the resolve when multisampled); valid after a prepare. */
+glt_cuda_image *glt_capture_cuda_image(const glt_capture *cap);
+/* The stream a read was issued on, when a batch copies on its own: synchronised before re-registering. */
+void glt_capture_use_stream(glt_capture *cap, void *stream);
+/* CPU backend: the capture's region, as stored and bottom-up, in a scratch buffer the capture keeps (*rows). */
+glt_status glt_capture_read_scratch(glt_capture *cap, const unsigned char **rows);
 /* End of a read: a resizable capture drops its CUDA registration until the next one. */
 void glt_capture_finish(glt_capture *cap);
 /* Copies the capture's region into dst per spec (CPU or CUDA backend). */
 glt_status glt_capture_copy(glt_capture *cap, const glt_out_spec *spec, int flip, void *dst, size_t pitch,
                             size_t plane, void *stream, void *ready_event);
+/* Checks the context, brings size and format up to date, validates opts->cuda_stream and resolves
+ * the stream to copy on (the pool's when none is given). */
+glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, void **stream);
+size_t glt_capture_row_bytes(const glt_capture *cap); /* one row of the region, as stored */
 
+/* ---- frame.c, view.c: shared by captures, batches, atlases and shared slots ---- */
 struct glt_frame {
     glt_block *block;
     glt_memory memory;
@@ -241,12 +277,6 @@ struct glt_frame {
     int flipped;
     void *stream;
 };
-
-/* Checks the context, brings size and format up to date, validates opts->cuda_stream and resolves
- * the stream to copy on (the pool's when none is given). */
-glt_status glt_capture_prepare(glt_capture *cap, const glt_read_options *opts, void **stream);
-const char *glt_capture_kind(const glt_capture *cap); /* "texture" or "renderbuffer" */
-size_t glt_capture_row_bytes(const glt_capture *cap); /* one row of the region, as stored */
 
 /* A frame of `count` (0: single) images of spec's layout, its buffer from `pool`. */
 glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int cuda_device, const glt_out_spec *spec,
@@ -271,7 +301,7 @@ typedef struct glt_dest_strides {
 glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, const char *what,
                           glt_dest_strides *out);
 
-/* ---- read_dest.c: where one read writes ---- */
+/* ---- read_path.c: the one read path (captures, batches, atlases, shared slots) ---- */
 typedef struct glt_read_dest {
     glt_out_spec spec;
     glt_frame *frame;         /* the new frame of a read, or NULL when writing into the caller's view */
@@ -288,19 +318,46 @@ glt_status glt_read_dest_open(const glt_format *fmt, const glt_read_options *opt
  * destroys it on failure. Returns `copied`. */
 glt_status glt_read_dest_close(glt_read_dest *d, glt_status copied, glt_frame **out);
 
+/* One read: begun by an entry point (read: a new frame to *out; read_into: the caller's view), prepared by
+ * the object (which fills the second half), finished by glt_read_finish with the object's copy. */
+typedef struct glt_read_call {
+    glt_read_options opts;       /* the caller's, or the defaults */
+    const glt_buffer_view *view; /* read_into's destination; NULL for a new frame */
+    glt_frame **out;             /* read's frame; NULL for read_into */
+    /* set by the object's prepare step */
+    const glt_format *fmt;       /* the source's format, for the output layout */
+    glt_pool *pool;              /* where a new frame comes from */
+    void *stream;                /* the stream the copy runs on (NULL: CPU backend) */
+    glt_dest_shape shape;        /* what the destination must be (its spec member is ignored) */
+    char what[96];               /* the source, in error messages */
+    uint64_t note;               /* the object's own, from its prepare step to its copy */
+} glt_read_call;
+/* Copies the prepared source into d (d->spec: the conversions; c->opts.flip; c->stream). */
+typedef glt_status (*glt_read_copy_fn)(void *obj, const glt_read_call *c, const glt_read_dest *d);
+/* fn names the entry point in errors: "out is NULL" / "dst is NULL" refusals. */
+glt_status glt_read_begin_frame(glt_read_call *c, const char *fn, const glt_read_options *opts, glt_frame **out);
+glt_status glt_read_begin_into(glt_read_call *c, const char *fn, const glt_read_options *opts,
+                               const glt_buffer_view *dst);
+/* Returns `prepared` when the prepare step failed; else opens the destination, calls copy, closes it. */
+glt_status glt_read_finish(glt_read_call *c, glt_status prepared, glt_read_copy_fn copy, void *obj);
+
 /* ---- depth_probe.c: is the compute-shader depth path bit-equal to glReadPixels on this driver? ---- */
 int glt_depth_compute_exact(const glt_gl *gl); /* once per GL renderer per process; needs a context current */
+/* The depth path a stage of fmt should take (1: the compute shader): GLTENSOR_DEPTH_PATH when set, else the
+ * shader for the CUDA backend where the probe found it exact. Asked by the stage's creator, so that gl_stage.c
+ * takes the verdict instead of calling the probe (which itself builds stages). */
+int glt_depth_use_compute(const glt_format *fmt, int for_cuda);
 
 /* ---- gl_stage.c: GL-side work before reading (MSAA resolve, depth into a pixel-pack buffer) ---- */
 int glt_stage_needed(const glt_format *fmt, GLenum target, int samples);
+/* 1 where fmt's depth can go through the compute shader (fixed-point depth, GL 4.3 and compute entry points). */
+int glt_stage_compute_possible(const glt_gl *gl, const glt_format *fmt);
 /* width x height: the whole image; region: the part each run resolves and packs (NULL: the whole image).
  * A resolve writes the region at its own coordinates of a full-size renderbuffer; depth is packed as
- * region.height rows of region.width floats. */
+ * region.height rows of region.width floats. use_compute: the depth path (glt_depth_use_compute's verdict;
+ * ignored where the compute path cannot run). */
 glt_status glt_stage_create(GLuint name, GLenum target, const glt_format *fmt, int width, int height, int samples,
-                            const glt_rect *region, int for_cuda, glt_gl_stage **out);
-/* The same with the depth path chosen by the caller (use_compute is ignored where the compute path cannot run). */
-glt_status glt_stage_create_path(GLuint name, GLenum target, const glt_format *fmt, int width, int height,
-                                 int samples, const glt_rect *region, int use_compute, glt_gl_stage **out);
+                            const glt_rect *region, int use_compute, glt_gl_stage **out);
 void glt_stage_destroy(glt_gl_stage *s); /* needs the context current */
 glt_status glt_stage_run(glt_gl_stage *s);
 GLuint glt_stage_resolved(const glt_gl_stage *s);    /* single-sample renderbuffer, or 0 */
@@ -317,7 +374,7 @@ typedef struct glt_pack_state {
 } glt_pack_state;
 void glt_pack_push(const glt_gl *gl, glt_pack_state *s);
 void glt_pack_pop(const glt_gl *gl, const glt_pack_state *s);
-/* gl_stage.c: the bindings a compute dispatch of ours changes, saved and put back (program, unit 0's 2D texture and
+/* gl_objects.c: the bindings a compute dispatch of ours changes, saved and put back (program, unit 0's 2D texture and
  * sampler, shader-storage binding 0). */
 typedef struct glt_compute_state {
     GLint program, active, texture, sampler, ssbo, ssbo0;
@@ -325,7 +382,7 @@ typedef struct glt_compute_state {
 } glt_compute_state;
 void glt_compute_push(const glt_gl *gl, glt_compute_state *s);
 void glt_compute_pop(const glt_gl *gl, const glt_compute_state *s);
-/* gl_stage.c: compiles and links a compute program (`what` names it in errors, `hint` says what to do instead). */
+/* gl_objects.c: compiles and links a compute program (`what` names it in errors, `hint` says what to do instead). */
 glt_status glt_gl_compute_program(const glt_gl *gl, const char *source, const char *what, const char *hint,
                                   GLuint *program);
 glt_status glt_cpu_reader_create(GLuint name, GLenum target, glt_cpu_reader **out);
@@ -335,7 +392,7 @@ glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int wid
                                void *dst, size_t dst_pitch, int flip);
 
 
-/* ---- upload.c / buffer.c: the GL-side helpers (gl_stage.c) and the CUDA side (cuda_backend.c) ---- */
+/* ---- upload.c / buffer.c: the GL-side helpers (gl_objects.c) and the CUDA side (cuda_backend.c) ---- */
 /* Size and internal format of level 0 of a texture, restoring the binding it touches. */
 glt_status glt_gl_texture_query(const glt_gl *gl, GLuint name, GLenum target, int *width, int *height,
                                 GLenum *internal_format);
@@ -356,10 +413,14 @@ glt_status glt_gl_buffer_mappable(const glt_gl *gl, GLuint name, GLbitfield acce
 /* Writes src into [offset, offset + bytes) of any buffer, immutable storage without GL_DYNAMIC_STORAGE_BIT too. */
 glt_status glt_gl_buffer_put(const glt_gl *gl, GLuint name, size_t offset, size_t bytes, const void *src);
 
-/* backend_choice.c: the backend an upload or buffer of `what` uses (the rule capture follows: CUDA when
- * the current GL context runs on a CUDA device, unless 'cpu' was asked; 'cuda' fails when it cannot). */
-glt_status glt_choose_backend(glt_backend requested, int requested_device, const char *what, glt_backend *backend,
-                              int *cuda_device, char *reason, size_t reason_size);
+/* backend_choice.c: the backend an object of `what` uses: CUDA when the current GL context runs on a CUDA
+ * device, unless 'cpu' was asked; 'cuda' fails when it cannot. frames: its reasons speak of frames (captures). */
+glt_status glt_choose_backend(glt_backend requested, int requested_device, const char *what, int frames,
+                              glt_backend *backend, int *cuda_device, char *reason, size_t reason_size);
+/* The backend of shared slots (slots.c): CUDA on the requested device (GLT_CUDA_DEVICE_AUTO: the default one)
+ * where CUDA runs, shared host memory otherwise, unless 'cuda' was asked; *cuda_device is set for CUDA only. */
+glt_status glt_choose_slots_backend(glt_backend requested, int requested_device, glt_backend *backend,
+                                    int *cuda_device, char *reason, size_t reason_size);
 
 /* context_switch.c: makes `ctx` current in this thread (surfaceless; EGL contexts only) to release an object
  * in its own context. 1 when ctx is current on return (already, or now); 0 when it cannot be made current
@@ -374,7 +435,7 @@ int glt_gl_context_enter(glt_gl_context_id ctx, glt_gl_context_saved *saved);
 void glt_context_restore_quietly(const glt_saved_context *saved);
 void glt_gl_context_leave(glt_gl_context_saved *saved);
 
-/* How a texture's format is written (GLT_DST_*, kernels.h), or -1 when it cannot be. */
+/* object_base.c: how a texture's format is written (GLT_DST_*, kernels.h), or -1 when it cannot be. */
 int glt_write_dst_type(const glt_format *fmt);
 
 

@@ -25,9 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT 0x90DF
-#define GL_BUFFER_UPDATE_BARRIER_BIT 0x00000200
-
 struct glt_slot_packer {
     const glt_format *fmt;
     int width, height;

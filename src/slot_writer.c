@@ -23,9 +23,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define GL_COPY_READ_BUFFER 0x8F36
-#define GL_COPY_WRITE_BUFFER 0x8F37
-
 /* How a write moves the pixels (GLTENSOR_SLOTS_WRITE; auto picks shader where possible, else copy). */
 typedef enum write_mode {
     WRITE_SHADER, /* blit + compute shader straight into the slot (CPU backend: into `stage`, then read back) */

@@ -147,39 +147,6 @@ static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
     return GLT_OK;
 }
 
-static glt_status choose_backend(glt_slots *s, const glt_slots_desc *d) {
-    if (d->backend == GLT_BACKEND_CPU) {
-        s->backend = GLT_BACKEND_CPU;
-        snprintf(s->backend_reason, sizeof s->backend_reason, "backend='cpu' was asked for: shared host memory");
-        return GLT_OK;
-    }
-    int dev = d->cuda_device;
-    glt_status st = GLT_OK;
-    if (!glt_cuda_compiled())
-        st = glt_fail(GLT_CUDA_UNAVAILABLE, "this gltensor was built without CUDA");
-    else if (dev == GLT_CUDA_DEVICE_AUTO)
-        st = glt_default_cuda_device(&dev);
-    if (st == GLT_OK && dev < 0) st = glt_fail(GLT_CUDA_UNAVAILABLE, "no CUDA device is usable in this process");
-    if (st == GLT_OK) {
-        int n = 0;
-        st = glt_cuda_probe(&n);
-        if (st == GLT_OK && dev >= n)
-            st = glt_fail(GLT_INVALID_ARGUMENT, "CUDA device %d does not exist (%d visible)", dev, n);
-    }
-    if (st != GLT_OK) {
-        if (d->backend == GLT_BACKEND_CUDA) return st;
-        s->backend = GLT_BACKEND_CPU;
-        snprintf(s->backend_reason, sizeof s->backend_reason, "CPU (shared host memory): %s", glt_last_error());
-        glt_clear_error();
-        return GLT_OK;
-    }
-    s->backend = GLT_BACKEND_CUDA;
-    s->cuda_device = dev;
-    snprintf(s->backend_reason, sizeof s->backend_reason,
-             "CUDA device %d: exportable, compressible device memory that workers' GL writes into", dev);
-    return GLT_OK;
-}
-
 static void free_cuda(glt_slots *s) {
     for (int k = 0; k < (int)(sizeof s->set_done / sizeof *s->set_done); ++k) {
         if (s->set_pending[k]) glt_cuda_event_sync(s->cuda_device, s->set_done[k]);
@@ -231,7 +198,8 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     s->fmt = fmt;
     s->control_fd = -1;
     s->cuda_device = -1;
-    st = choose_backend(s, d);
+    st = glt_choose_slots_backend(d->backend, d->cuda_device, &s->backend, &s->cuda_device, s->backend_reason,
+                                  sizeof s->backend_reason);
     if (st != GLT_OK) {
         free(s);
         return st;
@@ -451,50 +419,60 @@ static glt_status release_set(glt_slots *s, unsigned set) {
     return st;
 }
 
-static glt_status read_to(glt_slots *s, const glt_read_options *opts_in, const glt_buffer_view *view,
-                          glt_frame **out) {
+/* The read path's prepare step (read_path.c): the trainer's process, its stream, every slot of the set the
+ * workers finished (c->note: the read count, whose set is read). */
+static glt_status prepare_read(glt_slots *s, glt_read_call *c) {
     if (!s) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_read: slots is NULL");
-    glt_read_options opts; GLT_OPTIONS_IN(read, opts_in, &opts, "glt_slots_read");
     glt_slots_header *h = s->h;
     if (h->trainer_pid != (int32_t)getpid())
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "shared slots are read by the process that created them (pid %d), not by this one (pid %d, a "
                         "forked copy): workers write, the trainer reads",
                         h->trainer_pid, (int)getpid());
-    void *stream = NULL;
     if (s->backend == GLT_BACKEND_CUDA) {
-        stream = opts.cuda_stream ? opts.cuda_stream : glt_pool_stream(s->pool);
-        if (opts.cuda_stream) {
-            glt_status st = glt_cuda_check_stream(opts.cuda_stream, s->cuda_device);
+        c->stream = c->opts.cuda_stream ? c->opts.cuda_stream : glt_pool_stream(s->pool);
+        if (c->opts.cuda_stream) {
+            glt_status st = glt_cuda_check_stream(c->opts.cuda_stream, s->cuda_device);
             if (st != GLT_OK) return st;
         }
     }
     uint64_t reads = atomic_load(&h->reads);
     glt_status st = check_fresh(s, reads);
     if (st != GLT_OK) return st;
-    unsigned set = (unsigned)(reads % h->buffers);
+    c->note = reads;
+    c->fmt = s->fmt;
+    c->pool = s->pool;
+    snprintf(c->what, sizeof c->what, "shared slots");
     glt_dest_shape shape = {s->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, s->cuda_device, NULL,
                             (int)h->count, h->height, h->width};
-    glt_read_dest d;
-    st = glt_read_dest_open(s->fmt, &opts, "shared slots", s->pool, stream, &shape, view, &d);
-    if (st != GLT_OK) return st;
+    c->shape = shape;
+    return GLT_OK;
+}
+
+static glt_status copy_read(void *obj, const glt_read_call *c, const glt_read_dest *d) {
+    glt_slots *s = obj;
+    glt_slots_header *h = s->h;
+    uint64_t reads = c->note;
+    unsigned set = (unsigned)(reads % h->buffers);
+    glt_status st = GLT_OK;
     if (s->backend == GLT_BACKEND_CUDA)
-        st = copy_cuda(s, set, &d, opts.flip != 0, stream);
+        st = copy_cuda(s, set, d, c->opts.flip != 0, c->stream);
     else
-        copy_host(s, set, &d, opts.flip != 0);
+        copy_host(s, set, d, c->opts.flip != 0);
     /* Workers write set (reads + 1) % buffers next: with one set, this read's own copy. */
     if (st == GLT_OK) st = release_set(s, (unsigned)((reads + 1) % h->buffers));
     if (st == GLT_OK) atomic_store(&h->reads, reads + 1);
-    return glt_read_dest_close(&d, st, out);
+    return st;
 }
 
 glt_status glt_slots_read(glt_slots *s, const glt_read_options *opts, glt_frame **out) {
-    if (!out) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_read: out is NULL");
-    *out = NULL;
-    return read_to(s, opts, NULL, out);
+    glt_read_call c;
+    glt_status st = glt_read_begin_frame(&c, "glt_slots_read", opts, out);
+    return glt_read_finish(&c, st == GLT_OK ? prepare_read(s, &c) : st, copy_read, s);
 }
 
 glt_status glt_slots_read_into(glt_slots *s, const glt_read_options *opts, const glt_buffer_view *dst) {
-    if (!dst) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_read_into: dst is NULL");
-    return read_to(s, opts, dst, NULL);
+    glt_read_call c;
+    glt_status st = glt_read_begin_into(&c, "glt_slots_read_into", opts, dst);
+    return glt_read_finish(&c, st == GLT_OK ? prepare_read(s, &c) : st, copy_read, s);
 }

@@ -17,15 +17,7 @@
 #include <string.h>
 
 struct glt_upload {
-    glt_gl_context_id gl_context;
-    GLuint name;
-    GLenum target;
-    glt_backend backend;
-    char backend_reason[320];
-    int cuda_device;
-    GLenum internal_format;
-    const glt_format *fmt;
-    int width, height;
+    glt_object_base base; /* first: context, name, target, backend, device, format and size */
     glt_cuda_surface *cuda;
     unsigned char *staging; /* CPU backend: the region in the stored layout */
     size_t staging_size;
@@ -46,64 +38,26 @@ void glt_write_options_init(glt_write_options *o) {
     o->order = GLT_ORDER_HWC;
 }
 
-int glt_write_dst_type(const glt_format *fmt) {
-    if (fmt->depth) return -1;
-    int kind = glt_format_kind(fmt);
-    switch (fmt->dtype) {
-    case GLT_DTYPE_UINT8: return kind == GLT_KIND_UINT ? GLT_DST_UINT8 : GLT_DST_UNORM8;
-    case GLT_DTYPE_UINT16: return kind == GLT_KIND_UINT ? GLT_DST_UINT16 : GLT_DST_UNORM16;
-    case GLT_DTYPE_UINT32: return kind == GLT_KIND_UINT ? GLT_DST_UINT32 : -1;
-    case GLT_DTYPE_FLOAT16: return GLT_DST_FLOAT16;
-    case GLT_DTYPE_FLOAT32: return GLT_DST_FLOAT32;
-    default: return -1;
-    }
-}
-
 static void describe(const glt_upload *up, char *what, size_t n) {
-    snprintf(what, n, "texture %u (%s, %dx%d)", up->name, up->fmt ? up->fmt->name : "?", up->width, up->height);
-}
-
-/* The writable format of internal_format, or the refusal. */
-static glt_status check_format(GLuint name, GLenum internal_format, const glt_format **out) {
-    const glt_format *f = glt_format_find(internal_format);
-    if (!f || glt_write_dst_type(f) < 0)
-        return glt_fail(GLT_UNSUPPORTED_FORMAT,
-                        "texture %u is %s, which gltensor cannot write; writable formats are the colour formats "
-                        "capture reads (GL_RGBA8, GL_RGB8, GL_SRGB8_ALPHA8, GL_R8, GL_RG8, GL_R16, GL_RG16, "
-                        "GL_RGBA16, GL_R16F, GL_RG16F, GL_RGBA16F, GL_R32F, GL_RG32F, GL_RGBA32F and R8UI..RGBA32UI); "
-                        "depth textures cannot be written through CUDA: allocate the texture in one of those",
-                        name, glt_format_name(internal_format));
-    *out = f;
-    return GLT_OK;
+    const glt_object_base *o = &up->base;
+    snprintf(what, n, "texture %u (%s, %dx%d)", o->name, o->fmt ? o->fmt->name : "?", o->width, o->height);
 }
 
 static glt_status attach(glt_upload *up) {
-    if (up->backend != GLT_BACKEND_CUDA) return GLT_OK;
-    return glt_cuda_surface_register(up->name, up->target, up->cuda_device, up->fmt, up->width, up->height, &up->cuda);
+    const glt_object_base *o = &up->base;
+    if (o->backend != GLT_BACKEND_CUDA) return GLT_OK;
+    return glt_cuda_surface_register(o->name, o->target, o->cuda_device, o->fmt, o->width, o->height, &up->cuda);
 }
 
 /* Brings size and format up to date from GL; re-registers a texture that was reallocated. */
 static glt_status refresh(glt_upload *up) {
-    char what[96];
-    snprintf(what, sizeof what, "upload into texture %u", up->name);
-    glt_status st = glt_check_gl_context(up->gl_context, what);
+    glt_object_state now;
+    glt_status st = glt_object_query(&up->base, &now);
     if (st != GLT_OK) return st;
-    const glt_gl *gl = glt_gl_load();
-    if (!gl) return GLT_GL_ERROR;
-    int w = 0, h = 0;
-    GLenum f = 0;
-    st = glt_gl_texture_query(gl, up->name, up->target, &w, &h, &f);
-    if (st != GLT_OK) return st;
-    if (w == up->width && h == up->height && f == up->internal_format && up->fmt) return GLT_OK;
-    const glt_format *fmt = NULL;
-    st = check_format(up->name, f, &fmt);
-    if (st != GLT_OK) return st;
+    if (glt_object_same(&up->base, &now)) return GLT_OK;
     glt_cuda_surface_unregister(up->cuda);
     up->cuda = NULL;
-    up->fmt = fmt;
-    up->internal_format = f;
-    up->width = w;
-    up->height = h;
+    glt_object_adopt(&up->base, &now);
     return attach(up);
 }
 
@@ -116,35 +70,12 @@ glt_status glt_upload_create(const glt_upload_desc *desc, glt_upload **out) {
                         "target 0x%04X cannot be written; use GL_TEXTURE_2D (0x0DE1) or GL_TEXTURE_RECTANGLE "
                         "(0x84F5) (to fill a renderbuffer, write a texture and blit it)",
                         desc->gl_target);
-    if (glt_env_check() != GLT_OK) return GLT_INVALID_ARGUMENT;
-    char what[64];
-    snprintf(what, sizeof what, "upload into texture %u", desc->gl_name);
-    glt_gl_context_id now = glt_current_gl_context();
-    if (now.api == GLT_API_NONE) return glt_check_gl_context(now, what);
     glt_upload *up = calloc(1, sizeof *up);
     if (!up) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    up->gl_context = now;
-    up->name = desc->gl_name;
-    up->target = desc->gl_target;
-    up->backend = GLT_BACKEND_CPU;
-    up->cuda_device = -1;
-    glt_status st = glt_gl_load() ? GLT_OK : GLT_GL_ERROR;
-    if (st == GLT_OK) {
-        /* The texture must be writable before a backend is chosen: a bad name fails as such. */
-        const glt_gl *gl = glt_gl_load();
-        int w = 0, h = 0;
-        GLenum f = 0;
-        st = glt_gl_texture_query(gl, up->name, up->target, &w, &h, &f);
-        if (st == GLT_OK) st = check_format(up->name, f, &up->fmt);
-        if (st == GLT_OK) {
-            up->width = w;
-            up->height = h;
-            up->internal_format = f;
-        }
-    }
-    if (st == GLT_OK)
-        st = glt_choose_backend(desc->backend, desc->cuda_device, what, &up->backend, &up->cuda_device,
-                                up->backend_reason, sizeof up->backend_reason);
+    /* The texture must be writable before a backend is chosen: a bad name fails as such. */
+    glt_object_state now;
+    glt_status st = glt_object_open(&up->base, GLT_OBJECT_UPLOAD, desc->gl_name, desc->gl_target, &now);
+    if (st == GLT_OK) st = glt_object_choose_backend(&up->base, desc->backend, desc->cuda_device);
     if (st == GLT_OK) st = attach(up);
     if (st != GLT_OK) {
         glt_upload_destroy(up);
@@ -161,7 +92,7 @@ void glt_upload_destroy(glt_upload *up) {
         /* The registration goes in the texture's own context; where that cannot be entered it is left to
          * the driver (dropped with the context) instead of a call that fails. */
         glt_gl_context_saved saved;
-        if (glt_gl_context_enter(up->gl_context, &saved)) glt_cuda_surface_unregister(up->cuda);
+        if (glt_gl_context_enter(up->base.gl_context, &saved)) glt_cuda_surface_unregister(up->cuda);
         else glt_cuda_surface_forget(up->cuda);
         glt_gl_context_leave(&saved);
     }
@@ -171,16 +102,17 @@ void glt_upload_destroy(glt_upload *up) {
 
 glt_status glt_upload_get_info(const glt_upload *up, glt_upload_info *info) {
     if (!up || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_upload_get_info: NULL argument");
+    const glt_object_base *o = &up->base;
     info->size = sizeof *info;
-    info->width = up->width;
-    info->height = up->height;
-    info->channels = up->fmt->channels;
-    info->dtype = up->fmt->dtype;
-    info->gl_internal_format = up->internal_format;
-    info->format_name = up->fmt->name;
-    info->backend = up->backend;
-    info->backend_reason = up->backend_reason;
-    info->cuda_device = up->cuda_device;
+    info->width = o->width;
+    info->height = o->height;
+    info->channels = o->fmt->channels;
+    info->dtype = o->fmt->dtype;
+    info->gl_internal_format = o->internal_format;
+    info->format_name = o->fmt->name;
+    info->backend = o->backend;
+    info->backend_reason = o->backend_reason;
+    info->cuda_device = o->cuda_device;
     return GLT_OK;
 }
 
@@ -221,7 +153,7 @@ static int write_mode(glt_dtype src, int dst) {
 }
 
 const char *glt_upload_accepted_dtypes(const glt_upload *up) {
-    int dst = up && up->fmt ? glt_write_dst_type(up->fmt) : -1;
+    int dst = up && up->base.fmt ? glt_write_dst_type(up->base.fmt) : -1;
     if (dst == GLT_DST_UINT8 || dst == GLT_DST_UINT16 || dst == GLT_DST_UINT32)
         return "integer textures take unsigned integer tensors (uint8, uint16 or uint32)";
     return "colour textures take uint8, uint16 (16-bit unorm), float16 or float32 tensors";
@@ -240,15 +172,15 @@ static glt_status make_spec(const glt_upload *up, const glt_write_options *o, co
         if (x != 0 || y != 0)
             return glt_fail(GLT_INVALID_ARGUMENT,
                             "a region origin (%d, %d) was given without its size; pass width and height too", x, y);
-        w = up->width;
-        h = up->height;
+        w = up->base.width;
+        h = up->base.height;
     }
-    if (w <= 0 || h <= 0 || x < 0 || y < 0 || x > up->width - w || y > up->height - h)
+    if (w <= 0 || h <= 0 || x < 0 || y < 0 || x > up->base.width - w || y > up->base.height - h)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "region (x=%d, y=%d, width=%d, height=%d) does not fit %s; the region must lie inside "
                         "(0, 0)-(%d, %d) with (x, y) its lower-left corner",
-                        x, y, w, h, what, up->width, up->height);
-    *whole = x == 0 && y == 0 && w == up->width && h == up->height;
+                        x, y, w, h, what, up->base.width, up->base.height);
+    *whole = x == 0 && y == 0 && w == up->base.width && h == up->base.height;
     if (o->order != GLT_ORDER_HWC && o->order != GLT_ORDER_CHW)
         return glt_fail(GLT_INVALID_ARGUMENT, "unknown source axis order %d; use HWC or CHW", (int)o->order);
     int chw = o->order == GLT_ORDER_CHW;
@@ -265,14 +197,14 @@ static glt_status make_spec(const glt_upload *up, const glt_write_options *o, co
     if (sc < 1 || sc > 4)
         return glt_fail(GLT_INVALID_ARGUMENT, "the source has %lld channels; give 1 to 4 (%s axis %d)", (long long)sc,
                         chw ? "CHW" : "HWC", chw ? 0 : 2);
-    int dst = glt_write_dst_type(up->fmt);
+    int dst = glt_write_dst_type(up->base.fmt);
     int src_type = src_type_of(src->dtype);
     int mode = src_type < 0 ? -1 : write_mode(src->dtype, dst);
     if (mode < 0)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "a %s source cannot be written into %s: %s", glt_dtype_name(src->dtype), what,
                         glt_upload_accepted_dtypes(up));
-    int stored = up->fmt->channels;
+    int stored = up->base.fmt->channels;
     for (int c = 0; c < 4; ++c) s->map[c] = -1;
     if (o->n_channels == 0) {
         if (sc > stored)
@@ -311,7 +243,7 @@ static glt_status make_spec(const glt_upload *up, const glt_write_options *o, co
     s->dst_type = dst;
     s->mode = mode;
     s->array_channels = stored;
-    s->elem_bytes = (int)glt_dtype_size(up->fmt->dtype);
+    s->elem_bytes = (int)glt_dtype_size(up->base.fmt->dtype);
     s->x0 = x;
     s->y0 = y;
     s->width = w;
@@ -351,8 +283,9 @@ static glt_status write_host(glt_upload *up, const glt_scatter_spec *s) {
     }
     const glt_gl *gl = glt_gl_load();
     if (!gl) return GLT_GL_ERROR;
-    return glt_gl_texture_write(gl, up->name, up->target, s->x0, s->y0, s->width, s->height, up->fmt->read_format,
-                                up->fmt->read_type, up->staging);
+    const glt_object_base *o = &up->base;
+    return glt_gl_texture_write(gl, o->name, o->target, s->x0, s->y0, s->width, s->height, o->fmt->read_format,
+                                o->fmt->read_type, up->staging);
 }
 
 glt_status glt_upload_write(glt_upload *up, const glt_write_options *opts_in, const glt_buffer_view *src) {
@@ -371,32 +304,32 @@ glt_status glt_upload_write(glt_upload *up, const glt_write_options *opts_in, co
     int whole = 0;
     st = make_spec(up, &opts, src, &spec, &whole);
     if (st != GLT_OK) return st;
-    if (up->backend == GLT_BACKEND_CPU) {
+    if (up->base.backend == GLT_BACKEND_CPU) {
         if (src->memory != GLT_MEMORY_HOST)
             return glt_fail(GLT_WRONG_DEVICE,
                             "the source is in CUDA memory but %s is written on the CPU backend (%s); pass a host "
                             "tensor (x.cpu()), or run GL on the CUDA device",
-                            what, up->backend_reason);
+                            what, up->base.backend_reason);
         if (opts.cuda_stream)
             return glt_fail(GLT_INVALID_ARGUMENT,
                             "a CUDA stream was given to an upload on the CPU backend (%s); drop stream=",
-                            up->backend_reason);
+                            up->base.backend_reason);
         return write_host(up, &spec);
     }
     if (src->memory != GLT_MEMORY_CUDA)
         return glt_fail(GLT_WRONG_DEVICE,
                         "the source is in host memory but %s is written on CUDA device %d; pass a CUDA tensor "
                         "(x.cuda()) or create the upload with backend='cpu'",
-                        what, up->cuda_device);
-    if (src->cuda_device >= 0 && src->cuda_device != up->cuda_device)
+                        what, up->base.cuda_device);
+    if (src->cuda_device >= 0 && src->cuda_device != up->base.cuda_device)
         return glt_fail(GLT_WRONG_DEVICE,
                         "the source lives on CUDA device %d but %s belongs to a GL context on device %d; move the "
                         "tensor there (x.to('cuda:%d'))",
-                        src->cuda_device, what, up->cuda_device, up->cuda_device);
-    st = glt_cuda_check_source(src->data, up->cuda_device, what);
+                        src->cuda_device, what, up->base.cuda_device, up->base.cuda_device);
+    st = glt_cuda_check_source(src->data, up->base.cuda_device, what);
     if (st != GLT_OK) return st;
     if (opts.cuda_stream) {
-        st = glt_cuda_check_stream(opts.cuda_stream, up->cuda_device);
+        st = glt_cuda_check_stream(opts.cuda_stream, up->base.cuda_device);
         if (st != GLT_OK) return st;
     }
     return glt_cuda_surface_write(up->cuda, &spec, whole, opts.cuda_stream);
