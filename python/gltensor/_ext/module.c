@@ -22,16 +22,18 @@ PyObject *glt_py_type_name(PyObject *obj) {
     return PyUnicode_FromString("?");
 }
 
-/* The plain cause and exact fix of an environmental failure, from the doctor's table of known failures
- * (gltensor.doctor.explain_error), so that exceptions and `python -m gltensor doctor` say the same thing;
- * NULL when none applies. Never raises: a failure here must not replace the error being reported. */
+/* The plain cause and exact fix of an environmental failure, from the table of known failures the doctor
+ * reports too (gltensor._hints.explain_error), so that exceptions and `python -m gltensor doctor` say the same
+ * thing; NULL when none applies. gltensor._hints needs the standard library only: importing it on an error costs
+ * little, where the whole doctor (argparse, its probes) did not. Never raises: a failure here must not replace
+ * the error being reported. */
 static PyObject *known_failure_hint(glt_status status, const char *msg) {
     if (status != GLT_CUDA_UNAVAILABLE && status != GLT_CUDA_ERROR && status != GLT_WRONG_DEVICE &&
         status != GLT_EGL_ERROR)
         return NULL;
-    PyObject *doctor = PyImport_ImportModule("gltensor.doctor");
-    PyObject *hint = doctor ? PyObject_CallMethod(doctor, "explain_error", "ss", msg, glt_status_name(status)) : NULL;
-    Py_XDECREF(doctor);
+    PyObject *hints = PyImport_ImportModule("gltensor._hints");
+    PyObject *hint = hints ? PyObject_CallMethod(hints, "explain_error", "ss", msg, glt_status_name(status)) : NULL;
+    Py_XDECREF(hints);
     if (!hint || !PyUnicode_Check(hint)) {
         Py_XDECREF(hint);
         PyErr_Clear();
