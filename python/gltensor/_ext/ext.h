@@ -51,19 +51,6 @@ extern PyType_Spec glt_buffer_view_spec; /* buffer.c */
 extern PyType_Spec glt_slots_spec;       /* slots.c */
 extern PyType_Spec glt_slot_writer_spec; /* slots.c */
 
-/* gltensor.Capture's instance layout, shared with Batch (which reads its sources' handles). */
-typedef struct {
-    PyObject_HEAD
-    gltensor_state *st;
-    glt_capture *cap; /* NULL once closed */
-    unsigned name;
-    unsigned target;
-    PyObject *weakreflist;
-    PyThread_type_lock lock; /* held while a thread drives cap: reads run without the GIL */
-} CaptureObject;
-
-/* capture.c: the ClosedError for a closed capture; returns NULL. */
-PyObject *glt_py_capture_closed(CaptureObject *self);
 /* capture.c: parses backend="auto"|"cuda"|"cpu". */
 int glt_py_parse_backend(PyObject *obj, glt_backend *out);
 /* capture.c: parses region= (None, or a tuple/list (x, y, width, height) of non-negative ints with a positive
