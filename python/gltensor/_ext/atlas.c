@@ -1,5 +1,5 @@
 /* gltensor.Atlas: one texture holding a grid of camera tiles, read as (N, h, w, C) in one pass. */
-#include "object.h"
+#include "read_args.h"
 
 #include <stdint.h>
 
@@ -41,28 +41,20 @@ static int parse_pair(PyObject *obj, const char *what, int *a, int *b) {
     return r;
 }
 
+GLT_PY_SIG(glt_sig_atlas_new, "Atlas.__new__", {"name", GLT_PY_POSITIONAL, NULL, NULL},
+           {"target", GLT_PY_POSITIONAL, "...", NULL}, {"tiles", GLT_PY_KEYWORD, "None", NULL},
+           {"tile_size", GLT_PY_KEYWORD, "None", NULL}, {"count", GLT_PY_KEYWORD, "None", NULL},
+           {"backend", GLT_PY_KEYWORD, "'auto'", NULL}, {"cuda_device", GLT_PY_KEYWORD, "None", NULL},
+           {"resizable", GLT_PY_KEYWORD, "False", NULL}, {"region", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "target", "tiles", "tile_size", "count", "backend", "cuda_device", "resizable",
-                             "region", NULL};
-    PyObject *name_obj, *target_obj = NULL, *tiles = Py_None, *tile_size = Py_None, *count = Py_None;
-    PyObject *backend = NULL, *device = Py_None, *region = Py_None;
-    int resizable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOpO:Atlas", kwlist, &name_obj, &target_obj, &tiles,
-                                     &tile_size, &count, &backend, &device, &resizable, &region))
-        return NULL;
-    gltensor_state *st = glt_py_state_of_type(type);
-    if (!st) return NULL;
+    PyObject *v[9];
+    if (glt_py_parse_tuple(&glt_sig_atlas_new, args, kwargs, v) < 0) return NULL;
+    PyObject *tiles = v[2] ? v[2] : Py_None, *tile_size = v[3] ? v[3] : Py_None, *count = v[4] ? v[4] : Py_None;
+    PyObject *const source[6] = {v[0], v[1], v[5], v[6], v[7], v[8]}; /* Capture's rows */
     glt_atlas_desc d;
     glt_atlas_desc_init(&d);
-    unsigned long name = 0, target = GLT_TEXTURE_2D;
-    if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
-    if (target_obj && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
-    d.source.gl_name = (unsigned)name;
-    d.source.gl_target = (unsigned)target;
-    d.source.resizable = resizable;
-    if (glt_py_parse_region(region, "region", &d.source.region) < 0) return NULL;
-    if (backend && glt_py_parse_backend(backend, &d.source.backend) < 0) return NULL;
-    if (glt_py_as_cuda_device(device, "cuda_device", &d.source.cuda_device) < 0) return NULL;
+    if (glt_py_capture_desc(source, &d.source) < 0) return NULL;
     if (parse_pair(tiles, "tiles (rows, cols)", &d.rows, &d.cols) < 0 ||
         parse_pair(tile_size, "tile_size (height, width)", &d.tile_height, &d.tile_width) < 0)
         return NULL;
@@ -74,48 +66,29 @@ static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (count != Py_None && glt_py_as_int(count, "count (tiles to read)", 1, INT32_MAX, &d.count) < 0) return NULL;
     AtlasObject *self = glt_py_object_new(type, &atlas_kind, 1);
     if (!self) return NULL;
-    self->name = (unsigned)name;
-    self->target = (unsigned)target;
+    self->name = d.source.gl_name;
+    self->target = d.source.gl_target;
     glt_atlas *atlas = NULL;
     glt_status s = glt_atlas_create(&d, &atlas);
     self->handle = atlas;
     if (s != GLT_OK) {
         Py_DECREF(self);
-        return glt_py_raise(st, s);
+        return glt_py_raise(glt_py_state_of_type(type), s);
     }
     return (PyObject *)self;
 }
 
+static glt_status atlas_read_frame(void *atlas, const glt_read_options *o, glt_frame **out) {
+    return glt_atlas_read(atlas, o, out);
+}
+static glt_status atlas_read_into(void *atlas, const glt_read_options *o, const glt_buffer_view *dst) {
+    return glt_atlas_read_into(atlas, o, dst);
+}
+static const glt_py_reader atlas_reader = {&glt_sig_atlas_read, offsetof(atlas_info, cap.backend), atlas_read_frame,
+                                           atlas_read_into};
+
 static PyObject *atlas_read(AtlasObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    glt_py_read_args r;
-    if (glt_py_parse_read_args(self->st, "read", args, nargs, kwnames, &r) < 0) return NULL;
-    glt_buffer_view view;
-    PyObject *keep = NULL;
-    if (!self->handle) return glt_py_closed(self);
-    /* out= is described before the lock is taken: its __dlpack__ is Python code, which may use this atlas. The
-     * lock is not held while it runs (the lock is not reentrant). */
-    if (r.out != Py_None) {
-        atlas_info info; /* under the lock: a read in another thread may be re-reading the size */
-        if (glt_py_info(self, &info) < 0) return NULL;
-        if (glt_py_out_view(self->st, &r, info.cap.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
-    }
-    glt_py_lock_take(self->lock);
-    if (!self->handle) {
-        glt_py_lock_give(self->lock);
-        Py_XDECREF(keep);
-        return glt_py_closed(self);
-    }
-    /* Map, copy and unmap (or the GL readback) run without the GIL, under the atlas's lock. */
-    glt_frame *frame = NULL;
-    glt_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = r.out == Py_None ? glt_atlas_read(atlas_of(self), &r.opts, &frame)
-                         : glt_atlas_read_into(atlas_of(self), &r.opts, &view);
-    Py_END_ALLOW_THREADS
-    glt_py_lock_give(self->lock);
-    Py_XDECREF(keep);
-    if (s != GLT_OK) return glt_py_raise(self->st, s);
-    return r.out == Py_None ? glt_py_frame_new(self->st, frame) : Py_NewRef(r.out);
+    return glt_py_read(self, &atlas_reader, args, nargs, kwnames);
 }
 
 static PyObject *atlas_viewport(AtlasObject *self, PyObject *arg) {

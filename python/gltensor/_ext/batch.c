@@ -1,5 +1,5 @@
 /* gltensor.Batch: many textures/renderbuffers (or captures) read with one GL->CUDA handoff. */
-#include "object.h"
+#include "read_args.h"
 
 typedef struct {
     glt_py_object base;  /* handle: the glt_batch */
@@ -41,13 +41,16 @@ static int region_for(PyObject *region, PyObject *regions, Py_ssize_t i, int is_
     return 0;
 }
 
+GLT_PY_SIG(glt_sig_batch_new, "Batch.__new__", {"sources", GLT_PY_POSITIONAL, NULL, NULL},
+           {"target", GLT_PY_POSITIONAL, "...", NULL}, {"backend", GLT_PY_KEYWORD, "'auto'", NULL},
+           {"cuda_device", GLT_PY_KEYWORD, "None", NULL}, {"resizable", GLT_PY_KEYWORD, "False", NULL},
+           {"region", GLT_PY_KEYWORD, "None", NULL}, {"regions", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"sources", "target", "backend", "cuda_device", "resizable", "region", "regions", NULL};
-    PyObject *sources, *target = NULL, *backend = NULL, *device = NULL, *resizable = NULL;
-    PyObject *region = NULL, *regions_obj = Py_None, *regions = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOO:Batch", kwlist, &sources, &target, &backend, &device,
-                                     &resizable, &region, &regions_obj))
-        return NULL;
+    PyObject *v[7];
+    if (glt_py_parse_tuple(&glt_sig_batch_new, args, kwargs, v) < 0) return NULL;
+    PyObject *sources = v[0], *target = v[1], *backend = v[2], *device = v[3], *resizable = v[4], *region = v[5];
+    PyObject *regions_obj = v[6] ? v[6] : Py_None, *regions = NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
     if (region && region != Py_None) {
@@ -208,7 +211,7 @@ static int is_cuda(BatchObject *self) {
 
 static PyObject *batch_read(BatchObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     glt_py_read_args r;
-    if (glt_py_parse_read_args(self->base.st, "read", args, nargs, kwnames, &r) < 0) return NULL;
+    if (glt_py_parse_read_args(self->base.st, &glt_sig_batch_read, args, nargs, kwnames, &r) < 0) return NULL;
     glt_buffer_view view;
     PyObject *keep = NULL;
     /* out= is described before the locks are taken: its __dlpack__ is Python code, which may use this batch. */
@@ -235,12 +238,7 @@ static PyObject *batch_read(BatchObject *self, PyObject *const *args, Py_ssize_t
 
 static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     glt_py_read_args r;
-    if (glt_py_parse_read_args(self->base.st, "read_list", args, nargs, kwnames, &r) < 0) return NULL;
-    if (r.out != Py_None) {
-        PyErr_SetString(PyExc_TypeError, "read_list() takes no out=; use read(out=) with an (N, H, W, C) tensor, or "
-                                         "Capture.read(out=) per source");
-        return NULL;
-    }
+    if (glt_py_parse_read_args(self->base.st, &glt_sig_batch_read_list, args, nargs, kwnames, &r) < 0) return NULL;
     PyThread_type_lock *locks;
     Py_ssize_t k = lock_all(self, &locks);
     if (k < 0) return NULL;

@@ -11,6 +11,7 @@
  * Copies (Buffer.read) are never revoked: they own their memory.
  */
 #include "object.h"
+#include "params.h"
 
 #include <stdlib.h>
 
@@ -38,39 +39,19 @@ static const view_dtype dtypes[] = {
 
 /* 'float32', numpy.float32, numpy.dtype('float32'), torch.float32 -> index into dtypes. */
 static int parse_view_dtype(PyObject *obj) {
-    PyObject *name = NULL;
-    if (PyUnicode_Check(obj)) name = Py_NewRef(obj);
-    else if (PyType_Check(obj)) name = PyObject_GetAttrString(obj, "__name__");
-    else if (PyObject_HasAttrString(obj, "name")) name = PyObject_GetAttrString(obj, "name");
-    if (!name || !PyUnicode_Check(name)) {
-        Py_XDECREF(name);
-        PyErr_Clear();
-        name = PyObject_Str(obj); /* torch.float32 -> "torch.float32" */
-        if (!name) return -1;
-    }
-    const char *s = glt_py_as_name(name, NULL); /* "uint8\0float32" is no dtype */
-    if (!s) {
-        Py_DECREF(name);
-        return -1;
-    }
-    const char *dot = strrchr(s, '.');
-    if (dot) s = dot + 1;
-    static const struct {
-        const char *alias, *name;
-    } aliases[] = {{"float", "float32"}, {"half", "float16"}, {"double", "float64"}, {"int", "int32"},
-                   {"short", "int16"},   {"long", "int64"}};
-    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; ++i)
-        if (!strcmp(s, aliases[i].alias)) s = aliases[i].name;
+    PyObject *keep = NULL;
+    const char *s = glt_py_dtype_name(obj, &keep);
+    if (!s) return -1;
     for (int i = 0; i < N_DTYPES; ++i)
         if (!strcmp(s, dtypes[i].name)) {
-            Py_DECREF(name);
+            Py_DECREF(keep);
             return i;
         }
+    Py_DECREF(keep);
     PyErr_Format(PyExc_ValueError,
                  "dtype must be one of uint8, int8, uint16, int16, uint32, int32, uint64, int64, float16, float32, "
                  "float64 (a name, a NumPy or a torch dtype), not %R",
                  obj);
-    Py_DECREF(name);
     return -1;
 }
 
@@ -469,12 +450,14 @@ static const glt_py_kind buffer_kind = {
     .on_close = buffer_on_close,
 };
 
+GLT_PY_SIG(glt_sig_buffer_new, "Buffer.__new__", {"name", GLT_PY_POSITIONAL, NULL, NULL},
+           {"backend", GLT_PY_KEYWORD, "'auto'", NULL}, {"cuda_device", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "backend", "cuda_device", NULL};
+    PyObject *v[3];
+    if (glt_py_parse_tuple(&glt_sig_buffer_new, args, kwargs, v) < 0) return NULL;
     unsigned long name = 0;
-    PyObject *name_obj, *backend_obj = NULL, *device_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OO:Buffer", kwlist, &name_obj, &backend_obj, &device_obj))
-        return NULL;
+    PyObject *name_obj = v[0], *backend_obj = v[1], *device_obj = v[2] ? v[2] : Py_None;
     if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
@@ -543,12 +526,16 @@ static int available(BufferObject *self, size_t offset, size_t *bytes) {
 }
 
 /* map(dtype='uint8', shape=None, *, mode='readwrite', stream=None, offset=0) -> BufferView */
+GLT_PY_SIG(glt_sig_buffer_map, "Buffer.map", {"dtype", GLT_PY_POSITIONAL, "'uint8'", NULL},
+           {"shape", GLT_PY_POSITIONAL, "None", NULL}, {"mode", GLT_PY_KEYWORD, "'readwrite'", NULL},
+           {"stream", GLT_PY_KEYWORD, "None", NULL}, {"offset", GLT_PY_KEYWORD, "0", NULL});
+
 static PyObject *buffer_map(BufferObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"dtype", "shape", "mode", "stream", "offset", NULL};
-    PyObject *dtype_obj = NULL, *shape = Py_None, *stream_obj = Py_None, *offset_obj = Py_None, *mode_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OOO:map", kwlist, &dtype_obj, &shape, &mode_obj, &stream_obj,
-                                     &offset_obj))
-        return NULL;
+    PyObject *arg[5];
+    if (glt_py_parse_tuple(&glt_sig_buffer_map, args, kwargs, arg) < 0) return NULL;
+    for (int i = 1; i < 5; ++i)
+        if (!arg[i]) arg[i] = Py_None;
+    PyObject *dtype_obj = arg[0], *shape = arg[1], *mode_obj = arg[2], *stream_obj = arg[3], *offset_obj = arg[4];
     gltensor_state *st = self->base.st;
     int mode_index = 0;
     view_args a;
@@ -612,12 +599,16 @@ static PyObject *buffer_unmap(BufferObject *self, PyObject *unused) {
 }
 
 /* read(dtype='uint8', shape=None, *, offset=0, stream=None) -> BufferView (a copy) */
+GLT_PY_SIG(glt_sig_buffer_read, "Buffer.read", {"dtype", GLT_PY_POSITIONAL, "'uint8'", NULL},
+           {"shape", GLT_PY_POSITIONAL, "None", NULL}, {"offset", GLT_PY_KEYWORD, "0", NULL},
+           {"stream", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *buffer_read(BufferObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"dtype", "shape", "offset", "stream", NULL};
-    PyObject *dtype_obj = NULL, *shape = Py_None, *stream_obj = Py_None, *offset_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OO:read", kwlist, &dtype_obj, &shape, &offset_obj,
-                                     &stream_obj))
-        return NULL;
+    PyObject *arg[4];
+    if (glt_py_parse_tuple(&glt_sig_buffer_read, args, kwargs, arg) < 0) return NULL;
+    for (int i = 1; i < 4; ++i)
+        if (!arg[i]) arg[i] = Py_None;
+    PyObject *dtype_obj = arg[0], *shape = arg[1], *offset_obj = arg[2], *stream_obj = arg[3];
     gltensor_state *st = self->base.st;
     view_args a;
     if (parse_view_args(st, dtype_obj, shape, offset_obj, stream_obj, &a) < 0) return NULL;

@@ -1,5 +1,5 @@
 /* gltensor.Capture: one GL texture or renderbuffer, read into frames or into out=. */
-#include "object.h"
+#include "read_args.h"
 
 #include <structmember.h>
 
@@ -25,6 +25,27 @@ int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out) {
     long long v = 0;
     if (glt_py_as_int64(obj, what, 0, 0xFFFFFFFFll, &v) < 0) return -1; /* a GLuint */
     *out = (unsigned long)v;
+    return 0;
+}
+
+int glt_py_as_gl_target(PyObject *obj, unsigned *out) {
+    static const char *const names[] = {"GL_TEXTURE_2D", "GL_TEXTURE_RECTANGLE", "GL_RENDERBUFFER",
+                                        "GL_TEXTURE_2D_MULTISAMPLE"};
+    static const unsigned values[] = {GLT_TEXTURE_2D, GLT_TEXTURE_RECTANGLE, GLT_RENDERBUFFER,
+                                      GLT_TEXTURE_2D_MULTISAMPLE};
+    if (!obj || obj == Py_None) {
+        *out = GLT_TEXTURE_2D;
+        return 0;
+    }
+    if (PyUnicode_Check(obj)) {
+        int k = 0;
+        if (glt_py_as_choice(obj, "target", names, 4, 0, &k) < 0) return -1;
+        *out = values[k];
+        return 0;
+    }
+    unsigned long v = 0;
+    if (glt_py_as_gl_uint(obj, "target", &v) < 0) return -1;
+    *out = (unsigned)v;
     return 0;
 }
 
@@ -87,27 +108,30 @@ static const glt_py_kind capture_kind = {
 };
 static glt_capture *cap_of(CaptureObject *self) { return self->handle; }
 
-static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "target", "backend", "cuda_device", "resizable", "region", NULL};
-    unsigned long name = 0, target = GLT_TEXTURE_2D;
-    PyObject *name_obj, *target_obj = NULL, *backend_obj = NULL, *device_obj = Py_None, *region_obj = Py_None;
-    int resizable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOpO:Capture", kwlist, &name_obj, &target_obj, &backend_obj,
-                                     &device_obj, &resizable, &region_obj))
-        return NULL;
+/* The rows every object made from a GL image starts with (Capture, Atlas, Batch of names, Upload). */
+#define IMAGE_ROWS {"name", GLT_PY_POSITIONAL, NULL, NULL}, {"target", GLT_PY_POSITIONAL, "...", NULL}
+GLT_PY_SIG(glt_sig_capture_new, "Capture.__new__", IMAGE_ROWS, {"backend", GLT_PY_KEYWORD, "'auto'", NULL},
+           {"cuda_device", GLT_PY_KEYWORD, "None", NULL}, {"resizable", GLT_PY_KEYWORD, "False", NULL},
+           {"region", GLT_PY_KEYWORD, "None", NULL});
+
+int glt_py_capture_desc(PyObject *const *v, glt_capture_desc *desc) {
+    unsigned long name = 0;
+    glt_capture_desc_init(desc);
     /* Any integer-like name: PyOpenGL gives numpy.uint32, Panda3D and moderngl give int. */
-    if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
-    if (target_obj && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
-    gltensor_state *st = glt_py_state_of_type(type);
-    if (!st) return NULL;
+    if (glt_py_as_gl_uint(v[0], "name", &name) < 0 || glt_py_as_gl_target(v[1], &desc->gl_target) < 0 ||
+        glt_py_parse_backend(v[2], &desc->backend) < 0 ||
+        glt_py_as_cuda_device(v[3] ? v[3] : Py_None, "cuda_device", &desc->cuda_device) < 0 ||
+        glt_py_as_flag(v[4], 0, &desc->resizable) < 0 || glt_py_parse_region(v[5] ? v[5] : Py_None, "region", &desc->region) < 0)
+        return -1;
+    desc->gl_name = (unsigned)name;
+    return 0;
+}
+
+static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *v[6];
     glt_capture_desc desc;
-    glt_capture_desc_init(&desc);
-    desc.gl_name = (unsigned)name;
-    desc.gl_target = (unsigned)target;
-    desc.resizable = resizable;
-    if (glt_py_parse_region(region_obj, "region", &desc.region) < 0) return NULL;
-    if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
-    if (glt_py_as_cuda_device(device_obj, "cuda_device", &desc.cuda_device) < 0) return NULL;
+    if (glt_py_parse_tuple(&glt_sig_capture_new, args, kwargs, v) < 0 || glt_py_capture_desc(v, &desc) < 0)
+        return NULL;
     CaptureObject *self = glt_py_object_new(type, &capture_kind, 1);
     if (!self) return NULL;
     self->name = desc.gl_name;
@@ -117,39 +141,23 @@ static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     self->handle = cap;
     if (s != GLT_OK) {
         Py_DECREF(self);
-        return glt_py_raise(st, s);
+        return glt_py_raise(glt_py_state_of_type(type), s);
     }
     return (PyObject *)self;
 }
 
-/* read(flip=True, stream=None, out=None): the per-step call. */
+static glt_status capture_read_frame(void *cap, const glt_read_options *o, glt_frame **out) {
+    return glt_capture_read(cap, o, out);
+}
+static glt_status capture_read_into(void *cap, const glt_read_options *o, const glt_buffer_view *dst) {
+    return glt_capture_read_into(cap, o, dst);
+}
+static const glt_py_reader capture_reader = {&glt_sig_capture_read, offsetof(glt_capture_info, backend),
+                                             capture_read_frame, capture_read_into};
+
+/* read(flip=True, *, stream=None, out=None, ...): the per-step call. */
 static PyObject *capture_read(CaptureObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    gltensor_state *st = self->st;
-    glt_py_read_args r;
-    if (glt_py_parse_read_args(st, "read", args, nargs, kwnames, &r) < 0) return NULL;
-    if (!self->handle) return glt_py_closed(self);
-    glt_buffer_view view;
-    PyObject *keep = NULL;
-    if (r.out != Py_None) {
-        glt_capture_info info;
-        if (glt_py_info(self, &info) < 0) return NULL;
-        if (glt_py_out_view(st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
-    }
-    /* Map, copy and unmap (or the GL readback) run without the GIL, under the capture's lock. */
-    glt_frame *frame = NULL;
-    glt_status s = GLT_OK;
-    int closed = 0;
-    glt_py_lock_take(self->lock);
-    Py_BEGIN_ALLOW_THREADS
-    if (!self->handle) closed = 1; /* closed by another thread since the check above */
-    else if (r.out == Py_None) s = glt_capture_read(cap_of(self), &r.opts, &frame);
-    else s = glt_capture_read_into(cap_of(self), &r.opts, &view);
-    Py_END_ALLOW_THREADS
-    glt_py_lock_give(self->lock);
-    Py_XDECREF(keep);
-    if (closed) return glt_py_closed(self);
-    if (s != GLT_OK) return glt_py_raise(st, s);
-    return r.out == Py_None ? glt_py_frame_new(st, frame) : Py_NewRef(r.out);
+    return glt_py_read(self, &capture_reader, args, nargs, kwnames);
 }
 
 static PyObject *capture_refresh(CaptureObject *self, PyObject *unused) {

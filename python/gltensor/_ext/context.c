@@ -1,5 +1,6 @@
 /* gltensor.Context: a headless OpenGL context (EGL) on the CUDA device, or Mesa's software one. */
 #include "object.h"
+#include "params.h"
 
 #include <string.h>
 
@@ -42,13 +43,14 @@ static int resolve_cuda_device(PyObject *arg, int *cuda_device) {
     return r;
 }
 
+GLT_PY_SIG(glt_sig_context_headless, "Context.headless", {"cuda_device", GLT_PY_POSITIONAL, "None", NULL},
+           {"software", GLT_PY_KEYWORD, "None", NULL}, {"device_uuid", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *context_headless(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"cuda_device", "software", "device_uuid", NULL};
-    PyObject *device_arg = Py_None;
-    PyObject *software = Py_None;
-    PyObject *uuid_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OO:headless", kwlist, &device_arg, &software, &uuid_obj))
-        return NULL;
+    PyObject *v[3];
+    if (glt_py_parse_tuple(&glt_sig_context_headless, args, kwargs, v) < 0) return NULL;
+    PyObject *device_arg = v[0] ? v[0] : Py_None, *software = v[1] ? v[1] : Py_None;
+    PyObject *uuid_obj = v[2] ? v[2] : Py_None;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
     glt_context_desc desc;

@@ -4,6 +4,7 @@
  */
 #include "ext.h"
 #include "internal.h" /* glt_depth_compute_exact, for the tests */
+#include "params.h"   /* glt_py_signatures */
 
 static gltensor_state *get_state(PyObject *module) { return (gltensor_state *)PyModule_GetState(module); }
 
@@ -226,6 +227,9 @@ static PyMethodDef module_methods[] = {
      "gltensor.default_cuda_device() puts torch's current device first."},
     {"_egl_device_index", py_egl_device_index, METH_O,
      "Private: the EGL device index of a CUDA device; see gltensor.egl_device_index()."},
+    {"_signatures", glt_py_signatures, METH_NOARGS,
+     "Private, for tests/test_stubs.py: {qualname: [(keyword, 'positional' | 'keyword' | 'positional_only', "
+     "default)]} of every function and method, from the tables the argument parser runs on."},
     {"_depth_compute_exact", py_depth_compute_exact, METH_NOARGS,
      "Private: whether the compute-shader depth path is bit-equal to glReadPixels on the current context's driver."},
     {"cuda_compiled", py_cuda_compiled, METH_NOARGS, "True when this build contains the CUDA backend."},

@@ -1,6 +1,8 @@
 /* Shared slots (gltensor.slots builds the public classes on these): _Slots, the trainer's side, and
  * _SlotWriter, a worker's side. Thin: every rule lives in src/slots.c and src/slot_writer.c. */
-#include "object.h"
+#include "read_args.h"
+
+#include <limits.h>
 
 #include <string.h>
 
@@ -18,14 +20,22 @@ static const glt_py_kind slots_kind = {
 };
 static glt_slots *slots_of(SlotsObject *self) { return self->handle; }
 
+GLT_PY_SIG(glt_sig_slots_new, "_Slots.__new__", {"count", GLT_PY_POSITIONAL, NULL, NULL},
+           {"width", GLT_PY_POSITIONAL, NULL, NULL}, {"height", GLT_PY_POSITIONAL, NULL, NULL},
+           {"gl_internal_format", GLT_PY_POSITIONAL, "...", NULL}, {"backend", GLT_PY_KEYWORD, "'auto'", NULL},
+           {"cuda_device", GLT_PY_KEYWORD, "None", NULL}, {"buffers", GLT_PY_KEYWORD, "2", NULL});
+
 static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"count", "width", "height", "gl_internal_format", "backend", "cuda_device", "buffers",
-                             NULL};
+    PyObject *v[7];
+    if (glt_py_parse_tuple(&glt_sig_slots_new, args, kwargs, v) < 0) return NULL;
     int count, width, height, buffers = 2;
-    unsigned int format = 0x8058;
-    PyObject *backend = NULL, *device = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iii|I$OOi:_Slots", kwlist, &count, &width, &height, &format,
-                                     &backend, &device, &buffers))
+    unsigned long format = 0x8058; /* GL_RGBA8 */
+    PyObject *backend = v[4], *device = v[5] ? v[5] : Py_None;
+    if (glt_py_as_int(v[0], "count", INT_MIN, INT_MAX, &count) < 0 ||
+        glt_py_as_int(v[1], "width", INT_MIN, INT_MAX, &width) < 0 ||
+        glt_py_as_int(v[2], "height", INT_MIN, INT_MAX, &height) < 0 ||
+        (v[3] && glt_py_as_gl_uint(v[3], "gl_internal_format", &format) < 0) ||
+        (v[6] && glt_py_as_int(v[6], "buffers", INT_MIN, INT_MAX, &buffers) < 0))
         return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
@@ -34,7 +44,7 @@ static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     d.count = count;
     d.width = width;
     d.height = height;
-    d.gl_internal_format = format;
+    d.gl_internal_format = (unsigned)format;
     d.buffers = buffers;
     if (backend && glt_py_parse_backend(backend, &d.backend) < 0) return NULL;
     if (device != Py_None) {
@@ -61,33 +71,17 @@ static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
+static glt_status slots_read_frame(void *slots, const glt_read_options *o, glt_frame **out) {
+    return glt_slots_read(slots, o, out);
+}
+static glt_status slots_read_into(void *slots, const glt_read_options *o, const glt_buffer_view *dst) {
+    return glt_slots_read_into(slots, o, dst);
+}
+static const glt_py_reader slots_reader = {&glt_sig_slots_read, offsetof(glt_slots_info, backend), slots_read_frame,
+                                           slots_read_into};
+
 static PyObject *slots_read(SlotsObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    glt_py_read_args r;
-    if (glt_py_parse_read_args(self->st, "read", args, nargs, kwnames, &r) < 0) return NULL;
-    if (!self->handle) return glt_py_closed(self);
-    glt_buffer_view view;
-    PyObject *keep = NULL;
-    if (r.out != Py_None) {
-        glt_slots_info info;
-        glt_slots_get_info(slots_of(self), &info);
-        if (glt_py_out_view(self->st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
-    }
-    glt_py_lock_take(self->lock);
-    if (!self->handle) {
-        glt_py_lock_give(self->lock);
-        Py_XDECREF(keep);
-        return glt_py_closed(self);
-    }
-    glt_frame *frame = NULL;
-    glt_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = r.out == Py_None ? glt_slots_read(slots_of(self), &r.opts, &frame)
-                         : glt_slots_read_into(slots_of(self), &r.opts, &view);
-    Py_END_ALLOW_THREADS
-    glt_py_lock_give(self->lock);
-    Py_XDECREF(keep);
-    if (s != GLT_OK) return glt_py_raise(self->st, s);
-    return r.out == Py_None ? glt_py_frame_new(self->st, frame) : Py_NewRef(r.out);
+    return glt_py_read(self, &slots_reader, args, nargs, kwnames);
 }
 
 static PyObject *slots_export(SlotsObject *self, PyObject *unused) {
@@ -190,10 +184,17 @@ static const glt_py_kind writer_kind = {
 };
 static glt_slot_writer *writer_of(WriterObject *self) { return self->handle; }
 
+GLT_PY_SIG(glt_sig_slot_writer_new, "_SlotWriter.__new__", {"memory_fd", GLT_PY_POSITIONAL, NULL, NULL},
+           {"control_fd", GLT_PY_POSITIONAL, NULL, NULL}, {"slot", GLT_PY_POSITIONAL, NULL, NULL});
+
 static PyObject *writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"memory_fd", "control_fd", "slot", NULL};
+    PyObject *v[3];
     int mem, ctl, slot;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iii:_SlotWriter", kwlist, &mem, &ctl, &slot)) return NULL;
+    if (glt_py_parse_tuple(&glt_sig_slot_writer_new, args, kwargs, v) < 0 ||
+        glt_py_as_int(v[0], "memory_fd", INT_MIN, INT_MAX, &mem) < 0 ||
+        glt_py_as_int(v[1], "control_fd", INT_MIN, INT_MAX, &ctl) < 0 ||
+        glt_py_as_int(v[2], "slot", INT_MIN, INT_MAX, &slot) < 0)
+        return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
     WriterObject *self = glt_py_object_new(type, &writer_kind, 1);
@@ -209,14 +210,16 @@ static PyObject *writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     return (PyObject *)self;
 }
 
+GLT_PY_SIG(glt_sig_slot_writer_write, "_SlotWriter.write", {"name", GLT_PY_POSITIONAL, NULL, NULL},
+           {"target", GLT_PY_POSITIONAL, "...", NULL}, {"region", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *writer_write(WriterObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "target", "region", NULL};
-    PyObject *name_obj, *target_obj = NULL, *region_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$O:write", kwlist, &name_obj, &target_obj, &region_obj))
-        return NULL;
-    unsigned long name = 0, target = GLT_TEXTURE_2D;
-    if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
-    if (target_obj && target_obj != Py_None && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
+    PyObject *v[3];
+    if (glt_py_parse_tuple(&glt_sig_slot_writer_write, args, kwargs, v) < 0) return NULL;
+    PyObject *name_obj = v[0], *region_obj = v[2] ? v[2] : Py_None;
+    unsigned long name = 0;
+    unsigned target = GLT_TEXTURE_2D;
+    if (glt_py_as_gl_uint(name_obj, "name", &name) < 0 || glt_py_as_gl_target(v[1], &target) < 0) return NULL;
     glt_rect region;
     if (glt_py_parse_region(region_obj, "region", &region) < 0) return NULL;
     glt_py_lock_take(self->lock);

@@ -1,5 +1,5 @@
 /* gltensor.Upload: a GL texture registered once, written from tensors (the reverse of Capture). */
-#include "object.h"
+#include "read_args.h"
 
 #include <string.h>
 
@@ -15,23 +15,24 @@ static const glt_py_kind upload_kind = {
 };
 static glt_upload *upload_of(UploadObject *self) { return self->handle; }
 
+/* The first argument is `name`, as for every object made from one GL object; `texture=` was its keyword up to 0.2. */
+GLT_PY_SIG(glt_sig_upload_new, "Upload.__new__", {"name", GLT_PY_POSITIONAL, NULL, "texture"},
+           {"target", GLT_PY_POSITIONAL, "...", NULL}, {"backend", GLT_PY_KEYWORD, "'auto'", NULL},
+           {"cuda_device", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *upload_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"texture", "target", "backend", "cuda_device", NULL};
-    unsigned long name = 0, target = GLT_TEXTURE_2D;
-    PyObject *name_obj, *target_obj = NULL, *backend_obj = NULL, *device_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Upload", kwlist, &name_obj, &target_obj, &backend_obj,
-                                     &device_obj))
-        return NULL;
-    if (glt_py_as_gl_uint(name_obj, "texture", &name) < 0) return NULL;
-    if (target_obj && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
-    gltensor_state *st = glt_py_state_of_type(type);
-    if (!st) return NULL;
+    PyObject *v[4];
+    unsigned long name = 0;
+    if (glt_py_parse_tuple(&glt_sig_upload_new, args, kwargs, v) < 0) return NULL;
     glt_upload_desc desc;
     glt_upload_desc_init(&desc);
+    if (glt_py_as_gl_uint(v[0], "name", &name) < 0 || glt_py_as_gl_target(v[1], &desc.gl_target) < 0 ||
+        glt_py_parse_backend(v[2], &desc.backend) < 0 ||
+        glt_py_as_cuda_device(v[3] ? v[3] : Py_None, "cuda_device", &desc.cuda_device) < 0)
+        return NULL;
     desc.gl_name = (unsigned)name;
-    desc.gl_target = (unsigned)target;
-    if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
-    if (glt_py_as_cuda_device(device_obj, "cuda_device", &desc.cuda_device) < 0) return NULL;
+    gltensor_state *st = glt_py_state_of_type(type);
+    if (!st) return NULL;
     UploadObject *self = glt_py_object_new(type, &upload_kind, 0);
     if (!self) return NULL;
     self->name = desc.gl_name;
@@ -106,22 +107,24 @@ static void accepted_types_hint(UploadObject *self) {
     PyErr_Restore(type, value, tb);
 }
 
-static PyObject *upload_write(UploadObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"x", "flip", "stream", "channels", "layout", "region", NULL};
-    static const char *const layouts[] = {"hwc", "chw"};
-    PyObject *x, *flip_obj = Py_None, *stream_obj = Py_None, *channels = Py_None, *layout_obj = Py_None,
-                 *region = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO$OOO:write", kwlist, &x, &flip_obj, &stream_obj, &channels,
-                                     &layout_obj, &region))
-        return NULL;
+/* write(x, flip=True, *, stream=None, channels=None, layout='hwc', region=None): stream= was positional up to 0.2. */
+GLT_PY_SIG(glt_sig_upload_write, "Upload.write", {"x", GLT_PY_POSITIONAL, NULL, NULL},
+           {"flip", GLT_PY_POSITIONAL, "True", NULL}, {"stream", GLT_PY_KEYWORD_WAS_POSITIONAL, "None", NULL},
+           {"channels", GLT_PY_KEYWORD, "None", NULL}, {"layout", GLT_PY_KEYWORD, "'hwc'", NULL},
+           {"region", GLT_PY_KEYWORD, "None", NULL});
+
+static PyObject *upload_write(UploadObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *v[6];
+    if (glt_py_parse(&glt_sig_upload_write, args, nargs, kwnames, v) < 0) return NULL;
+    for (int i = 1; i < 6; ++i)
+        if (!v[i]) v[i] = Py_None;
+    PyObject *x = v[0], *flip_obj = v[1], *stream_obj = v[2], *channels = v[3], *layout_obj = v[4], *region = v[5];
     gltensor_state *st = self->st;
     if (!self->handle) return glt_py_closed(self);
     glt_write_options opts;
     glt_write_options_init(&opts);
-    int layout = 0;
     if (glt_py_as_flag(flip_obj, 1, &opts.flip) < 0) return NULL;
-    if (glt_py_as_choice(layout_obj, "layout", layouts, 2, 0, &layout) < 0) return NULL;
-    opts.order = layout ? GLT_ORDER_CHW : GLT_ORDER_HWC;
+    if (layout_obj != Py_None && glt_py_parse_layout(layout_obj, &opts.order) < 0) return NULL;
     if (channels != Py_None && parse_channels(channels, &opts) < 0) return NULL;
     if (glt_py_parse_region(region, "region", &opts.region) < 0) return NULL;
     /* The conversions above ran the caller's code, which may have closed this upload. */
@@ -167,7 +170,7 @@ static PyObject *upload_repr(UploadObject *self) {
 }
 
 static PyMethodDef upload_methods[] = {
-    {"write", (PyCFunction)(void (*)(void))upload_write, METH_VARARGS | METH_KEYWORDS,
+    {"write", (PyCFunction)(void (*)(void))upload_write, METH_FASTCALL | METH_KEYWORDS,
      "write(x, flip=True, stream=None, *, channels=None, layout='hwc', region=None)\n\nWrites tensor x into the "
      "texture in one pass. x: (H, W, C) (or (C, H, W) with layout='chw') uint8, uint16, float16 or float32 "
      "(integer textures: unsigned integers), a CUDA tensor on the CUDA backend and a host array on the CPU "
