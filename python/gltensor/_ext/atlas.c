@@ -117,6 +117,45 @@ static PyObject *atlas_viewports(AtlasObject *self, PyObject *unused) {
     return list;
 }
 
+/* The grid keeps its tiles: a new region may move it (same size), not resize it. */
+static int set_region(AtlasObject *self, PyObject *value, void *c) {
+    (void)c;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "region cannot be deleted; set it to None for the whole texture");
+        return -1;
+    }
+    atlas_info i;
+    glt_rect r;
+    if (glt_py_parse_region(value, "region", &r) < 0 || glt_py_info(self, &i) < 0) return -1;
+    int w = value == Py_None ? i.cap.image_width : r.width, h = value == Py_None ? i.cap.image_height : r.height;
+    if (w != i.cap.region.width || h != i.cap.region.height) {
+        PyErr_Format(PyExc_ValueError,
+                     "Atlas.region can move the grid, not resize it: its %dx%d tiles of %dx%d fill a %dx%d region, "
+                     "not %dx%d; create a new gltensor.Atlas for a region of another size",
+                     i.rows, i.cols, i.tile_height, i.tile_width, i.cap.region.width, i.cap.region.height, w, h);
+        return -1;
+    }
+    glt_py_lock_take(self->lock); /* not while a read in another thread uses the region */
+    glt_status s = self->handle ? glt_capture_set_region(glt_atlas_capture(atlas_of(self)), &r) : GLT_CLOSED;
+    int closed = !self->handle;
+    glt_py_lock_give(self->lock);
+    if (closed) return glt_py_closed(self), -1;
+    return s == GLT_OK ? 0 : (glt_py_raise(self->st, s), -1);
+}
+
+#define AT(member) offsetof(atlas_info, member)
+static const glt_py_field image_size = {GLT_PY_INTS, 2, {AT(cap.image_width), AT(cap.image_height)}};
+/* Deprecated in 0.3: Capture and Atlas name the whole image's size alike. */
+static PyObject *get_size(PyObject *self, void *c) {
+    (void)c;
+    if (PyErr_WarnEx(PyExc_DeprecationWarning,
+                     "Atlas.size is deprecated and goes in the next release; use Atlas.image_size (as on Capture)",
+                     1) < 0)
+        return NULL;
+    return glt_py_info_get(self, (void *)&image_size);
+}
+#undef AT
+
 static Py_ssize_t atlas_len(AtlasObject *self) {
     int count = 0;
     if (self->handle) glt_atlas_grid(atlas_of(self), NULL, NULL, NULL, NULL, &count);
@@ -142,9 +181,13 @@ static PyGetSetDef atlas_getset[] = {
     I("count", "tiles read", GLT_PY_INT, count),
     GLT_PY_INFO_INTS("shape", "(count, tile height, tile width, channels)", AT(count), AT(tile_height),
                      AT(tile_width), AT(cap.channels)),
-    GLT_PY_INFO_INTS("size", "(width, height) of the whole texture", AT(cap.image_width), AT(cap.image_height)),
-    GLT_PY_INFO_INTS("region", "(x, y, width, height) the grid lies in; the whole texture by default",
-                     AT(cap.region.x), AT(cap.region.y), AT(cap.region.width), AT(cap.region.height)),
+    {"image_size", glt_py_info_get, NULL, "(width, height) of the whole texture", (void *)&image_size},
+    {"size", get_size, NULL, "deprecated: image_size", NULL},
+    {"region", glt_py_info_get, (setter)set_region,
+     "(x, y, width, height) the grid lies in; the whole texture by default. Assignable with a region of the same "
+     "size (the grid moves; viewports follow), with the atlas's GL context current.",
+     (void *)&(const glt_py_field){GLT_PY_INTS, 4,
+                                   {AT(cap.region.x), AT(cap.region.y), AT(cap.region.width), AT(cap.region.height)}}},
     I("dtype", NULL, GLT_PY_DTYPE, cap.dtype),
     I("format", NULL, GLT_PY_STR, cap.format_name),
     I("backend", NULL, GLT_PY_BACKEND, cap.backend),

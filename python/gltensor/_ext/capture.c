@@ -197,6 +197,10 @@ static PyObject *get_name(CaptureObject *self, void *c) {
     (void)c;
     return PyLong_FromUnsignedLong(self->name);
 }
+static PyObject *get_gl_target(CaptureObject *self, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLong(self->target);
+}
 
 static PyObject *capture_repr(CaptureObject *self) {
     const char *kind = self->target == GLT_RENDERBUFFER ? "renderbuffer" : "texture";
@@ -228,7 +232,8 @@ static PyMethodDef capture_methods[] = {
 #define AT(member) offsetof(glt_capture_info, member)
 static PyGetSetDef capture_getset[] = {
     {"name", (getter)get_name, NULL, "GL name of the texture or renderbuffer", NULL},
-    I("target", "GL target, e.g. 'GL_TEXTURE_2D'", GLT_PY_STR, target_name),
+    I("target", "GL target's name, e.g. 'GL_TEXTURE_2D' (target= takes it, or the enum)", GLT_PY_STR, target_name),
+    {"gl_target", (getter)get_gl_target, NULL, "GL target enum, e.g. gltensor.GL_TEXTURE_2D", NULL},
     I("format", "GL internal format, e.g. 'GL_RGBA8'", GLT_PY_STR, format_name),
     I("gl_format", "GL internal format enum as GL reports it", GLT_PY_UINT, gl_internal_format),
     I("width", "width of each frame: the region's", GLT_PY_INT, width),
