@@ -292,18 +292,7 @@ static PyObject *view_dlpack_device(ViewObject *self, PyObject *unused) {
     return Py_BuildValue("(ii)", kDLCPU, 0);
 }
 
-static PyObject *shape_tuple(const ViewObject *v) {
-    PyObject *t = PyTuple_New(v->ndim);
-    for (int i = 0; t && i < v->ndim; ++i) {
-        PyObject *x = PyLong_FromLongLong(v->shape[i]);
-        if (!x) {
-            Py_CLEAR(t);
-            break;
-        }
-        PyTuple_SetItem(t, i, x);
-    }
-    return t;
-}
+static PyObject *shape_tuple(const ViewObject *v) { return glt_py_dims_tuple(v->shape, v->ndim); }
 
 static PyObject *interface_dict(ViewObject *self, int cuda) {
     if (!view_live(self)) return view_ended(self, self->st->errors[GLT_CLOSED]);
@@ -315,20 +304,9 @@ static PyObject *interface_dict(ViewObject *self, int cuda) {
                                "__cuda_array_interface__");
         return NULL;
     }
-    PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:O}", "shape", shape_tuple(self), "typestr",
-                                dtypes[self->dtype].typestr, "data", PyLong_FromVoidPtr(self->data),
-                                self->read_only ? Py_True : Py_False, "version", 3, "strides", Py_None);
-    if (!d || !cuda) return d;
     /* CAI v3: consumers order their work after this stream (the map's, or the copy's). */
-    uintptr_t s = (uintptr_t)self->stream;
-    PyObject *stream = PyLong_FromUnsignedLongLong(s ? s : 1);
-    if (!stream || PyDict_SetItemString(d, "stream", stream) < 0) {
-        Py_XDECREF(stream);
-        Py_DECREF(d);
-        return NULL;
-    }
-    Py_DECREF(stream);
-    return d;
+    return glt_py_array_interface(self->shape, self->ndim, dtypes[self->dtype].typestr, self->data, self->read_only,
+                                  cuda, self->stream);
 }
 
 static PyObject *get_cai(ViewObject *self, void *c) {

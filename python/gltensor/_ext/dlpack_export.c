@@ -200,3 +200,33 @@ PyObject *glt_py_dlpack_capsule(PyObject *owner, const glt_py_dl_tensor *t, int 
     }
     return capsule;
 }
+
+PyObject *glt_py_dims_tuple(const int64_t *v, int n) {
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; ++i) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (!x) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SetItem(t, i, x);
+    }
+    return t;
+}
+
+PyObject *glt_py_array_interface(const int64_t *shape, int ndim, const char *typestr, void *data, int read_only,
+                                 int cuda, void *stream) {
+    PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:O}", "shape", glt_py_dims_tuple(shape, ndim), "typestr", typestr,
+                                "data", PyLong_FromVoidPtr(data), read_only ? Py_True : Py_False, "version", 3,
+                                "strides", Py_None);
+    if (!d || !cuda) return d;
+    uintptr_t s = (uintptr_t)stream;
+    PyObject *handle = PyLong_FromUnsignedLongLong(s ? s : 1);
+    if (!handle || PyDict_SetItemString(d, "stream", handle) < 0) {
+        Py_XDECREF(handle);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(handle);
+    return d;
+}
