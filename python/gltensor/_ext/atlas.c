@@ -164,7 +164,8 @@ static Py_ssize_t atlas_len(AtlasObject *self) {
 
 static PyMethodDef atlas_methods[] = {
     {"read", (PyCFunction)(void (*)(void))atlas_read, METH_FASTCALL | METH_KEYWORDS,
-     "read(flip=True, stream=None, out=None) -> Frame | out\n\nAll tiles as one (N, h, w, C) frame: tile 0 is the "
+     "read(flip=True, *, stream=None, out=None, channels=None, dtype=None, layout=None, depth=None, near=None, "
+     "far=None, projection=None) -> Frame | out\n\nAll tiles as one (N, h, w, C) frame: tile 0 is the "
      "top-left tile as seen on screen, then row by row. One map, one kernel launch."},
     {"viewport", (PyCFunction)atlas_viewport, METH_O,
      "viewport(k) -> (x, y, width, height): the glViewport that draws camera k into tile k."},

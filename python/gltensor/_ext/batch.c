@@ -324,10 +324,12 @@ static PyObject *get_backend(BatchObject *self, void *c) {
 
 static PyMethodDef batch_methods[] = {
     {"read", (PyCFunction)(void (*)(void))batch_read, METH_FASTCALL | METH_KEYWORDS,
-     "read(flip=True, stream=None, out=None) -> Frame | out\n\nAll sources as one (N, H, W, C) frame with a single "
+     "read(flip=True, *, stream=None, out=None, channels=None, dtype=None, layout=None, depth=None, near=None, "
+     "far=None, projection=None) -> Frame | out\n\nAll sources as one (N, H, W, C) frame with a single "
      "map and unmap (and one kernel launch). Sources must share size and format; see read_list() otherwise."},
     {"read_list", (PyCFunction)(void (*)(void))batch_read_list, METH_FASTCALL | METH_KEYWORDS,
-     "read_list(flip=True, stream=None) -> list[Frame]\n\nOne frame per source, sizes and formats may differ, "
+     "read_list(flip=True, *, stream=None, channels=None, dtype=None, layout=None, depth=None, near=None, "
+     "far=None, projection=None) -> list[Frame]\n\nOne frame per source, sizes and formats may differ, "
      "still with a single map and unmap for all."},
     GLT_PY_LIFETIME_METHODS("Release the batch (idempotent); captures it made stay open until collected."),
     {NULL, NULL, 0, NULL},

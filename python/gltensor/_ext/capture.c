@@ -219,7 +219,8 @@ static PyObject *capture_repr(CaptureObject *self) {
 
 static PyMethodDef capture_methods[] = {
     {"read", (PyCFunction)(void (*)(void))capture_read, METH_FASTCALL | METH_KEYWORDS,
-     "read(flip=True, stream=None, out=None) -> Frame | out\n\nCopies the image as it is now. flip=True gives the "
+     "read(flip=True, *, stream=None, out=None, channels=None, dtype=None, layout=None, depth=None, near=None, "
+     "far=None, projection=None) -> Frame | out\n\nCopies the image as it is now. flip=True gives the "
      "top row first (as on screen). stream: CUDA stream (int handle, torch or cupy stream) to issue the copy on. "
      "out: a tensor of shape (H, W, C) and the capture's dtype on its device to write into; it is returned."},
     {"refresh", (PyCFunction)capture_refresh, METH_NOARGS,
@@ -268,7 +269,7 @@ static PyType_Slot capture_slots[] = {
     {Py_tp_getset, capture_getset},
     {Py_tp_members, capture_members},
     {Py_tp_repr, capture_repr},
-    {Py_tp_doc, "Capture(name, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None, resizable=False, "
+    {Py_tp_doc, "Capture(name, target=GL_TEXTURE_2D (or 'GL_TEXTURE_2D'), *, backend='auto', cuda_device=None, resizable=False, "
                 "region=None)\n\nA GL texture or renderbuffer of the GL context current in this thread, registered "
                 "once and read per step. NVIDIA's GL refuses to reallocate a texture registered with CUDA; "
                 "resizable=True registers it only during each read so that the program may reallocate it between "

@@ -118,7 +118,7 @@ static PyObject *context_repr(ContextObject *self) {
 
 static PyMethodDef context_methods[] = {
     {"headless", (PyCFunction)(void (*)(void))context_headless, METH_CLASS | METH_VARARGS | METH_KEYWORDS,
-     "headless(cuda_device=None, *, software=None) -> Context\n\nAn OpenGL 4.5 (else 3.3) core context without a "
+     "headless(cuda_device=None, *, software=None, device_uuid=None) -> Context\n\nAn OpenGL 4.5 (else 3.3) core context without a "
      "window, current in the calling thread, on the EGL device that CUDA knows as cuda_device (honouring "
      "CUDA_VISIBLE_DEVICES). None: the device this process works on (gltensor.default_cuda_device(): torch's "
      "current device once torch has initialised CUDA, else LOCAL_RANK, else 0). software=None falls back to "

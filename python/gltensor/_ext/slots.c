@@ -116,7 +116,8 @@ static PyObject *slots_state(SlotsObject *self, PyObject *arg) {
 
 static PyMethodDef slots_methods[] = {
     {"read", (PyCFunction)(void (*)(void))slots_read, METH_FASTCALL | METH_KEYWORDS,
-     "read(flip=True, stream=None, out=None, channels=None, dtype=None, layout='hwc') -> Frame | out\n\nEvery slot as "
+     "read(flip=True, *, stream=None, out=None, channels=None, dtype=None, layout=None, depth=None, near=None, "
+     "far=None, projection=None) -> Frame | out\n\nEvery slot as "
      "one (N, H, W, C) frame, in one kernel (CUDA) with the conversions fused. Raises StaleSlotError when a slot was "
      "not written since the last read."},
     {"_export", (PyCFunction)slots_export, METH_NOARGS,

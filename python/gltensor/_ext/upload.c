@@ -171,7 +171,7 @@ static PyObject *upload_repr(UploadObject *self) {
 
 static PyMethodDef upload_methods[] = {
     {"write", (PyCFunction)(void (*)(void))upload_write, METH_FASTCALL | METH_KEYWORDS,
-     "write(x, flip=True, stream=None, *, channels=None, layout='hwc', region=None)\n\nWrites tensor x into the "
+     "write(x, flip=True, *, stream=None, channels=None, layout='hwc', region=None)\n\nWrites tensor x into the "
      "texture in one pass. x: (H, W, C) (or (C, H, W) with layout='chw') uint8, uint16, float16 or float32 "
      "(integer textures: unsigned integers), a CUDA tensor on the CUDA backend and a host array on the CPU "
      "backend. flip=True: row 0 of x is the top of the displayed image. channels: what each source channel is "
@@ -209,7 +209,7 @@ static PyType_Slot upload_slots[] = {
     {Py_tp_methods, upload_methods},
     {Py_tp_getset, upload_getset},
     {Py_tp_repr, upload_repr},
-    {Py_tp_doc, "Upload(texture, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None)\n\nA GL texture of the "
+    {Py_tp_doc, "Upload(name, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None)\n\nA GL texture of the "
                 "context current in this thread, registered once for writing and written from tensors with "
                 "write(x). The CUDA backend writes CUDA tensors with one kernel on the GPU; the CPU backend writes "
                 "host arrays with glTexSubImage2D."},
