@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(1)
         print("GL: %s | backend: %s | mode: %s | %d envs of %dx%d%s" % (
             ctx.renderer, env.backend, args.mode, env.n, env.size, env.size,
-            " | atlas %dx%d, %d x %d tiles" % (env.atlas.size + env.atlas.tiles) if env.atlas else ""))
+            " | atlas %dx%d, %d x %d tiles" % (env.atlas.image_size + env.atlas.tiles) if env.atlas else ""))
 
         # Correctness first: one observation against glReadPixels of every camera.
         obs = env.step()

@@ -107,7 +107,7 @@ def test_layout_pixel_exact(backend, layout, make_texture, atlas_factory):
     assert atlas.tile_size == (th, tw)
     assert atlas.count == count and len(atlas) == count
     assert atlas.shape == (count, th, tw, 4)
-    assert atlas.size == (tex_w, tex_h)
+    assert atlas.image_size == (tex_w, tex_h)
     assert (atlas.dtype, atlas.format, atlas.backend) == ("uint8", "GL_RGBA8", backend)
     assert isinstance(atlas.backend_reason, str) and atlas.backend_reason.strip()
     assert atlas.closed is False
@@ -289,7 +289,7 @@ def test_texture_resized(backend, make_texture, atlas_factory):
     frame = atlas.read(flip=False)
     vps = [expected_viewport(k, 3, 4, 5, 7, 23) for k in range(12)]
     check_tiles(to_numpy(frame), tile_refs(img, vps), False, "after growing")
-    assert atlas.size == (40, 23)
+    assert atlas.image_size == (40, 23)
     assert atlas.viewports() == vps
     # smaller than the grid: refused
     img.reallocate("RGBA8", 27, 19, seed=4)

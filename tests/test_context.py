@@ -157,10 +157,27 @@ def test_new_context_is_current_and_separate(gl, ctx):
 def test_close_idempotent(gl, ctx):
     c = _new_context()
     try:
-        c.close()
-        c.close()
+        assert not c.closed
+        assert c.close() is None
+        assert c.closed
+        assert c.close() is None  # a second close neither raises nor destroys anything twice
+        assert c.closed
+        assert "closed" in repr(c)
+        with pytest.raises(gltensor.ClosedError):
+            c.make_current()
+        with c.__class__.headless() as d:  # the next context still comes up, current, and works
+            assert not d.closed and d.renderer
     finally:
         ctx.make_current()
+    # the session context is untouched by the closed one
+    tex = GL.glGenTextures(1)
+    try:
+        GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
+        GL.glTexStorage2D(GL.GL_TEXTURE_2D, 1, GL.GL_RGBA8, 4, 4)
+        with gltensor.Capture(int(tex)) as cap:
+            assert cap.read().shape == (4, 4, 4)
+    finally:
+        GL.glDeleteTextures([tex])
 
 
 def test_close_current_context_then_use_raises_closed(gl, ctx):

@@ -404,7 +404,7 @@ def test_atlas_in_region(backend, target, make_image, closing):
     img = make_image(target, "RGBA8", 41, 30, seed=0)
     region = (3, 5, 33, 14)  # a 2 x 3 grid of 11x7 tiles, hanging from the region's top-left corner
     atlas = closing(gltensor.Atlas(img.name, target, tiles=(2, 3), backend=backend, region=region))
-    assert atlas.region == region and atlas.size == (41, 30) and atlas.tile_size == (7, 11)
+    assert atlas.region == region and atlas.image_size == (41, 30) and atlas.tile_size == (7, 11)
     x0, y0, w, h = region
     want_vps = [(x0 + (k % 3) * 11, y0 + h - (k // 3 + 1) * 7, 11, 7) for k in range(6)]
     assert atlas.viewports() == want_vps

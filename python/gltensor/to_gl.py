@@ -35,10 +35,10 @@ def upload(texture: Upload | _GLName, x: _Tensor, *, target: int | None = None, 
     if getattr(x, "ndim", 3) == 2:
         x = x[..., None]  # torch, NumPy, CuPy and JAX arrays all index this way
     if isinstance(texture, Upload):
-        texture.write(x, flip, stream, channels=channels, layout=layout, region=region)
+        texture.write(x, flip, stream=stream, channels=channels, layout=layout, region=region)
         return
     with Upload(texture, backend=backend) if target is None else Upload(texture, target, backend=backend) as up:
-        up.write(x, flip, stream, channels=channels, layout=layout, region=region)
+        up.write(x, flip, stream=stream, channels=channels, layout=layout, region=region)
 
 
 @contextlib.contextmanager

@@ -172,7 +172,7 @@ def test_write_flip_none_is_upright(backend, make_texture, gl):
         default = host(cap.read())
         up.write(src, flip=None)
         assert (host(cap.read()) == default).all()
-        up.write(src, None, None, channels=None, layout=None, region=None)
+        up.write(src, None, stream=None, channels=None, layout=None, region=None)
         assert (host(cap.read()) == default).all()
         gltensor.upload(up, src, flip=None)
         assert (host(cap.read()) == default).all()
@@ -250,7 +250,7 @@ def test_any_text_is_a_name_exactly_or_refused(named_world, option, text):
                    "int8", "uint16", "uint32", "int32", "uint64", "int64", "float16", "float64"],
                "read-buffer-dtype": ["float", "half", "double", "int", "short", "long"] + [
                    "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float16", "float64"],
-               "capture-backend": ["cuda"], "write-layout": ["chw"]}.get(option, [])
+               "capture-backend": ["cuda"], "write-layout": ["chw", "HWC", "CHW"]}.get(option, [])
     ok = text in names + aliases or ("dtype" in option and "." in text and text.rsplit(".", 1)[1] in names + aliases)
     try:
         call(*named_world, text)

@@ -116,7 +116,9 @@ CASES = [
      ["target", "GL_TEXTURE_2D"], True),
     ("capture-target-3d", lambda w: gltensor.Capture(w.tex, GL.GL_TEXTURE_3D), gltensor.InvalidArgumentError,
      ["target"], True),
-    ("capture-target-str", lambda w: gltensor.Capture(w.tex, "GL_TEXTURE_2D"), TypeError, ["target"], False),
+    # target= takes the enum or its name, as Capture.target reads it back (0.3); an unknown name is refused
+    ("capture-target-str", lambda w: gltensor.Capture(w.tex, "GL_TEXTURE_2D").close(), None, [], False),
+    ("capture-target-unknown-str", lambda w: gltensor.Capture(w.tex, "GL_TEXTURE_3D"), ValueError, ["target"], False),
     ("capture-wrong-target-for-name", lambda w: gltensor.Capture(w.tex, GL.GL_TEXTURE_RECTANGLE), GLT, [], True),
     ("capture-unsupported-format", lambda w: gltensor.Capture(w.unsupported), gltensor.UnsupportedFormatError,
      ["RGB10_A2"], True),

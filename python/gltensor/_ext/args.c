@@ -96,3 +96,31 @@ int glt_py_as_choice(PyObject *obj, const char *what, const char *const *choices
                  what, list, choices[default_index], obj);
     return -1;
 }
+
+const char *glt_py_dtype_name(PyObject *obj, PyObject **keep) {
+    PyObject *name = NULL;
+    if (PyUnicode_Check(obj)) name = Py_NewRef(obj);
+    else if (PyType_Check(obj)) name = PyObject_GetAttrString(obj, "__name__"); /* numpy.float32 */
+    else if (PyObject_HasAttrString(obj, "name")) name = PyObject_GetAttrString(obj, "name"); /* numpy.dtype */
+    if (!name || !PyUnicode_Check(name)) {
+        Py_XDECREF(name);
+        PyErr_Clear();
+        name = PyObject_Str(obj); /* torch.float32 -> "torch.float32" */
+        if (!name) return NULL;
+    }
+    const char *s = glt_py_as_name(name, NULL); /* "uint8\0float32" is no dtype, not uint8 */
+    if (!s) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    const char *dot = strrchr(s, '.');
+    if (dot) s = dot + 1;
+    static const struct {
+        const char *alias, *name;
+    } aliases[] = {{"float", "float32"}, {"half", "float16"}, {"double", "float64"}, {"int", "int32"},
+                   {"short", "int16"},   {"long", "int64"}};
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; ++i)
+        if (!strcmp(s, aliases[i].alias)) s = aliases[i].name;
+    *keep = name;
+    return s;
+}

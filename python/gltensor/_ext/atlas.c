@@ -1,15 +1,29 @@
 /* gltensor.Atlas: one texture holding a grid of camera tiles, read as (N, h, w, C) in one pass. */
-#include "ext.h"
+#include "read_args.h"
 
 #include <stdint.h>
 
+typedef glt_py_object AtlasObject; /* handle: the glt_atlas */
+
+/* What the info getters read: the atlas's capture and its grid. */
 typedef struct {
-    PyObject_HEAD
-    gltensor_state *st;
-    glt_atlas *atlas;
-    unsigned name;
-    PyThread_type_lock lock; /* held while a thread drives atlas: reads run without the GIL */
-} AtlasObject;
+    glt_capture_info cap;
+    int rows, cols, tile_height, tile_width, count;
+} atlas_info;
+
+static void atlas_destroy(void *handle) { glt_atlas_destroy(handle); }
+static void atlas_get_info(void *handle, void *out) {
+    atlas_info *i = out;
+    glt_capture_get_info(glt_atlas_capture(handle), &i->cap);
+    glt_atlas_grid(handle, &i->rows, &i->cols, &i->tile_height, &i->tile_width, &i->count);
+}
+GLT_PY_INFO_FITS(atlas_info);
+static const glt_py_kind atlas_kind = {
+    .closed_message = "the atlas of %s %u was closed; create a new gltensor.Atlas",
+    .destroy = atlas_destroy,
+    .info = atlas_get_info,
+};
+static glt_atlas *atlas_of(AtlasObject *self) { return self->handle; }
 
 static int parse_pair(PyObject *obj, const char *what, int *a, int *b) {
     if (obj == Py_None) return 0;
@@ -27,28 +41,20 @@ static int parse_pair(PyObject *obj, const char *what, int *a, int *b) {
     return r;
 }
 
+GLT_PY_SIG(glt_sig_atlas_new, "Atlas.__new__", {"name", GLT_PY_POSITIONAL, NULL, NULL},
+           {"target", GLT_PY_POSITIONAL, "...", NULL}, {"tiles", GLT_PY_KEYWORD, "None", NULL},
+           {"tile_size", GLT_PY_KEYWORD, "None", NULL}, {"count", GLT_PY_KEYWORD, "None", NULL},
+           {"backend", GLT_PY_KEYWORD, "'auto'", NULL}, {"cuda_device", GLT_PY_KEYWORD, "None", NULL},
+           {"resizable", GLT_PY_KEYWORD, "False", NULL}, {"region", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "target", "tiles", "tile_size", "count", "backend", "cuda_device", "resizable",
-                             "region", NULL};
-    PyObject *name_obj, *target_obj = NULL, *tiles = Py_None, *tile_size = Py_None, *count = Py_None;
-    PyObject *backend = NULL, *device = Py_None, *region = Py_None;
-    int resizable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOpO:Atlas", kwlist, &name_obj, &target_obj, &tiles,
-                                     &tile_size, &count, &backend, &device, &resizable, &region))
-        return NULL;
-    gltensor_state *st = glt_py_state_of_type(type);
-    if (!st) return NULL;
+    PyObject *v[9];
+    if (glt_py_parse_tuple(&glt_sig_atlas_new, args, kwargs, v) < 0) return NULL;
+    PyObject *tiles = v[2] ? v[2] : Py_None, *tile_size = v[3] ? v[3] : Py_None, *count = v[4] ? v[4] : Py_None;
+    PyObject *const source[6] = {v[0], v[1], v[5], v[6], v[7], v[8]}; /* Capture's rows */
     glt_atlas_desc d;
     glt_atlas_desc_init(&d);
-    unsigned long name = 0, target = GLT_TEXTURE_2D;
-    if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
-    if (target_obj && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
-    d.source.gl_name = (unsigned)name;
-    d.source.gl_target = (unsigned)target;
-    d.source.resizable = resizable;
-    if (glt_py_parse_region(region, "region", &d.source.region) < 0) return NULL;
-    if (backend && glt_py_parse_backend(backend, &d.source.backend) < 0) return NULL;
-    if (glt_py_as_cuda_device(device, "cuda_device", &d.source.cuda_device) < 0) return NULL;
+    if (glt_py_capture_desc(source, &d.source) < 0) return NULL;
     if (parse_pair(tiles, "tiles (rows, cols)", &d.rows, &d.cols) < 0 ||
         parse_pair(tile_size, "tile_size (height, width)", &d.tile_height, &d.tile_width) < 0)
         return NULL;
@@ -58,82 +64,52 @@ static PyObject *atlas_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     /* At most the grid's tiles; the grid itself is at most 2**20 x 2**20, checked with the texture's size. */
     if (count != Py_None && glt_py_as_int(count, "count (tiles to read)", 1, INT32_MAX, &d.count) < 0) return NULL;
-    AtlasObject *self = (AtlasObject *)glt_py_alloc(type);
+    AtlasObject *self = glt_py_object_new(type, &atlas_kind, 1);
     if (!self) return NULL;
-    self->st = st;
-    self->name = (unsigned)name;
-    if (!(self->lock = glt_py_lock_new())) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    glt_status s = glt_atlas_create(&d, &self->atlas);
+    self->name = d.source.gl_name;
+    self->target = d.source.gl_target;
+    glt_atlas *atlas = NULL;
+    glt_status s = glt_atlas_create(&d, &atlas);
+    self->handle = atlas;
     if (s != GLT_OK) {
         Py_DECREF(self);
-        return glt_py_raise(st, s);
+        return glt_py_raise(glt_py_state_of_type(type), s);
     }
     return (PyObject *)self;
 }
 
-static PyObject *closed_error(AtlasObject *self) {
-    PyErr_Format(self->st->errors[GLT_CLOSED], "the atlas of texture %u was closed; create a new gltensor.Atlas",
-                 self->name);
-    return NULL;
+static glt_status atlas_read_frame(void *atlas, const glt_read_options *o, glt_frame **out) {
+    return glt_atlas_read(atlas, o, out);
 }
+static glt_status atlas_read_into(void *atlas, const glt_read_options *o, const glt_buffer_view *dst) {
+    return glt_atlas_read_into(atlas, o, dst);
+}
+static const glt_py_reader atlas_reader = {&glt_sig_atlas_read, offsetof(atlas_info, cap.backend), atlas_read_frame,
+                                           atlas_read_into};
 
 static PyObject *atlas_read(AtlasObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    glt_py_read_args r;
-    if (glt_py_parse_read_args(self->st, "read", args, nargs, kwnames, &r) < 0) return NULL;
-    glt_buffer_view view;
-    PyObject *keep = NULL;
-    if (!self->atlas) return closed_error(self);
-    /* out= is described before the lock is taken: its __dlpack__ is Python code, which may use this atlas. The
-     * lock is not held while it runs (the lock is not reentrant). */
-    if (r.out != Py_None) {
-        glt_capture_info info;
-        glt_py_lock_take(self->lock); /* a read in another thread may be re-reading the size */
-        if (self->atlas) glt_capture_get_info(glt_atlas_capture(self->atlas), &info);
-        int closed = !self->atlas;
-        glt_py_lock_give(self->lock);
-        if (closed) return closed_error(self);
-        if (glt_py_out_view(self->st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
-    }
-    glt_py_lock_take(self->lock);
-    if (!self->atlas) {
-        glt_py_lock_give(self->lock);
-        Py_XDECREF(keep);
-        return closed_error(self);
-    }
-    /* Map, copy and unmap (or the GL readback) run without the GIL, under the atlas's lock. */
-    glt_frame *frame = NULL;
-    glt_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = r.out == Py_None ? glt_atlas_read(self->atlas, &r.opts, &frame) : glt_atlas_read_into(self->atlas, &r.opts, &view);
-    Py_END_ALLOW_THREADS
-    glt_py_lock_give(self->lock);
-    Py_XDECREF(keep);
-    if (s != GLT_OK) return glt_py_raise(self->st, s);
-    return r.out == Py_None ? glt_py_frame_new(self->st, frame) : Py_NewRef(r.out);
+    return glt_py_read(self, &atlas_reader, args, nargs, kwnames);
 }
 
 static PyObject *atlas_viewport(AtlasObject *self, PyObject *arg) {
-    if (!self->atlas) return closed_error(self);
+    if (!self->handle) return glt_py_closed(self);
     int k = 0;
     if (glt_py_as_int(arg, "the tile index", INT32_MIN, INT32_MAX, &k) < 0) return NULL;
     int vp[4];
-    glt_status s = glt_atlas_viewport(self->atlas, k, vp);
+    glt_status s = glt_atlas_viewport(atlas_of(self), k, vp);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
     return Py_BuildValue("(iiii)", vp[0], vp[1], vp[2], vp[3]);
 }
 
 static PyObject *atlas_viewports(AtlasObject *self, PyObject *unused) {
     (void)unused;
-    if (!self->atlas) return closed_error(self);
+    if (!self->handle) return glt_py_closed(self);
     int count;
-    glt_atlas_grid(self->atlas, NULL, NULL, NULL, NULL, &count);
+    glt_atlas_grid(atlas_of(self), NULL, NULL, NULL, NULL, &count);
     PyObject *list = PyList_New(count);
     for (int k = 0; list && k < count; ++k) {
         int vp[4];
-        glt_atlas_viewport(self->atlas, k, vp);
+        glt_atlas_viewport(atlas_of(self), k, vp);
         PyObject *t = Py_BuildValue("(iiii)", vp[0], vp[1], vp[2], vp[3]);
         if (!t) Py_CLEAR(list);
         else PyList_SetItem(list, k, t);
@@ -141,109 +117,91 @@ static PyObject *atlas_viewports(AtlasObject *self, PyObject *unused) {
     return list;
 }
 
-static PyObject *atlas_close(AtlasObject *self, PyObject *unused) {
-    (void)unused;
-    glt_py_lock_take(self->lock); /* waits for a read in flight in another thread */
-    glt_atlas *atlas = self->atlas;
-    self->atlas = NULL;
-    glt_py_lock_give(self->lock);
-    glt_atlas_destroy(atlas);
-    Py_RETURN_NONE;
-}
-
-static PyObject *atlas_enter(AtlasObject *self, PyObject *unused) {
-    (void)unused;
-    if (!self->atlas) return closed_error(self);
-    return Py_NewRef(self);
-}
-
-static PyObject *atlas_exit(AtlasObject *self, PyObject *args) {
-    (void)args;
-    return atlas_close(self, NULL);
-}
-
-static void atlas_dealloc(AtlasObject *self) {
-    glt_atlas_destroy(self->atlas);
-    if (self->lock) PyThread_free_lock(self->lock);
-    glt_py_free_instance((PyObject *)self);
-}
-
-static int info_of(AtlasObject *self, glt_capture_info *i, int g[5]) {
-    glt_py_lock_take(self->lock); /* a read in another thread may be re-reading the size */
-    int closed = !self->atlas;
-    if (!closed) {
-        glt_capture_get_info(glt_atlas_capture(self->atlas), i);
-        glt_atlas_grid(self->atlas, &g[0], &g[1], &g[2], &g[3], &g[4]);
-    }
-    glt_py_lock_give(self->lock);
-    if (closed) {
-        closed_error(self);
+/* The grid keeps its tiles: a new region may move it (same size), not resize it. */
+static int set_region(AtlasObject *self, PyObject *value, void *c) {
+    (void)c;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "region cannot be deleted; set it to None for the whole texture");
         return -1;
     }
-    return 0;
-}
-
-#define ATLAS_GETTER(fn, expr)                        \
-    static PyObject *fn(AtlasObject *self, void *c) { \
-        (void)c;                                      \
-        glt_capture_info i;                           \
-        int g[5];                                     \
-        if (info_of(self, &i, g) < 0) return NULL;    \
-        return expr;                                  \
+    atlas_info i;
+    glt_rect r;
+    if (glt_py_parse_region(value, "region", &r) < 0 || glt_py_info(self, &i) < 0) return -1;
+    int w = value == Py_None ? i.cap.image_width : r.width, h = value == Py_None ? i.cap.image_height : r.height;
+    if (w != i.cap.region.width || h != i.cap.region.height) {
+        PyErr_Format(PyExc_ValueError,
+                     "Atlas.region can move the grid, not resize it: its %dx%d tiles of %dx%d fill a %dx%d region, "
+                     "not %dx%d; create a new gltensor.Atlas for a region of another size",
+                     i.rows, i.cols, i.tile_height, i.tile_width, i.cap.region.width, i.cap.region.height, w, h);
+        return -1;
     }
-ATLAS_GETTER(get_tiles, Py_BuildValue("(ii)", g[0], g[1]))
-ATLAS_GETTER(get_tile_size, Py_BuildValue("(ii)", g[2], g[3]))
-ATLAS_GETTER(get_count, PyLong_FromLong(g[4]))
-ATLAS_GETTER(get_shape, Py_BuildValue("(iiii)", g[4], g[2], g[3], i.channels))
-ATLAS_GETTER(get_size, Py_BuildValue("(ii)", i.image_width, i.image_height))
-ATLAS_GETTER(get_region, Py_BuildValue("(iiii)", i.region.x, i.region.y, i.region.width, i.region.height))
-ATLAS_GETTER(get_dtype, PyUnicode_FromString(glt_dtype_name(i.dtype)))
-ATLAS_GETTER(get_format, PyUnicode_FromString(i.format_name))
-ATLAS_GETTER(get_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
-ATLAS_GETTER(get_backend_reason, PyUnicode_FromString(i.backend_reason))
-#undef ATLAS_GETTER
-
-static PyObject *get_closed(AtlasObject *self, void *c) {
-    (void)c;
-    return PyBool_FromLong(self->atlas == NULL);
+    glt_py_lock_take(self->lock); /* not while a read in another thread uses the region */
+    glt_status s = self->handle ? glt_capture_set_region(glt_atlas_capture(atlas_of(self)), &r) : GLT_CLOSED;
+    int closed = !self->handle;
+    glt_py_lock_give(self->lock);
+    if (closed) return glt_py_closed(self), -1;
+    return s == GLT_OK ? 0 : (glt_py_raise(self->st, s), -1);
 }
+
+#define AT(member) offsetof(atlas_info, member)
+static const glt_py_field image_size = {GLT_PY_INTS, 2, {AT(cap.image_width), AT(cap.image_height)}};
+/* Deprecated in 0.3: Capture and Atlas name the whole image's size alike. */
+static PyObject *get_size(PyObject *self, void *c) {
+    (void)c;
+    if (PyErr_WarnEx(PyExc_DeprecationWarning,
+                     "Atlas.size is deprecated and goes in the next release; use Atlas.image_size (as on Capture)",
+                     1) < 0)
+        return NULL;
+    return glt_py_info_get(self, (void *)&image_size);
+}
+#undef AT
+
 static Py_ssize_t atlas_len(AtlasObject *self) {
     int count = 0;
-    if (self->atlas) glt_atlas_grid(self->atlas, NULL, NULL, NULL, NULL, &count);
+    if (self->handle) glt_atlas_grid(atlas_of(self), NULL, NULL, NULL, NULL, &count);
     return count;
 }
 
 static PyMethodDef atlas_methods[] = {
     {"read", (PyCFunction)(void (*)(void))atlas_read, METH_FASTCALL | METH_KEYWORDS,
-     "read(flip=True, stream=None, out=None) -> Frame | out\n\nAll tiles as one (N, h, w, C) frame: tile 0 is the "
+     "read(flip=True, *, stream=None, out=None, channels=None, dtype=None, layout=None, depth=None, near=None, "
+     "far=None, projection=None) -> Frame | out\n\nAll tiles as one (N, h, w, C) frame: tile 0 is the "
      "top-left tile as seen on screen, then row by row. One map, one kernel launch."},
     {"viewport", (PyCFunction)atlas_viewport, METH_O,
      "viewport(k) -> (x, y, width, height): the glViewport that draws camera k into tile k."},
     {"viewports", (PyCFunction)atlas_viewports, METH_NOARGS, "viewport(k) for every tile"},
-    {"close", (PyCFunction)atlas_close, METH_NOARGS, "Release the atlas (idempotent)."},
-    {"__enter__", (PyCFunction)atlas_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)atlas_exit, METH_VARARGS, NULL},
+    GLT_PY_LIFETIME_METHODS("Release the atlas (idempotent)."),
     {NULL, NULL, 0, NULL},
 };
 
+#define I(pyname, doc, as, member) GLT_PY_INFO(pyname, doc, as, atlas_info, member)
+#define AT(member) offsetof(atlas_info, member)
 static PyGetSetDef atlas_getset[] = {
-    {"tiles", (getter)get_tiles, NULL, "(rows, cols) of the grid", NULL},
-    {"tile_size", (getter)get_tile_size, NULL, "(height, width) of a tile", NULL},
-    {"count", (getter)get_count, NULL, "tiles read", NULL},
-    {"shape", (getter)get_shape, NULL, "(count, tile height, tile width, channels)", NULL},
-    {"size", (getter)get_size, NULL, "(width, height) of the whole texture", NULL},
-    {"region", (getter)get_region, NULL, "(x, y, width, height) the grid lies in; the whole texture by default", NULL},
-    {"dtype", (getter)get_dtype, NULL, NULL, NULL},
-    {"format", (getter)get_format, NULL, NULL, NULL},
-    {"backend", (getter)get_backend, NULL, NULL, NULL},
-    {"backend_reason", (getter)get_backend_reason, NULL, NULL, NULL},
-    {"closed", (getter)get_closed, NULL, NULL, NULL},
+    GLT_PY_INFO_INTS("tiles", "(rows, cols) of the grid", AT(rows), AT(cols)),
+    GLT_PY_INFO_INTS("tile_size", "(height, width) of a tile", AT(tile_height), AT(tile_width)),
+    I("count", "tiles read", GLT_PY_INT, count),
+    GLT_PY_INFO_INTS("shape", "(count, tile height, tile width, channels)", AT(count), AT(tile_height),
+                     AT(tile_width), AT(cap.channels)),
+    {"image_size", glt_py_info_get, NULL, "(width, height) of the whole texture", (void *)&image_size},
+    {"size", get_size, NULL, "deprecated: image_size", NULL},
+    {"region", glt_py_info_get, (setter)set_region,
+     "(x, y, width, height) the grid lies in; the whole texture by default. Assignable with a region of the same "
+     "size (the grid moves; viewports follow), with the atlas's GL context current.",
+     (void *)&(const glt_py_field){GLT_PY_INTS, 4,
+                                   {AT(cap.region.x), AT(cap.region.y), AT(cap.region.width), AT(cap.region.height)}}},
+    I("dtype", NULL, GLT_PY_DTYPE, cap.dtype),
+    I("format", NULL, GLT_PY_STR, cap.format_name),
+    I("backend", NULL, GLT_PY_BACKEND, cap.backend),
+    I("backend_reason", NULL, GLT_PY_STR, cap.backend_reason),
+    GLT_PY_CLOSED_GETTER,
     {NULL, NULL, NULL, NULL, NULL},
 };
+#undef I
+#undef AT
 
 static PyType_Slot atlas_slots[] = {
     {Py_tp_new, atlas_new},
-    {Py_tp_dealloc, atlas_dealloc},
+    {Py_tp_dealloc, glt_py_dealloc},
     {Py_tp_methods, atlas_methods},
     {Py_tp_getset, atlas_getset},
     {Py_sq_length, atlas_len},

@@ -1,13 +1,19 @@
 /* gltensor.Batch: many textures/renderbuffers (or captures) read with one GL->CUDA handoff. */
-#include "ext.h"
+#include "read_args.h"
 
 typedef struct {
-    PyObject_HEAD
-    gltensor_state *st;
-    glt_batch *batch;
+    glt_py_object base;  /* handle: the glt_batch */
     PyObject *captures; /* tuple of Capture objects; the C batch borrows their handles */
-    PyThread_type_lock lock;
 } BatchObject;
+
+static void batch_destroy(void *handle) { glt_batch_destroy(handle); }
+static void batch_clear(glt_py_object *self) { Py_CLEAR(((BatchObject *)self)->captures); }
+static const glt_py_kind batch_kind = {
+    .closed_message = "the batch was closed; create a new gltensor.Batch",
+    .destroy = batch_destroy,
+    .clear = batch_clear,
+};
+static glt_batch *batch_of(BatchObject *self) { return self->base.handle; }
 
 /* The region= for source i: regions[i] when regions= is given, else the one region= (NULL: none). A region
  * for a Capture source is refused: a capture keeps the region it was made with. */
@@ -35,13 +41,16 @@ static int region_for(PyObject *region, PyObject *regions, Py_ssize_t i, int is_
     return 0;
 }
 
+GLT_PY_SIG(glt_sig_batch_new, "Batch.__new__", {"sources", GLT_PY_POSITIONAL, NULL, NULL},
+           {"target", GLT_PY_POSITIONAL, "...", NULL}, {"backend", GLT_PY_KEYWORD, "'auto'", NULL},
+           {"cuda_device", GLT_PY_KEYWORD, "None", NULL}, {"resizable", GLT_PY_KEYWORD, "False", NULL},
+           {"region", GLT_PY_KEYWORD, "None", NULL}, {"regions", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"sources", "target", "backend", "cuda_device", "resizable", "region", "regions", NULL};
-    PyObject *sources, *target = NULL, *backend = NULL, *device = NULL, *resizable = NULL;
-    PyObject *region = NULL, *regions_obj = Py_None, *regions = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOO:Batch", kwlist, &sources, &target, &backend, &device,
-                                     &resizable, &region, &regions_obj))
-        return NULL;
+    PyObject *v[7];
+    if (glt_py_parse_tuple(&glt_sig_batch_new, args, kwargs, v) < 0) return NULL;
+    PyObject *sources = v[0], *target = v[1], *backend = v[2], *device = v[3], *resizable = v[4], *region = v[5];
+    PyObject *regions_obj = v[6] ? v[6] : Py_None, *regions = NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
     if (region && region != Py_None) {
@@ -82,12 +91,10 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    BatchObject *self = (BatchObject *)glt_py_alloc(type);
+    BatchObject *self = (BatchObject *)glt_py_object_new(type, &batch_kind, 1);
     PyObject *caps = PyTuple_New(n);
     glt_capture **handles = PyMem_Malloc(sizeof *handles * (size_t)(n ? n : 1));
     if (!self || !caps || !handles) goto fail;
-    self->st = st;
-    if (!(self->lock = glt_py_lock_new())) goto fail;
     for (Py_ssize_t i = 0; i < n; ++i) {
         PyObject *src = PyTuple_GetItem(seq, i), *cap, *src_region;
         int is_capture = PyObject_TypeCheck(src, st->capture_type);
@@ -112,13 +119,15 @@ static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             if (!cap) goto fail;
         }
         PyTuple_SetItem(caps, i, cap);
-        handles[i] = ((CaptureObject *)cap)->cap;
+        handles[i] = ((CaptureObject *)cap)->handle;
         if (!handles[i]) {
-            glt_py_capture_closed((CaptureObject *)cap);
+            glt_py_closed((CaptureObject *)cap);
             goto fail;
         }
     }
-    glt_status s = glt_batch_create(handles, (int)n, &self->batch);
+    glt_batch *batch = NULL;
+    glt_status s = glt_batch_create(handles, (int)n, &batch);
+    self->base.handle = batch;
     if (s != GLT_OK) {
         glt_py_raise(st, s);
         goto fail;
@@ -137,22 +146,17 @@ fail:
     return NULL;
 }
 
-static PyObject *closed_error(BatchObject *self) {
-    PyErr_SetString(self->st->errors[GLT_CLOSED], "the batch was closed; create a new gltensor.Batch");
-    return NULL;
-}
-
 /* The C batch borrows the captures' handles: refuse to read once any of them was closed. */
 static int sources_open(BatchObject *self) {
-    if (!self->batch) {
-        closed_error(self);
+    if (!self->base.handle) {
+        glt_py_closed(&self->base);
         return 0;
     }
     Py_ssize_t n = PyTuple_Size(self->captures);
     for (Py_ssize_t i = 0; i < n; ++i) {
         CaptureObject *c = (CaptureObject *)PyTuple_GetItem(self->captures, i);
-        if (!c->cap) {
-            PyErr_Format(self->st->errors[GLT_CLOSED],
+        if (!c->handle) {
+            PyErr_Format(self->base.st->errors[GLT_CLOSED],
                          "batch source %zd (%s %u) was closed; create a new Batch without it", i,
                          c->target == GLT_RENDERBUFFER ? "renderbuffer" : "texture", c->name);
             return 0;
@@ -178,7 +182,7 @@ static Py_ssize_t lock_all(BatchObject *self, PyThread_type_lock **locks_out) {
     }
     for (Py_ssize_t i = 0; i < n; ++i) locks[i] = ((CaptureObject *)PyTuple_GetItem(self->captures, i))->lock;
     qsort(locks, (size_t)n, sizeof *locks, cmp_locks);
-    glt_py_lock_take(self->lock);
+    glt_py_lock_take(self->base.lock);
     for (Py_ssize_t i = 0; i < n; ++i)
         if (i == 0 || locks[i] != locks[k - 1]) {
             locks[k++] = locks[i];
@@ -190,7 +194,7 @@ static Py_ssize_t lock_all(BatchObject *self, PyThread_type_lock **locks_out) {
 
 static void unlock_all(BatchObject *self, PyThread_type_lock *locks, Py_ssize_t k) {
     for (Py_ssize_t i = k - 1; i >= 0; --i) glt_py_lock_give(locks[i]);
-    glt_py_lock_give(self->lock);
+    glt_py_lock_give(self->base.lock);
     PyMem_Free(locks);
 }
 
@@ -200,18 +204,18 @@ static int is_cuda(BatchObject *self) {
     glt_capture_info info;
     info.backend = GLT_BACKEND_CPU;
     glt_py_lock_take(c0->lock);
-    if (c0->cap) glt_capture_get_info(c0->cap, &info);
+    if (c0->handle) glt_capture_get_info(c0->handle, &info);
     glt_py_lock_give(c0->lock);
     return info.backend == GLT_BACKEND_CUDA;
 }
 
 static PyObject *batch_read(BatchObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     glt_py_read_args r;
-    if (glt_py_parse_read_args(self->st, "read", args, nargs, kwnames, &r) < 0) return NULL;
+    if (glt_py_parse_read_args(self->base.st, &glt_sig_batch_read, args, nargs, kwnames, &r) < 0) return NULL;
     glt_buffer_view view;
     PyObject *keep = NULL;
     /* out= is described before the locks are taken: its __dlpack__ is Python code, which may use this batch. */
-    if (!sources_open(self) || (r.out != Py_None && glt_py_out_view(self->st, &r, is_cuda(self), &view, &keep) < 0))
+    if (!sources_open(self) || (r.out != Py_None && glt_py_out_view(self->base.st, &r, is_cuda(self), &view, &keep) < 0))
         return NULL;
     PyThread_type_lock *locks;
     Py_ssize_t k = lock_all(self, &locks);
@@ -224,22 +228,17 @@ static PyObject *batch_read(BatchObject *self, PyObject *const *args, Py_ssize_t
     glt_frame *frame = NULL;
     glt_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = r.out == Py_None ? glt_batch_read(self->batch, &r.opts, &frame) : glt_batch_read_into(self->batch, &r.opts, &view);
+    s = r.out == Py_None ? glt_batch_read(batch_of(self), &r.opts, &frame) : glt_batch_read_into(batch_of(self), &r.opts, &view);
     Py_END_ALLOW_THREADS
     unlock_all(self, locks, k);
     Py_XDECREF(keep);
-    if (s != GLT_OK) return glt_py_raise(self->st, s);
-    return r.out == Py_None ? glt_py_frame_new(self->st, frame) : Py_NewRef(r.out);
+    if (s != GLT_OK) return glt_py_raise(self->base.st, s);
+    return r.out == Py_None ? glt_py_frame_new(self->base.st, frame) : Py_NewRef(r.out);
 }
 
 static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     glt_py_read_args r;
-    if (glt_py_parse_read_args(self->st, "read_list", args, nargs, kwnames, &r) < 0) return NULL;
-    if (r.out != Py_None) {
-        PyErr_SetString(PyExc_TypeError, "read_list() takes no out=; use read(out=) with an (N, H, W, C) tensor, or "
-                                         "Capture.read(out=) per source");
-        return NULL;
-    }
+    if (glt_py_parse_read_args(self->base.st, &glt_sig_batch_read_list, args, nargs, kwnames, &r) < 0) return NULL;
     PyThread_type_lock *locks;
     Py_ssize_t k = lock_all(self, &locks);
     if (k < 0) return NULL;
@@ -247,7 +246,7 @@ static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ss
         unlock_all(self, locks, k);
         return NULL;
     }
-    int n = glt_batch_count(self->batch);
+    int n = glt_batch_count(batch_of(self));
     glt_frame **frames = PyMem_Calloc((size_t)n, sizeof *frames);
     if (!frames) {
         unlock_all(self, locks, k);
@@ -255,16 +254,16 @@ static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ss
     }
     glt_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = glt_batch_read_each(self->batch, &r.opts, frames);
+    s = glt_batch_read_each(batch_of(self), &r.opts, frames);
     Py_END_ALLOW_THREADS
     unlock_all(self, locks, k);
     if (s != GLT_OK) {
         PyMem_Free(frames);
-        return glt_py_raise(self->st, s);
+        return glt_py_raise(self->base.st, s);
     }
     PyObject *list = PyList_New(n);
     for (int i = 0; i < n; ++i) {
-        PyObject *f = glt_py_frame_new(self->st, frames[i]); /* owns frames[i] from here, even on failure */
+        PyObject *f = glt_py_frame_new(self->base.st, frames[i]); /* owns frames[i] from here, even on failure */
         if (!f || !list) {
             Py_XDECREF(f);
             Py_CLEAR(list);
@@ -277,35 +276,6 @@ static PyObject *batch_read_list(BatchObject *self, PyObject *const *args, Py_ss
     return list;
 }
 
-static PyObject *batch_close(BatchObject *self, PyObject *unused) {
-    (void)unused;
-    glt_py_lock_take(self->lock); /* waits for a read in flight in another thread */
-    glt_batch *batch = self->batch;
-    self->batch = NULL;
-    glt_py_lock_give(self->lock);
-    glt_batch_destroy(batch);
-    Py_RETURN_NONE;
-}
-
-static PyObject *batch_enter(BatchObject *self, PyObject *unused) {
-    (void)unused;
-    if (!self->batch) return closed_error(self);
-    return Py_NewRef(self);
-}
-
-static PyObject *batch_exit(BatchObject *self, PyObject *args) {
-    (void)args;
-    return batch_close(self, NULL);
-}
-
-static void batch_dealloc(BatchObject *self) {
-    PyObject_GC_UnTrack(self);
-    glt_batch_destroy(self->batch);
-    if (self->lock) PyThread_free_lock(self->lock);
-    Py_CLEAR(self->captures);
-    glt_py_free_instance((PyObject *)self);
-}
-
 static int batch_traverse(BatchObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->captures);
     Py_VISIT(Py_TYPE(self));
@@ -316,10 +286,6 @@ static PyObject *get_captures(BatchObject *self, void *c) {
     (void)c;
     return Py_NewRef(self->captures ? self->captures : Py_None);
 }
-static PyObject *get_closed(BatchObject *self, void *c) {
-    (void)c;
-    return PyBool_FromLong(self->batch == NULL);
-}
 static Py_ssize_t batch_len(BatchObject *self) { return self->captures ? PyTuple_Size(self->captures) : 0; }
 
 static PyObject *get_shape(BatchObject *self, void *c) {
@@ -327,11 +293,7 @@ static PyObject *get_shape(BatchObject *self, void *c) {
     if (!sources_open(self)) return NULL;
     CaptureObject *c0 = (CaptureObject *)PyTuple_GetItem(self->captures, 0);
     glt_capture_info i;
-    glt_py_lock_take(c0->lock);
-    if (c0->cap) glt_capture_get_info(c0->cap, &i);
-    int closed = !c0->cap;
-    glt_py_lock_give(c0->lock);
-    if (closed) return glt_py_capture_closed(c0);
+    if (glt_py_info(c0, &i) < 0) return NULL;
     return Py_BuildValue("(niii)", PyTuple_Size(self->captures), i.height, i.width, i.channels);
 }
 
@@ -343,13 +305,9 @@ static PyObject *get_regions(BatchObject *self, void *c) {
     for (Py_ssize_t i = 0; t && i < n; ++i) {
         CaptureObject *ci = (CaptureObject *)PyTuple_GetItem(self->captures, i);
         glt_capture_info info;
-        glt_py_lock_take(ci->lock);
-        int closed = !ci->cap;
-        if (!closed) glt_capture_get_info(ci->cap, &info);
-        glt_py_lock_give(ci->lock);
-        if (closed) {
+        if (glt_py_info(ci, &info) < 0) {
             Py_DECREF(t);
-            return glt_py_capture_closed(ci);
+            return NULL;
         }
         PyObject *r = Py_BuildValue("(iiii)", info.region.x, info.region.y, info.region.width, info.region.height);
         if (!r) Py_CLEAR(t);
@@ -366,15 +324,14 @@ static PyObject *get_backend(BatchObject *self, void *c) {
 
 static PyMethodDef batch_methods[] = {
     {"read", (PyCFunction)(void (*)(void))batch_read, METH_FASTCALL | METH_KEYWORDS,
-     "read(flip=True, stream=None, out=None) -> Frame | out\n\nAll sources as one (N, H, W, C) frame with a single "
+     "read(flip=True, *, stream=None, out=None, channels=None, dtype=None, layout=None, depth=None, near=None, "
+     "far=None, projection=None) -> Frame | out\n\nAll sources as one (N, H, W, C) frame with a single "
      "map and unmap (and one kernel launch). Sources must share size and format; see read_list() otherwise."},
     {"read_list", (PyCFunction)(void (*)(void))batch_read_list, METH_FASTCALL | METH_KEYWORDS,
-     "read_list(flip=True, stream=None) -> list[Frame]\n\nOne frame per source, sizes and formats may differ, "
+     "read_list(flip=True, *, stream=None, channels=None, dtype=None, layout=None, depth=None, near=None, "
+     "far=None, projection=None) -> list[Frame]\n\nOne frame per source, sizes and formats may differ, "
      "still with a single map and unmap for all."},
-    {"close", (PyCFunction)batch_close, METH_NOARGS, "Release the batch (idempotent); captures it made stay "
-                                                     "open until collected."},
-    {"__enter__", (PyCFunction)batch_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)batch_exit, METH_VARARGS, NULL},
+    GLT_PY_LIFETIME_METHODS("Release the batch (idempotent); captures it made stay open until collected."),
     {NULL, NULL, 0, NULL},
 };
 
@@ -383,13 +340,13 @@ static PyGetSetDef batch_getset[] = {
     {"shape", (getter)get_shape, NULL, "(N, H, W, C) of read(), from the first source (its region's size)", NULL},
     {"regions", (getter)get_regions, NULL, "(x, y, width, height) each source reads, in order", NULL},
     {"backend", (getter)get_backend, NULL, "'cuda' or 'cpu'", NULL},
-    {"closed", (getter)get_closed, NULL, NULL, NULL},
+    GLT_PY_CLOSED_GETTER,
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot batch_slots[] = {
     {Py_tp_new, batch_new},
-    {Py_tp_dealloc, batch_dealloc},
+    {Py_tp_dealloc, glt_py_dealloc},
     {Py_tp_traverse, batch_traverse},
     {Py_tp_methods, batch_methods},
     {Py_tp_getset, batch_getset},

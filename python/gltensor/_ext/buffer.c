@@ -10,7 +10,8 @@
  * DLPack consumer does; using such a tensor after the block is the caller's error (undefined results).
  * Copies (Buffer.read) are never revoked: they own their memory.
  */
-#include "ext.h"
+#include "object.h"
+#include "params.h"
 
 #include <stdlib.h>
 
@@ -38,39 +39,19 @@ static const view_dtype dtypes[] = {
 
 /* 'float32', numpy.float32, numpy.dtype('float32'), torch.float32 -> index into dtypes. */
 static int parse_view_dtype(PyObject *obj) {
-    PyObject *name = NULL;
-    if (PyUnicode_Check(obj)) name = Py_NewRef(obj);
-    else if (PyType_Check(obj)) name = PyObject_GetAttrString(obj, "__name__");
-    else if (PyObject_HasAttrString(obj, "name")) name = PyObject_GetAttrString(obj, "name");
-    if (!name || !PyUnicode_Check(name)) {
-        Py_XDECREF(name);
-        PyErr_Clear();
-        name = PyObject_Str(obj); /* torch.float32 -> "torch.float32" */
-        if (!name) return -1;
-    }
-    const char *s = glt_py_as_name(name, NULL); /* "uint8\0float32" is no dtype */
-    if (!s) {
-        Py_DECREF(name);
-        return -1;
-    }
-    const char *dot = strrchr(s, '.');
-    if (dot) s = dot + 1;
-    static const struct {
-        const char *alias, *name;
-    } aliases[] = {{"float", "float32"}, {"half", "float16"}, {"double", "float64"}, {"int", "int32"},
-                   {"short", "int16"},   {"long", "int64"}};
-    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; ++i)
-        if (!strcmp(s, aliases[i].alias)) s = aliases[i].name;
+    PyObject *keep = NULL;
+    const char *s = glt_py_dtype_name(obj, &keep);
+    if (!s) return -1;
     for (int i = 0; i < N_DTYPES; ++i)
         if (!strcmp(s, dtypes[i].name)) {
-            Py_DECREF(name);
+            Py_DECREF(keep);
             return i;
         }
+    Py_DECREF(keep);
     PyErr_Format(PyExc_ValueError,
                  "dtype must be one of uint8, int8, uint16, int16, uint32, int32, uint64, int64, float16, float32, "
                  "float64 (a name, a NumPy or a torch dtype), not %R",
                  obj);
-    Py_DECREF(name);
     return -1;
 }
 
@@ -99,12 +80,10 @@ typedef struct {
 } ViewObject;
 
 struct BufferObject {
-    PyObject_HEAD
-    gltensor_state *st;
-    glt_buffer *buf; /* NULL once closed */
-    unsigned name;
-    ViewObject *view; /* the live mapping's view (borrowed; it clears itself here when it goes) */
+    glt_py_object base; /* handle: the glt_buffer */
+    ViewObject *view;   /* the live mapping's view (borrowed; it clears itself here when it goes) */
 };
+static glt_buffer *buf_of(BufferObject *self) { return self->base.handle; }
 
 static PyObject *view_ended(ViewObject *self, PyObject *exc) {
     if (self->context_lost) {
@@ -128,11 +107,11 @@ static int view_is_cuda(const ViewObject *v) { return v->memory == GLT_MEMORY_CU
  * GL context lives (a mapping goes with its context: the memory is the driver's to free). */
 static int view_live(ViewObject *self) {
     if (!self->valid || self->frame) return self->valid;
-    if (!self->buffer || !self->buffer->buf) {
+    if (!self->buffer || !buf_of(self->buffer)) {
         self->valid = 0;
         return 0;
     }
-    glt_status s = glt_buffer_check_mapping(self->buffer->buf);
+    glt_status s = glt_buffer_check_mapping(buf_of(self->buffer));
     if (s == GLT_OK) return 1;
     self->valid = 0;
     self->context_lost = s == GLT_CLOSED;
@@ -290,7 +269,7 @@ static PyObject *view_dlpack(ViewObject *self, PyObject *args, PyObject *kwargs)
         glt_status s;
         if (self->frame) s = glt_frame_sync_stream(self->frame, req.consumer);
         /* the legacy default stream asked of a mapping made on it: nothing to order */
-        else s = glt_buffer_sync_stream(self->buffer->buf,
+        else s = glt_buffer_sync_stream(buf_of(self->buffer),
                                         req.consumer == (void *)(uintptr_t)1 && !self->stream ? NULL : req.consumer);
         if (s != GLT_OK) return glt_py_raise(self->st, s);
     }
@@ -313,18 +292,7 @@ static PyObject *view_dlpack_device(ViewObject *self, PyObject *unused) {
     return Py_BuildValue("(ii)", kDLCPU, 0);
 }
 
-static PyObject *shape_tuple(const ViewObject *v) {
-    PyObject *t = PyTuple_New(v->ndim);
-    for (int i = 0; t && i < v->ndim; ++i) {
-        PyObject *x = PyLong_FromLongLong(v->shape[i]);
-        if (!x) {
-            Py_CLEAR(t);
-            break;
-        }
-        PyTuple_SetItem(t, i, x);
-    }
-    return t;
-}
+static PyObject *shape_tuple(const ViewObject *v) { return glt_py_dims_tuple(v->shape, v->ndim); }
 
 static PyObject *interface_dict(ViewObject *self, int cuda) {
     if (!view_live(self)) return view_ended(self, self->st->errors[GLT_CLOSED]);
@@ -336,20 +304,9 @@ static PyObject *interface_dict(ViewObject *self, int cuda) {
                                "__cuda_array_interface__");
         return NULL;
     }
-    PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:O}", "shape", shape_tuple(self), "typestr",
-                                dtypes[self->dtype].typestr, "data", PyLong_FromVoidPtr(self->data),
-                                self->read_only ? Py_True : Py_False, "version", 3, "strides", Py_None);
-    if (!d || !cuda) return d;
     /* CAI v3: consumers order their work after this stream (the map's, or the copy's). */
-    uintptr_t s = (uintptr_t)self->stream;
-    PyObject *stream = PyLong_FromUnsignedLongLong(s ? s : 1);
-    if (!stream || PyDict_SetItemString(d, "stream", stream) < 0) {
-        Py_XDECREF(stream);
-        Py_DECREF(d);
-        return NULL;
-    }
-    Py_DECREF(stream);
-    return d;
+    return glt_py_array_interface(self->shape, self->ndim, dtypes[self->dtype].typestr, self->data, self->read_only,
+                                  cuda, self->stream);
 }
 
 static PyObject *get_cai(ViewObject *self, void *c) {
@@ -452,12 +409,33 @@ PyType_Spec glt_buffer_view_spec = {
 
 /* ---- Buffer ---- */
 
+/* A mapping ends with its buffer: the view refuses every export from then on. */
+static void buffer_on_close(glt_py_object *obj) {
+    BufferObject *self = (BufferObject *)obj;
+    if (self->view) {
+        self->view->valid = 0;
+        self->view = NULL;
+    }
+}
+static void buffer_destroy(void *handle) { glt_buffer_destroy(handle); }
+static void buffer_info(void *handle, void *out) { glt_buffer_get_info(handle, out); }
+GLT_PY_INFO_FITS(glt_buffer_info);
+static const glt_py_kind buffer_kind = {
+    .closed_message = "gltensor.Buffer of GL %s %u was closed; create a new one",
+    .noun = "buffer",
+    .destroy = buffer_destroy,
+    .info = buffer_info,
+    .on_close = buffer_on_close,
+};
+
+GLT_PY_SIG(glt_sig_buffer_new, "Buffer.__new__", {"name", GLT_PY_POSITIONAL, NULL, NULL},
+           {"backend", GLT_PY_KEYWORD, "'auto'", NULL}, {"cuda_device", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "backend", "cuda_device", NULL};
+    PyObject *v[3];
+    if (glt_py_parse_tuple(&glt_sig_buffer_new, args, kwargs, v) < 0) return NULL;
     unsigned long name = 0;
-    PyObject *name_obj, *backend_obj = NULL, *device_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OO:Buffer", kwlist, &name_obj, &backend_obj, &device_obj))
-        return NULL;
+    PyObject *name_obj = v[0], *backend_obj = v[1], *device_obj = v[2] ? v[2] : Py_None;
     if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
@@ -466,23 +444,18 @@ static PyObject *buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     desc.gl_name = (unsigned)name;
     if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
     if (glt_py_as_cuda_device(device_obj, "cuda_device", &desc.cuda_device) < 0) return NULL;
-    BufferObject *self = (BufferObject *)glt_py_alloc(type);
+    BufferObject *self = (BufferObject *)glt_py_object_new(type, &buffer_kind, 0);
     if (!self) return NULL;
-    self->st = st;
-    self->name = desc.gl_name;
+    self->base.name = desc.gl_name;
     self->view = NULL;
-    glt_status s = glt_buffer_create(&desc, &self->buf);
+    glt_buffer *buf = NULL;
+    glt_status s = glt_buffer_create(&desc, &buf);
+    self->base.handle = buf;
     if (s != GLT_OK) {
         Py_DECREF(self);
         return glt_py_raise(st, s);
     }
     return (PyObject *)self;
-}
-
-static PyObject *buffer_closed(BufferObject *self) {
-    PyErr_Format(self->st->errors[GLT_CLOSED], "gltensor.Buffer of GL buffer %u was closed; create a new one",
-                 self->name);
-    return NULL;
 }
 
 static int parse_offset(PyObject *obj, size_t *offset) {
@@ -516,14 +489,14 @@ static int parse_view_args(gltensor_state *st, PyObject *dtype_obj, PyObject *sh
 /* Bytes from offset to the end of the buffer, as GL says now (refreshing the size). */
 static int available(BufferObject *self, size_t offset, size_t *bytes) {
     size_t size = 0;
-    glt_status s = glt_buffer_query_size(self->buf, &size);
+    glt_status s = glt_buffer_query_size(buf_of(self), &size);
     if (s != GLT_OK) {
-        glt_py_raise(self->st, s);
+        glt_py_raise(self->base.st, s);
         return -1;
     }
     if (offset > size) {
-        PyErr_Format(self->st->errors[GLT_INVALID_ARGUMENT], "offset %zu is past the end of buffer %u (%zu bytes)",
-                     offset, self->name, size);
+        PyErr_Format(self->base.st->errors[GLT_INVALID_ARGUMENT], "offset %zu is past the end of buffer %u (%zu bytes)",
+                     offset, self->base.name, size);
         return -1;
     }
     *bytes = size - offset;
@@ -531,26 +504,30 @@ static int available(BufferObject *self, size_t offset, size_t *bytes) {
 }
 
 /* map(dtype='uint8', shape=None, *, mode='readwrite', stream=None, offset=0) -> BufferView */
+GLT_PY_SIG(glt_sig_buffer_map, "Buffer.map", {"dtype", GLT_PY_POSITIONAL, "'uint8'", NULL},
+           {"shape", GLT_PY_POSITIONAL, "None", NULL}, {"mode", GLT_PY_KEYWORD, "'readwrite'", NULL},
+           {"stream", GLT_PY_KEYWORD, "None", NULL}, {"offset", GLT_PY_KEYWORD, "0", NULL});
+
 static PyObject *buffer_map(BufferObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"dtype", "shape", "mode", "stream", "offset", NULL};
-    PyObject *dtype_obj = NULL, *shape = Py_None, *stream_obj = Py_None, *offset_obj = Py_None, *mode_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OOO:map", kwlist, &dtype_obj, &shape, &mode_obj, &stream_obj,
-                                     &offset_obj))
-        return NULL;
-    gltensor_state *st = self->st;
+    PyObject *arg[5];
+    if (glt_py_parse_tuple(&glt_sig_buffer_map, args, kwargs, arg) < 0) return NULL;
+    for (int i = 1; i < 5; ++i)
+        if (!arg[i]) arg[i] = Py_None;
+    PyObject *dtype_obj = arg[0], *shape = arg[1], *mode_obj = arg[2], *stream_obj = arg[3], *offset_obj = arg[4];
+    gltensor_state *st = self->base.st;
     int mode_index = 0;
     view_args a;
     if (glt_py_as_choice(mode_obj, "mode", map_modes, 3, 2, &mode_index) < 0 ||
         parse_view_args(st, dtype_obj, shape, offset_obj, stream_obj, &a) < 0)
         return NULL;
-    if (!self->buf) return buffer_closed(self);
+    if (!self->base.handle) return glt_py_closed(&self->base);
     glt_buffer_info info;
-    if (glt_buffer_get_info(self->buf, &info) != GLT_OK) return glt_py_raise(st, GLT_INVALID_ARGUMENT);
+    if (glt_buffer_get_info(buf_of(self), &info) != GLT_OK) return glt_py_raise(st, GLT_INVALID_ARGUMENT);
     if (info.mapped) {
         PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
                      "buffer %u is mapped already; leave the first map_buffer block (or call unmap()) before mapping "
                      "it again",
-                     self->name);
+                     self->base.name);
         return NULL;
     }
     if (self->view) { /* a mapping that ended without unmap() (its context was destroyed) */
@@ -558,14 +535,14 @@ static PyObject *buffer_map(BufferObject *self, PyObject *args, PyObject *kwargs
         self->view = NULL;
     }
     size_t avail = 0, used = 0;
-    ViewObject *v = view_new(st, self->name);
+    ViewObject *v = view_new(st, self->base.name);
     if (!v) return NULL;
-    if (available(self, a.offset, &avail) < 0 || fit_shape(st, &a.shape, avail, a.dtype, self->name, v, &used) < 0) {
+    if (available(self, a.offset, &avail) < 0 || fit_shape(st, &a.shape, avail, a.dtype, self->base.name, v, &used) < 0) {
         Py_DECREF(v);
         return NULL;
     }
     glt_buffer_mapping m;
-    glt_status s = glt_buffer_map(self->buf, map_mode_values[mode_index], a.offset, used, a.stream, &m);
+    glt_status s = glt_buffer_map(buf_of(self), map_mode_values[mode_index], a.offset, used, a.stream, &m);
     if (s != GLT_OK) {
         Py_DECREF(v);
         return glt_py_raise(st, s);
@@ -586,40 +563,44 @@ static PyObject *buffer_map(BufferObject *self, PyObject *args, PyObject *kwargs
  * current, or none) leaves the buffer mapped and the view valid, to be unmapped again where it can be. */
 static PyObject *buffer_unmap(BufferObject *self, PyObject *unused) {
     (void)unused;
-    if (!self->buf) return buffer_closed(self);
-    glt_status s = glt_buffer_check_mapping(self->buf);
-    if (s == GLT_OK) s = glt_buffer_unmap(self->buf);
+    if (!self->base.handle) return glt_py_closed(&self->base);
+    glt_status s = glt_buffer_check_mapping(buf_of(self));
+    if (s == GLT_OK) s = glt_buffer_unmap(buf_of(self));
     else if (s == GLT_INVALID_ARGUMENT) s = GLT_OK; /* not mapped: nothing to do */
     glt_buffer_info info;
-    if (glt_buffer_get_info(self->buf, &info) == GLT_OK && !info.mapped && self->view) {
+    if (glt_buffer_get_info(buf_of(self), &info) == GLT_OK && !info.mapped && self->view) {
         self->view->valid = 0;
         self->view = NULL;
     }
-    if (s != GLT_OK) return glt_py_raise(self->st, s);
+    if (s != GLT_OK) return glt_py_raise(self->base.st, s);
     Py_RETURN_NONE;
 }
 
 /* read(dtype='uint8', shape=None, *, offset=0, stream=None) -> BufferView (a copy) */
+GLT_PY_SIG(glt_sig_buffer_read, "Buffer.read", {"dtype", GLT_PY_POSITIONAL, "'uint8'", NULL},
+           {"shape", GLT_PY_POSITIONAL, "None", NULL}, {"offset", GLT_PY_KEYWORD, "0", NULL},
+           {"stream", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *buffer_read(BufferObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"dtype", "shape", "offset", "stream", NULL};
-    PyObject *dtype_obj = NULL, *shape = Py_None, *stream_obj = Py_None, *offset_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OO:read", kwlist, &dtype_obj, &shape, &offset_obj,
-                                     &stream_obj))
-        return NULL;
-    gltensor_state *st = self->st;
+    PyObject *arg[4];
+    if (glt_py_parse_tuple(&glt_sig_buffer_read, args, kwargs, arg) < 0) return NULL;
+    for (int i = 1; i < 4; ++i)
+        if (!arg[i]) arg[i] = Py_None;
+    PyObject *dtype_obj = arg[0], *shape = arg[1], *offset_obj = arg[2], *stream_obj = arg[3];
+    gltensor_state *st = self->base.st;
     view_args a;
     if (parse_view_args(st, dtype_obj, shape, offset_obj, stream_obj, &a) < 0) return NULL;
-    if (!self->buf) return buffer_closed(self);
+    if (!self->base.handle) return glt_py_closed(&self->base);
     int d = a.dtype;
     size_t avail = 0, used = 0;
-    ViewObject *v = view_new(st, self->name);
+    ViewObject *v = view_new(st, self->base.name);
     if (!v) return NULL;
-    if (available(self, a.offset, &avail) < 0 || fit_shape(st, &a.shape, avail, d, self->name, v, &used) < 0) {
+    if (available(self, a.offset, &avail) < 0 || fit_shape(st, &a.shape, avail, d, self->base.name, v, &used) < 0) {
         Py_DECREF(v);
         return NULL;
     }
     glt_frame *f = NULL;
-    glt_status s = glt_buffer_read(self->buf, a.offset, used, a.stream, &f);
+    glt_status s = glt_buffer_read(buf_of(self), a.offset, used, a.stream, &f);
     if (s != GLT_OK) {
         Py_DECREF(v);
         return glt_py_raise(st, s);
@@ -636,70 +617,16 @@ static PyObject *buffer_read(BufferObject *self, PyObject *args, PyObject *kwarg
     return (PyObject *)v;
 }
 
-static PyObject *buffer_close(BufferObject *self, PyObject *unused) {
-    (void)unused;
-    if (self->view) {
-        self->view->valid = 0;
-        self->view = NULL;
-    }
-    glt_buffer_destroy(self->buf);
-    self->buf = NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *buffer_enter(BufferObject *self, PyObject *unused) {
-    (void)unused;
-    if (!self->buf) return buffer_closed(self);
-    return Py_NewRef(self);
-}
-
-static PyObject *buffer_exit(BufferObject *self, PyObject *args) {
-    (void)args;
-    return buffer_close(self, NULL);
-}
-
-static void buffer_dealloc(BufferObject *self) {
-    glt_buffer_destroy(self->buf); /* a live view holds the buffer, so no view is mapped here */
-    glt_py_free_instance((PyObject *)self);
-}
-
-static int binfo(BufferObject *self, glt_buffer_info *i) {
-    if (!self->buf) {
-        buffer_closed(self);
-        return -1;
-    }
-    glt_buffer_get_info(self->buf, i);
-    return 0;
-}
-
-#define BINFO_GETTER(fn, expr)                        \
-    static PyObject *fn(BufferObject *self, void *c) { \
-        (void)c;                                      \
-        glt_buffer_info i;                            \
-        if (binfo(self, &i) < 0) return NULL;         \
-        return expr;                                  \
-    }
-BINFO_GETTER(buf_get_size, PyLong_FromSize_t(i.bytes))
-BINFO_GETTER(buf_get_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
-BINFO_GETTER(buf_get_backend_reason, PyUnicode_FromString(i.backend_reason))
-BINFO_GETTER(buf_get_cuda_device, i.cuda_device < 0 ? Py_NewRef(Py_None) : PyLong_FromLong(i.cuda_device))
-BINFO_GETTER(buf_get_mapped, PyBool_FromLong(i.mapped))
-#undef BINFO_GETTER
-
 static PyObject *buf_get_name(BufferObject *self, void *c) {
     (void)c;
-    return PyLong_FromUnsignedLong(self->name);
-}
-static PyObject *buf_get_closed(BufferObject *self, void *c) {
-    (void)c;
-    return PyBool_FromLong(self->buf == NULL);
+    return PyLong_FromUnsignedLong(self->base.name);
 }
 
 static PyObject *buffer_repr(BufferObject *self) {
-    if (!self->buf) return PyUnicode_FromFormat("<gltensor.Buffer %u closed>", self->name);
+    if (!buf_of(self)) return PyUnicode_FromFormat("<gltensor.Buffer %u closed>", self->base.name);
     glt_buffer_info i;
-    glt_buffer_get_info(self->buf, &i);
-    return PyUnicode_FromFormat("<gltensor.Buffer %u %zu bytes backend=%s%s>", self->name, i.bytes,
+    glt_buffer_get_info(buf_of(self), &i);
+    return PyUnicode_FromFormat("<gltensor.Buffer %u %zu bytes backend=%s%s>", self->base.name, i.bytes,
                                 glt_backend_name(i.backend), i.mapped ? " mapped" : "");
 }
 
@@ -714,26 +641,26 @@ static PyMethodDef buffer_methods[] = {
     {"read", (PyCFunction)(void (*)(void))buffer_read, METH_VARARGS | METH_KEYWORDS,
      "read(dtype='uint8', shape=None, *, offset=0, stream=None) -> BufferView\n\nA copy of the buffer's bytes "
      "(device memory on the CUDA backend), which stays valid."},
-    {"close", (PyCFunction)buffer_close, METH_NOARGS, "Unmap if mapped and release the registration (idempotent)."},
-    {"__enter__", (PyCFunction)buffer_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)buffer_exit, METH_VARARGS, NULL},
+    GLT_PY_LIFETIME_METHODS("Unmap if mapped and release the registration (idempotent)."),
     {NULL, NULL, 0, NULL},
 };
 
+#define I(pyname, doc, as, member) GLT_PY_INFO(pyname, doc, as, glt_buffer_info, member)
 static PyGetSetDef buffer_getset[] = {
     {"name", (getter)buf_get_name, NULL, "GL name of the buffer", NULL},
-    {"size", (getter)buf_get_size, NULL, "bytes, as of creation or the last map/read", NULL},
-    {"backend", (getter)buf_get_backend, NULL, "'cuda' or 'cpu'", NULL},
-    {"backend_reason", (getter)buf_get_backend_reason, NULL, "why this backend runs", NULL},
-    {"cuda_device", (getter)buf_get_cuda_device, NULL, "CUDA ordinal, or None on the CPU backend", NULL},
-    {"mapped", (getter)buf_get_mapped, NULL, "True between map() and unmap()", NULL},
-    {"closed", (getter)buf_get_closed, NULL, "True after close()", NULL},
+    I("size", "bytes, as of creation or the last map/read", GLT_PY_SIZE, bytes),
+    I("backend", "'cuda' or 'cpu'", GLT_PY_BACKEND, backend),
+    I("backend_reason", "why this backend runs", GLT_PY_STR, backend_reason),
+    I("cuda_device", "CUDA ordinal, or None on the CPU backend", GLT_PY_DEVICE, cuda_device),
+    I("mapped", "True between map() and unmap()", GLT_PY_BOOL, mapped),
+    GLT_PY_CLOSED_GETTER,
     {NULL, NULL, NULL, NULL, NULL},
 };
+#undef I
 
 static PyType_Slot buffer_slots[] = {
     {Py_tp_new, buffer_new},
-    {Py_tp_dealloc, buffer_dealloc},
+    {Py_tp_dealloc, glt_py_dealloc},
     {Py_tp_methods, buffer_methods},
     {Py_tp_getset, buffer_getset},
     {Py_tp_repr, buffer_repr},

@@ -1,5 +1,5 @@
 /* gltensor.Capture: one GL texture or renderbuffer, read into frames or into out=. */
-#include "ext.h"
+#include "read_args.h"
 
 #include <structmember.h>
 
@@ -25,6 +25,27 @@ int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out) {
     long long v = 0;
     if (glt_py_as_int64(obj, what, 0, 0xFFFFFFFFll, &v) < 0) return -1; /* a GLuint */
     *out = (unsigned long)v;
+    return 0;
+}
+
+int glt_py_as_gl_target(PyObject *obj, unsigned *out) {
+    static const char *const names[] = {"GL_TEXTURE_2D", "GL_TEXTURE_RECTANGLE", "GL_RENDERBUFFER",
+                                        "GL_TEXTURE_2D_MULTISAMPLE"};
+    static const unsigned values[] = {GLT_TEXTURE_2D, GLT_TEXTURE_RECTANGLE, GLT_RENDERBUFFER,
+                                      GLT_TEXTURE_2D_MULTISAMPLE};
+    if (!obj || obj == Py_None) {
+        *out = GLT_TEXTURE_2D;
+        return 0;
+    }
+    if (PyUnicode_Check(obj)) {
+        int k = 0;
+        if (glt_py_as_choice(obj, "target", names, 4, 0, &k) < 0) return -1;
+        *out = values[k];
+        return 0;
+    }
+    unsigned long v = 0;
+    if (glt_py_as_gl_uint(obj, "target", &v) < 0) return -1;
+    *out = (unsigned)v;
     return 0;
 }
 
@@ -77,159 +98,80 @@ int glt_py_parse_region(PyObject *obj, const char *what, glt_rect *out) {
     return 0;
 }
 
-static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "target", "backend", "cuda_device", "resizable", "region", NULL};
-    unsigned long name = 0, target = GLT_TEXTURE_2D;
-    PyObject *name_obj, *target_obj = NULL, *backend_obj = NULL, *device_obj = Py_None, *region_obj = Py_None;
-    int resizable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOpO:Capture", kwlist, &name_obj, &target_obj, &backend_obj,
-                                     &device_obj, &resizable, &region_obj))
-        return NULL;
+static void capture_destroy(void *handle) { glt_capture_destroy(handle); }
+static void capture_info(void *handle, void *out) { glt_capture_get_info(handle, out); }
+GLT_PY_INFO_FITS(glt_capture_info);
+static const glt_py_kind capture_kind = {
+    .closed_message = "the capture of %s %u was closed; create a new gltensor.Capture to read it again",
+    .destroy = capture_destroy,
+    .info = capture_info,
+};
+static glt_capture *cap_of(CaptureObject *self) { return self->handle; }
+
+/* The rows every object made from a GL image starts with (Capture, Atlas, Batch of names, Upload). */
+#define IMAGE_ROWS {"name", GLT_PY_POSITIONAL, NULL, NULL}, {"target", GLT_PY_POSITIONAL, "...", NULL}
+GLT_PY_SIG(glt_sig_capture_new, "Capture.__new__", IMAGE_ROWS, {"backend", GLT_PY_KEYWORD, "'auto'", NULL},
+           {"cuda_device", GLT_PY_KEYWORD, "None", NULL}, {"resizable", GLT_PY_KEYWORD, "False", NULL},
+           {"region", GLT_PY_KEYWORD, "None", NULL});
+
+int glt_py_capture_desc(PyObject *const *v, glt_capture_desc *desc) {
+    unsigned long name = 0;
+    glt_capture_desc_init(desc);
     /* Any integer-like name: PyOpenGL gives numpy.uint32, Panda3D and moderngl give int. */
-    if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
-    if (target_obj && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
-    gltensor_state *st = glt_py_state_of_type(type);
-    if (!st) return NULL;
+    if (glt_py_as_gl_uint(v[0], "name", &name) < 0 || glt_py_as_gl_target(v[1], &desc->gl_target) < 0 ||
+        glt_py_parse_backend(v[2], &desc->backend) < 0 ||
+        glt_py_as_cuda_device(v[3] ? v[3] : Py_None, "cuda_device", &desc->cuda_device) < 0 ||
+        glt_py_as_flag(v[4], 0, &desc->resizable) < 0 || glt_py_parse_region(v[5] ? v[5] : Py_None, "region", &desc->region) < 0)
+        return -1;
+    desc->gl_name = (unsigned)name;
+    return 0;
+}
+
+static PyObject *capture_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *v[6];
     glt_capture_desc desc;
-    glt_capture_desc_init(&desc);
-    desc.gl_name = (unsigned)name;
-    desc.gl_target = (unsigned)target;
-    desc.resizable = resizable;
-    if (glt_py_parse_region(region_obj, "region", &desc.region) < 0) return NULL;
-    if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
-    if (glt_py_as_cuda_device(device_obj, "cuda_device", &desc.cuda_device) < 0) return NULL;
-    CaptureObject *self = (CaptureObject *)glt_py_alloc(type);
-    if (!self) return NULL;
-    self->st = st;
-    if (!(self->lock = glt_py_lock_new())) {
-        Py_DECREF(self);
+    if (glt_py_parse_tuple(&glt_sig_capture_new, args, kwargs, v) < 0 || glt_py_capture_desc(v, &desc) < 0)
         return NULL;
-    }
+    CaptureObject *self = glt_py_object_new(type, &capture_kind, 1);
+    if (!self) return NULL;
     self->name = desc.gl_name;
     self->target = desc.gl_target;
-    glt_status s = glt_capture_create(&desc, &self->cap);
+    glt_capture *cap = NULL;
+    glt_status s = glt_capture_create(&desc, &cap);
+    self->handle = cap;
     if (s != GLT_OK) {
         Py_DECREF(self);
-        return glt_py_raise(st, s);
+        return glt_py_raise(glt_py_state_of_type(type), s);
     }
     return (PyObject *)self;
 }
 
-PyObject *glt_py_capture_closed(CaptureObject *self) {
-    PyErr_Format(self->st->errors[GLT_CLOSED],
-                 "the capture of %s %u was closed; create a new gltensor.Capture to read it again",
-                 self->target == GLT_RENDERBUFFER ? "renderbuffer" : "texture", self->name);
-    return NULL;
+static glt_status capture_read_frame(void *cap, const glt_read_options *o, glt_frame **out) {
+    return glt_capture_read(cap, o, out);
 }
+static glt_status capture_read_into(void *cap, const glt_read_options *o, const glt_buffer_view *dst) {
+    return glt_capture_read_into(cap, o, dst);
+}
+static const glt_py_reader capture_reader = {&glt_sig_capture_read, offsetof(glt_capture_info, backend),
+                                             capture_read_frame, capture_read_into};
 
-/* read(flip=True, stream=None, out=None): the per-step call. */
+/* read(flip=True, *, stream=None, out=None, ...): the per-step call. */
 static PyObject *capture_read(CaptureObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    gltensor_state *st = self->st;
-    glt_py_read_args r;
-    if (glt_py_parse_read_args(st, "read", args, nargs, kwnames, &r) < 0) return NULL;
-    if (!self->cap) return glt_py_capture_closed(self);
-    glt_buffer_view view;
-    PyObject *keep = NULL;
-    if (r.out != Py_None) {
-        glt_capture_info info;
-        glt_py_lock_take(self->lock);
-        if (self->cap) glt_capture_get_info(self->cap, &info);
-        glt_py_lock_give(self->lock);
-        if (!self->cap) return glt_py_capture_closed(self);
-        if (glt_py_out_view(st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
-    }
-    /* Map, copy and unmap (or the GL readback) run without the GIL, under the capture's lock. */
-    glt_frame *frame = NULL;
-    glt_status s = GLT_OK;
-    int closed = 0;
-    glt_py_lock_take(self->lock);
-    Py_BEGIN_ALLOW_THREADS
-    if (!self->cap) closed = 1; /* closed by another thread since the check above */
-    else if (r.out == Py_None) s = glt_capture_read(self->cap, &r.opts, &frame);
-    else s = glt_capture_read_into(self->cap, &r.opts, &view);
-    Py_END_ALLOW_THREADS
-    glt_py_lock_give(self->lock);
-    Py_XDECREF(keep);
-    if (closed) return glt_py_capture_closed(self);
-    if (s != GLT_OK) return glt_py_raise(st, s);
-    return r.out == Py_None ? glt_py_frame_new(st, frame) : Py_NewRef(r.out);
-}
-
-static PyObject *capture_close(CaptureObject *self, PyObject *unused) {
-    (void)unused;
-    /* Waits for a read in flight in another thread; then no one else can reach the handle. */
-    glt_py_lock_take(self->lock);
-    glt_capture *cap = self->cap;
-    self->cap = NULL;
-    glt_py_lock_give(self->lock);
-    glt_capture_destroy(cap);
-    Py_RETURN_NONE;
-}
-
-static PyObject *capture_enter(CaptureObject *self, PyObject *unused) {
-    (void)unused;
-    if (!self->cap) return glt_py_capture_closed(self);
-    return Py_NewRef(self);
-}
-
-static PyObject *capture_exit(CaptureObject *self, PyObject *args) {
-    (void)args;
-    return capture_close(self, NULL);
+    return glt_py_read(self, &capture_reader, args, nargs, kwnames);
 }
 
 static PyObject *capture_refresh(CaptureObject *self, PyObject *unused) {
     (void)unused;
-    if (!self->cap) return glt_py_capture_closed(self);
+    if (!self->handle) return glt_py_closed(self);
     int changed = 0;
     glt_py_lock_take(self->lock);
-    glt_status s = self->cap ? glt_capture_refresh(self->cap, &changed) : GLT_OK;
-    int closed = !self->cap;
+    glt_status s = self->handle ? glt_capture_refresh(cap_of(self), &changed) : GLT_OK;
+    int closed = !self->handle;
     glt_py_lock_give(self->lock);
-    if (closed) return glt_py_capture_closed(self);
+    if (closed) return glt_py_closed(self);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
     return PyBool_FromLong(changed);
 }
-
-static void capture_dealloc(CaptureObject *self) {
-    if (self->weakreflist) PyObject_ClearWeakRefs((PyObject *)self);
-    glt_capture_destroy(self->cap); /* no read can be in flight: each holds a reference */
-    if (self->lock) PyThread_free_lock(self->lock);
-    glt_py_free_instance((PyObject *)self);
-}
-
-static int info_of(CaptureObject *self, glt_capture_info *info) {
-    /* Under the lock: a read in another thread may be re-reading the size after a reallocation. */
-    glt_py_lock_take(self->lock);
-    if (self->cap) glt_capture_get_info(self->cap, info);
-    int closed = !self->cap;
-    glt_py_lock_give(self->lock);
-    if (closed) {
-        glt_py_capture_closed(self);
-        return -1;
-    }
-    return 0;
-}
-
-#define INFO_GETTER(fn, expr)                          \
-    static PyObject *fn(CaptureObject *self, void *c) { \
-        (void)c;                                       \
-        glt_capture_info i;                            \
-        if (info_of(self, &i) < 0) return NULL;        \
-        return expr;                                   \
-    }
-INFO_GETTER(get_width, PyLong_FromLong(i.width))
-INFO_GETTER(get_height, PyLong_FromLong(i.height))
-INFO_GETTER(get_channels, PyLong_FromLong(i.channels))
-INFO_GETTER(get_shape, Py_BuildValue("(iii)", i.height, i.width, i.channels))
-INFO_GETTER(get_dtype, PyUnicode_FromString(glt_dtype_name(i.dtype)))
-INFO_GETTER(get_format, PyUnicode_FromString(i.format_name))
-INFO_GETTER(get_target, PyUnicode_FromString(i.target_name))
-INFO_GETTER(get_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
-INFO_GETTER(get_backend_reason, PyUnicode_FromString(i.backend_reason))
-INFO_GETTER(get_gl_format, PyLong_FromUnsignedLong(i.gl_internal_format))
-INFO_GETTER(get_region, Py_BuildValue("(iiii)", i.region.x, i.region.y, i.region.width, i.region.height))
-INFO_GETTER(get_image_size, Py_BuildValue("(ii)", i.image_width, i.image_height))
-#undef INFO_GETTER
 
 static int set_region(CaptureObject *self, PyObject *value, void *c) {
     (void)c;
@@ -237,13 +179,13 @@ static int set_region(CaptureObject *self, PyObject *value, void *c) {
         PyErr_SetString(PyExc_AttributeError, "region cannot be deleted; set it to None for the whole image");
         return -1;
     }
-    if (!self->cap) {
-        glt_py_capture_closed(self);
+    if (!self->handle) {
+        glt_py_closed(self);
         return -1;
     }
     glt_rect r;
     if (glt_py_parse_region(value, "region", &r) < 0) return -1;
-    glt_status s = glt_capture_set_region(self->cap, &r);
+    glt_status s = glt_capture_set_region(cap_of(self), &r);
     if (s != GLT_OK) {
         glt_py_raise(self->st, s);
         return -1;
@@ -251,26 +193,19 @@ static int set_region(CaptureObject *self, PyObject *value, void *c) {
     return 0;
 }
 
-static PyObject *get_cuda_device(CaptureObject *self, void *c) {
-    (void)c;
-    glt_capture_info i;
-    if (info_of(self, &i) < 0) return NULL;
-    if (i.cuda_device < 0) Py_RETURN_NONE;
-    return PyLong_FromLong(i.cuda_device);
-}
 static PyObject *get_name(CaptureObject *self, void *c) {
     (void)c;
     return PyLong_FromUnsignedLong(self->name);
 }
-static PyObject *get_closed(CaptureObject *self, void *c) {
+static PyObject *get_gl_target(CaptureObject *self, void *c) {
     (void)c;
-    return PyBool_FromLong(self->cap == NULL);
+    return PyLong_FromUnsignedLong(self->target);
 }
 
 static PyObject *capture_repr(CaptureObject *self) {
     const char *kind = self->target == GLT_RENDERBUFFER ? "renderbuffer" : "texture";
     glt_capture_info i;
-    if (info_of(self, &i) < 0) {
+    if (glt_py_info(self, &i) < 0) {
         PyErr_Clear();
         return PyUnicode_FromFormat("<gltensor.Capture %s %u closed>", kind, self->name);
     }
@@ -284,54 +219,57 @@ static PyObject *capture_repr(CaptureObject *self) {
 
 static PyMethodDef capture_methods[] = {
     {"read", (PyCFunction)(void (*)(void))capture_read, METH_FASTCALL | METH_KEYWORDS,
-     "read(flip=True, stream=None, out=None) -> Frame | out\n\nCopies the image as it is now. flip=True gives the "
+     "read(flip=True, *, stream=None, out=None, channels=None, dtype=None, layout=None, depth=None, near=None, "
+     "far=None, projection=None) -> Frame | out\n\nCopies the image as it is now. flip=True gives the "
      "top row first (as on screen). stream: CUDA stream (int handle, torch or cupy stream) to issue the copy on. "
      "out: a tensor of shape (H, W, C) and the capture's dtype on its device to write into; it is returned."},
     {"refresh", (PyCFunction)capture_refresh, METH_NOARGS,
      "Re-read size and format from GL now; True when the image was reallocated. read() does this itself."},
-    {"close", (PyCFunction)capture_close, METH_NOARGS,
-     "Release the CUDA registration (idempotent). Frames already read stay valid."},
-    {"__enter__", (PyCFunction)capture_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)capture_exit, METH_VARARGS, NULL},
+    GLT_PY_LIFETIME_METHODS("Release the CUDA registration (idempotent). Frames already read stay valid."),
     {NULL, NULL, 0, NULL},
 };
 
+#define I(pyname, doc, as, member) GLT_PY_INFO(pyname, doc, as, glt_capture_info, member)
+#define AT(member) offsetof(glt_capture_info, member)
 static PyGetSetDef capture_getset[] = {
     {"name", (getter)get_name, NULL, "GL name of the texture or renderbuffer", NULL},
-    {"target", (getter)get_target, NULL, "GL target, e.g. 'GL_TEXTURE_2D'", NULL},
-    {"format", (getter)get_format, NULL, "GL internal format, e.g. 'GL_RGBA8'", NULL},
-    {"gl_format", (getter)get_gl_format, NULL, "GL internal format enum as GL reports it", NULL},
-    {"width", (getter)get_width, NULL, "width of each frame: the region's", NULL},
-    {"height", (getter)get_height, NULL, "height of each frame: the region's", NULL},
-    {"channels", (getter)get_channels, NULL, NULL, NULL},
-    {"shape", (getter)get_shape, NULL, "(height, width, channels) of each frame", NULL},
-    {"region", (getter)get_region, (setter)set_region,
+    I("target", "GL target's name, e.g. 'GL_TEXTURE_2D' (target= takes it, or the enum)", GLT_PY_STR, target_name),
+    {"gl_target", (getter)get_gl_target, NULL, "GL target enum, e.g. gltensor.GL_TEXTURE_2D", NULL},
+    I("format", "GL internal format, e.g. 'GL_RGBA8'", GLT_PY_STR, format_name),
+    I("gl_format", "GL internal format enum as GL reports it", GLT_PY_UINT, gl_internal_format),
+    I("width", "width of each frame: the region's", GLT_PY_INT, width),
+    I("height", "height of each frame: the region's", GLT_PY_INT, height),
+    I("channels", NULL, GLT_PY_INT, channels),
+    GLT_PY_INFO_INTS("shape", "(height, width, channels) of each frame", AT(height), AT(width), AT(channels)),
+    {"region", glt_py_info_get, (setter)set_region,
      "(x, y, width, height) read, lower-left origin; (0, 0, W, H) of the whole image without region=. "
      "Assignable (None: the whole image), with the capture's GL context current, e.g. after a resize changed "
      "an engine's padding.",
-     NULL},
-    {"image_size", (getter)get_image_size, NULL, "(width, height) of the whole GL image", NULL},
-    {"dtype", (getter)get_dtype, NULL, "'uint8', 'uint16', 'uint32', 'float16' or 'float32'", NULL},
-    {"backend", (getter)get_backend, NULL, "'cuda' or 'cpu'", NULL},
-    {"backend_reason", (getter)get_backend_reason, NULL, "why this backend runs", NULL},
-    {"cuda_device", (getter)get_cuda_device, NULL, "CUDA ordinal, or None on the CPU backend", NULL},
-    {"closed", (getter)get_closed, NULL, "True after close()", NULL},
+     (void *)&(const glt_py_field){GLT_PY_INTS, 4, {AT(region.x), AT(region.y), AT(region.width), AT(region.height)}}},
+    GLT_PY_INFO_INTS("image_size", "(width, height) of the whole GL image", AT(image_width), AT(image_height)),
+    I("dtype", "'uint8', 'uint16', 'uint32', 'float16' or 'float32'", GLT_PY_DTYPE, dtype),
+    I("backend", "'cuda' or 'cpu'", GLT_PY_BACKEND, backend),
+    I("backend_reason", "why this backend runs", GLT_PY_STR, backend_reason),
+    I("cuda_device", "CUDA ordinal, or None on the CPU backend", GLT_PY_DEVICE, cuda_device),
+    GLT_PY_CLOSED_GETTER,
     {NULL, NULL, NULL, NULL, NULL},
 };
+#undef I
+#undef AT
 
 static PyMemberDef capture_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(CaptureObject, weakreflist), READONLY, NULL},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(glt_py_object, weakreflist), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
 static PyType_Slot capture_slots[] = {
     {Py_tp_new, capture_new},
-    {Py_tp_dealloc, capture_dealloc},
+    {Py_tp_dealloc, glt_py_dealloc},
     {Py_tp_methods, capture_methods},
     {Py_tp_getset, capture_getset},
     {Py_tp_members, capture_members},
     {Py_tp_repr, capture_repr},
-    {Py_tp_doc, "Capture(name, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None, resizable=False, "
+    {Py_tp_doc, "Capture(name, target=GL_TEXTURE_2D (or 'GL_TEXTURE_2D'), *, backend='auto', cuda_device=None, resizable=False, "
                 "region=None)\n\nA GL texture or renderbuffer of the GL context current in this thread, registered "
                 "once and read per step. NVIDIA's GL refuses to reallocate a texture registered with CUDA; "
                 "resizable=True registers it only during each read so that the program may reallocate it between "

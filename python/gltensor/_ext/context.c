@@ -1,19 +1,24 @@
 /* gltensor.Context: a headless OpenGL context (EGL) on the CUDA device, or Mesa's software one. */
-#include "ext.h"
+#include "object.h"
+#include "params.h"
 
 #include <string.h>
 
-typedef struct {
-    PyObject_HEAD
-    gltensor_state *st;
-    glt_context *ctx;
-} ContextObject;
+typedef glt_py_object ContextObject; /* handle: the glt_context */
 
-static PyObject *closed_error(ContextObject *self) {
-    PyErr_SetString(self->st->errors[GLT_CLOSED], "the context was closed; create a new one with "
-                                                  "gltensor.Context.headless()");
-    return NULL;
+static void context_destroy(void *handle) { glt_context_destroy(handle); }
+static void context_info(void *handle, void *out) { glt_context_get_info(handle, out); }
+static int context_enter(glt_py_object *self) {
+    glt_status s = glt_context_make_current(self->handle);
+    return s == GLT_OK ? 0 : (glt_py_raise(self->st, s), -1);
 }
+GLT_PY_INFO_FITS(glt_context_info);
+static const glt_py_kind context_kind = {
+    .closed_message = "the context was closed; create a new one with gltensor.Context.headless()",
+    .destroy = context_destroy,
+    .info = context_info,
+    .enter = context_enter,
+};
 
 /* cuda_device=None: the device the process works on, as gltensor.devices.default_cuda_device() says
  * (torch's current device once torch has initialised CUDA, else the core's LOCAL_RANK / 0 rule). */
@@ -38,13 +43,14 @@ static int resolve_cuda_device(PyObject *arg, int *cuda_device) {
     return r;
 }
 
+GLT_PY_SIG(glt_sig_context_headless, "Context.headless", {"cuda_device", GLT_PY_POSITIONAL, "None", NULL},
+           {"software", GLT_PY_KEYWORD, "None", NULL}, {"device_uuid", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *context_headless(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"cuda_device", "software", "device_uuid", NULL};
-    PyObject *device_arg = Py_None;
-    PyObject *software = Py_None;
-    PyObject *uuid_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OO:headless", kwlist, &device_arg, &software, &uuid_obj))
-        return NULL;
+    PyObject *v[3];
+    if (glt_py_parse_tuple(&glt_sig_context_headless, args, kwargs, v) < 0) return NULL;
+    PyObject *device_arg = v[0] ? v[0] : Py_None, *software = v[1] ? v[1] : Py_None;
+    PyObject *uuid_obj = v[2] ? v[2] : Py_None;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
     glt_context_desc desc;
@@ -71,12 +77,15 @@ static PyObject *context_headless(PyTypeObject *type, PyObject *args, PyObject *
         PyErr_SetString(PyExc_TypeError, "software must be None (auto), True or False");
         return NULL;
     }
-    ContextObject *self = (ContextObject *)glt_py_alloc(type);
+    ContextObject *self = glt_py_object_new(type, &context_kind, 0);
     if (!self) return NULL;
-    self->st = st;
+    glt_context *ctx = NULL;
     glt_status s;
-    Py_BEGIN_ALLOW_THREADS s = glt_context_create_headless(&desc, &self->ctx);
-    Py_END_ALLOW_THREADS if (s != GLT_OK) {
+    Py_BEGIN_ALLOW_THREADS
+    s = glt_context_create_headless(&desc, &ctx);
+    Py_END_ALLOW_THREADS
+    self->handle = ctx;
+    if (s != GLT_OK) {
         Py_DECREF(self);
         return glt_py_raise(st, s);
     }
@@ -85,102 +94,31 @@ static PyObject *context_headless(PyTypeObject *type, PyObject *args, PyObject *
 
 static PyObject *context_make_current(ContextObject *self, PyObject *unused) {
     (void)unused;
-    if (!self->ctx) return closed_error(self);
-    glt_status s = glt_context_make_current(self->ctx);
+    if (!self->handle) return glt_py_closed(self);
+    glt_status s = glt_context_make_current(self->handle);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
     Py_RETURN_NONE;
 }
 
 static PyObject *context_release(ContextObject *self, PyObject *unused) {
     (void)unused;
-    if (!self->ctx) return closed_error(self);
-    glt_status s = glt_context_release_current(self->ctx);
+    if (!self->handle) return glt_py_closed(self);
+    glt_status s = glt_context_release_current(self->handle);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
     Py_RETURN_NONE;
-}
-
-static PyObject *context_close(ContextObject *self, PyObject *unused) {
-    (void)unused;
-    glt_context_destroy(self->ctx);
-    self->ctx = NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *context_enter(ContextObject *self, PyObject *unused) {
-    (void)unused;
-    if (!self->ctx) return closed_error(self);
-    glt_status s = glt_context_make_current(self->ctx);
-    if (s != GLT_OK) return glt_py_raise(self->st, s);
-    return Py_NewRef(self);
-}
-
-static PyObject *context_exit(ContextObject *self, PyObject *args) {
-    (void)args;
-    return context_close(self, NULL);
-}
-
-static void context_dealloc(ContextObject *self) {
-    glt_context_destroy(self->ctx);
-    glt_py_free_instance((PyObject *)self);
-}
-
-static int info_of(ContextObject *self, glt_context_info *info) {
-    if (!self->ctx) {
-        closed_error(self);
-        return -1;
-    }
-    glt_context_get_info(self->ctx, info);
-    return 0;
-}
-
-static PyObject *get_vendor(ContextObject *self, void *c) {
-    (void)c;
-    glt_context_info i;
-    return info_of(self, &i) < 0 ? NULL : PyUnicode_FromString(i.vendor ? i.vendor : "");
-}
-static PyObject *get_renderer(ContextObject *self, void *c) {
-    (void)c;
-    glt_context_info i;
-    return info_of(self, &i) < 0 ? NULL : PyUnicode_FromString(i.renderer ? i.renderer : "");
-}
-static PyObject *get_version(ContextObject *self, void *c) {
-    (void)c;
-    glt_context_info i;
-    return info_of(self, &i) < 0 ? NULL : PyUnicode_FromString(i.version ? i.version : "");
-}
-static PyObject *get_gl_version(ContextObject *self, void *c) {
-    (void)c;
-    glt_context_info i;
-    return info_of(self, &i) < 0 ? NULL : Py_BuildValue("(ii)", i.gl_major, i.gl_minor);
-}
-static PyObject *get_cuda_device(ContextObject *self, void *c) {
-    (void)c;
-    glt_context_info i;
-    if (info_of(self, &i) < 0) return NULL;
-    if (i.cuda_device < 0) Py_RETURN_NONE;
-    return PyLong_FromLong(i.cuda_device);
-}
-static PyObject *get_is_software(ContextObject *self, void *c) {
-    (void)c;
-    glt_context_info i;
-    return info_of(self, &i) < 0 ? NULL : PyBool_FromLong(i.is_software);
-}
-static PyObject *get_closed(ContextObject *self, void *c) {
-    (void)c;
-    return PyBool_FromLong(self->ctx == NULL);
 }
 
 static PyObject *context_repr(ContextObject *self) {
-    if (!self->ctx) return PyUnicode_FromString("<gltensor.Context closed>");
+    if (!self->handle) return PyUnicode_FromString("<gltensor.Context closed>");
     glt_context_info i;
-    glt_context_get_info(self->ctx, &i);
+    glt_context_get_info(self->handle, &i);
     return PyUnicode_FromFormat("<gltensor.Context renderer='%s' cuda_device=%d>", i.renderer ? i.renderer : "",
                                 i.cuda_device);
 }
 
 static PyMethodDef context_methods[] = {
     {"headless", (PyCFunction)(void (*)(void))context_headless, METH_CLASS | METH_VARARGS | METH_KEYWORDS,
-     "headless(cuda_device=None, *, software=None) -> Context\n\nAn OpenGL 4.5 (else 3.3) core context without a "
+     "headless(cuda_device=None, *, software=None, device_uuid=None) -> Context\n\nAn OpenGL 4.5 (else 3.3) core context without a "
      "window, current in the calling thread, on the EGL device that CUDA knows as cuda_device (honouring "
      "CUDA_VISIBLE_DEVICES). None: the device this process works on (gltensor.default_cuda_device(): torch's "
      "current device once torch has initialised CUDA, else LOCAL_RANK, else 0). software=None falls back to "
@@ -189,25 +127,25 @@ static PyMethodDef context_methods[] = {
      "    ctx = gltensor.Context.headless()      # ctx.cuda_device -> 0 (or None on Mesa)"},
     {"make_current", (PyCFunction)context_make_current, METH_NOARGS, "Make this context current in this thread."},
     {"release", (PyCFunction)context_release, METH_NOARGS, "Leave this thread with no current context."},
-    {"close", (PyCFunction)context_close, METH_NOARGS, "Destroy the context (idempotent)."},
-    {"__enter__", (PyCFunction)context_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)context_exit, METH_VARARGS, NULL},
+    GLT_PY_LIFETIME_METHODS("Destroy the context (idempotent)."),
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef context_getset[] = {
-    {"vendor", (getter)get_vendor, NULL, "GL_VENDOR", NULL},
-    {"renderer", (getter)get_renderer, NULL, "GL_RENDERER", NULL},
-    {"version", (getter)get_version, NULL, "GL_VERSION", NULL},
-    {"gl_version", (getter)get_gl_version, NULL, "(major, minor) requested and obtained", NULL},
-    {"cuda_device", (getter)get_cuda_device, NULL, "CUDA ordinal the context runs on, or None", NULL},
-    {"is_software", (getter)get_is_software, NULL, "True for Mesa's software renderer", NULL},
-    {"closed", (getter)get_closed, NULL, "True after close()", NULL},
+    GLT_PY_INFO("vendor", "GL_VENDOR", GLT_PY_STR, glt_context_info, vendor),
+    GLT_PY_INFO("renderer", "GL_RENDERER", GLT_PY_STR, glt_context_info, renderer),
+    GLT_PY_INFO("version", "GL_VERSION", GLT_PY_STR, glt_context_info, version),
+    GLT_PY_INFO_INTS("gl_version", "(major, minor) requested and obtained", offsetof(glt_context_info, gl_major),
+                     offsetof(glt_context_info, gl_minor)),
+    GLT_PY_INFO("cuda_device", "CUDA ordinal the context runs on, or None", GLT_PY_DEVICE, glt_context_info,
+                cuda_device),
+    GLT_PY_INFO("is_software", "True for Mesa's software renderer", GLT_PY_BOOL, glt_context_info, is_software),
+    GLT_PY_CLOSED_GETTER,
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot context_slots[] = {
-    {Py_tp_dealloc, context_dealloc},
+    {Py_tp_dealloc, glt_py_dealloc},
     {Py_tp_methods, context_methods},
     {Py_tp_getset, context_getset},
     {Py_tp_repr, context_repr},

@@ -4,6 +4,7 @@
  * deleter may run without the GIL or after interpreter shutdown.
  */
 #include "dlpack_export.h"
+#include "params.h"
 
 #include <stdlib.h>
 
@@ -78,13 +79,18 @@ static int parse_stream(PyObject *stream, int cuda, const char *what, glt_py_dlp
     return 0;
 }
 
+/* The array API's __dlpack__(stream=None, *, max_version=None, dl_device=None, copy=None). */
+GLT_PY_SIG(glt_sig_dlpack, "__dlpack__", {"stream", GLT_PY_POSITIONAL, "None", NULL},
+           {"max_version", GLT_PY_KEYWORD, "None", NULL}, {"dl_device", GLT_PY_KEYWORD, "None", NULL},
+           {"copy", GLT_PY_KEYWORD, "None", NULL});
+
 int glt_py_dlpack_parse(PyObject *args, PyObject *kwargs, int device_type, int device_id, const char *what,
                         const char *device_hint, glt_py_dlpack_request *req) {
-    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
-    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$OOO:__dlpack__", kwlist, &stream, &max_version, &dl_device,
-                                     &copy))
-        return -1;
+    PyObject *v[4];
+    if (glt_py_parse_tuple(&glt_sig_dlpack, args, kwargs, v) < 0) return -1;
+    for (int i = 0; i < 4; ++i)
+        if (!v[i]) v[i] = Py_None;
+    PyObject *stream = v[0], *max_version = v[1], *dl_device = v[2], *copy = v[3];
     int major;
     if (parse_max_version(max_version, &major) < 0) return -1;
     req->versioned = major >= 1;
@@ -193,4 +199,34 @@ PyObject *glt_py_dlpack_capsule(PyObject *owner, const glt_py_dl_tensor *t, int 
         b->managed.manager_ctx = Py_NewRef(owner);
     }
     return capsule;
+}
+
+PyObject *glt_py_dims_tuple(const int64_t *v, int n) {
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; ++i) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (!x) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SetItem(t, i, x);
+    }
+    return t;
+}
+
+PyObject *glt_py_array_interface(const int64_t *shape, int ndim, const char *typestr, void *data, int read_only,
+                                 int cuda, void *stream) {
+    PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:O}", "shape", glt_py_dims_tuple(shape, ndim), "typestr", typestr,
+                                "data", PyLong_FromVoidPtr(data), read_only ? Py_True : Py_False, "version", 3,
+                                "strides", Py_None);
+    if (!d || !cuda) return d;
+    uintptr_t s = (uintptr_t)stream;
+    PyObject *handle = PyLong_FromUnsignedLongLong(s ? s : 1);
+    if (!handle || PyDict_SetItemString(d, "stream", handle) < 0) {
+        Py_XDECREF(handle);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(handle);
+    return d;
 }

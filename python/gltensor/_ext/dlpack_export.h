@@ -39,4 +39,12 @@ typedef struct {
  * deleter runs (from any thread, with or without the GIL, even after interpreter shutdown). */
 PyObject *glt_py_dlpack_capsule(PyObject *owner, const glt_py_dl_tensor *t, int versioned);
 
+/* A tuple of n int64 values (a shape, strides). */
+PyObject *glt_py_dims_tuple(const int64_t *v, int n);
+/* The __array_interface__ / __cuda_array_interface__ (v3) dict of a dense tensor (strides None). With cuda, its
+ * "stream": the stream consumers order their work after (the default stream, handle 0, written as 1: CAI v3
+ * disallows 0). Frames and buffer views share it. */
+PyObject *glt_py_array_interface(const int64_t *shape, int ndim, const char *typestr, void *data, int read_only,
+                                 int cuda, void *stream);
+
 #endif

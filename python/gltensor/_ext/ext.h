@@ -51,42 +51,24 @@ extern PyType_Spec glt_buffer_view_spec; /* buffer.c */
 extern PyType_Spec glt_slots_spec;       /* slots.c */
 extern PyType_Spec glt_slot_writer_spec; /* slots.c */
 
-/* gltensor.Capture's instance layout, shared with Batch (which reads its sources' handles). */
-typedef struct {
-    PyObject_HEAD
-    gltensor_state *st;
-    glt_capture *cap; /* NULL once closed */
-    unsigned name;
-    unsigned target;
-    PyObject *weakreflist;
-    PyThread_type_lock lock; /* held while a thread drives cap: reads run without the GIL */
-} CaptureObject;
-
-/* capture.c: the ClosedError for a closed capture; returns NULL. */
-PyObject *glt_py_capture_closed(CaptureObject *self);
 /* capture.c: parses backend="auto"|"cuda"|"cpu". */
 int glt_py_parse_backend(PyObject *obj, glt_backend *out);
+/* capture.c: a capture's description from the values of Capture's rows (name, target, backend, cuda_device,
+ * resizable, region; NULL where not given). */
+int glt_py_capture_desc(PyObject *const *v, glt_capture_desc *desc);
 /* capture.c: parses region= (None, or a tuple/list (x, y, width, height) of non-negative ints with a positive
  * size) into out (all zeros for None); TypeError / ValueError naming `what` otherwise. */
 int glt_py_parse_region(PyObject *obj, const char *what, glt_rect *out);
 /* capture.c: parses an integer-like GL name or enum (numpy.uint32 from PyOpenGL, int from engines). */
 int glt_py_as_gl_uint(PyObject *obj, const char *what, unsigned long *out);
+/* capture.c: target= as the GL enum (int-like) or its name, as the objects' .target reads it ('GL_TEXTURE_2D');
+ * NULL or None: GL_TEXTURE_2D. */
+int glt_py_as_gl_target(PyObject *obj, unsigned *out);
 
 /* frame.c: wraps a glt_frame (taking ownership) in a Frame object. */
 PyObject *glt_py_frame_new(gltensor_state *st, glt_frame *frame);
 
 /* interop.c */
-/* The arguments of every read(flip=True, stream=None, out=None). */
-typedef struct glt_py_read_args {
-    glt_read_options opts;
-    int stream_given;
-    PyObject *out; /* borrowed; Py_None when absent */
-} glt_py_read_args;
-int glt_py_parse_read_args(gltensor_state *st, const char *fname, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames, glt_py_read_args *r);
-/* Describes r->out as a view and settles the stream to write on: stream= if given, else the stream the
- * tensor's owner named (CAI v3), else CUDA's legacy default stream. `keep` must be released after use. */
-int glt_py_out_view(gltensor_state *st, glt_py_read_args *r, int want_cuda, glt_buffer_view *view, PyObject **keep);
 /* None -> NULL, int handle, or an object with .cuda_stream / .ptr / .handle; -1 on error (exception set). */
 int glt_py_parse_stream(gltensor_state *st, PyObject *obj, void **stream);
 /* Describes a caller-owned tensor (CAI, DLPack or __array_interface__) as a glt_buffer_view. `keep` receives
@@ -107,6 +89,10 @@ int glt_py_as_cuda_device(PyObject *obj, const char *what, int *out); /* None ->
 int glt_py_as_flag(PyObject *obj, int default_value, int *out);       /* NULL or None -> default_value */
 /* str whose UTF-8 has no NUL inside (NULL with ValueError otherwise); *len its length. */
 const char *glt_py_as_name(PyObject *obj, Py_ssize_t *len);
+/* A dtype's bare name: of a str, a NumPy dtype or scalar type, or a torch dtype ('torch.float32' -> 'float32'), with
+ * the C names of framework aliases ('half' -> 'float16', 'float' -> 'float32', 'double' -> 'float64', 'int' ->
+ * 'int32', ...). *keep owns the text; NULL with an exception set. Reads and buffer views match it to their types. */
+const char *glt_py_dtype_name(PyObject *obj, PyObject **keep);
 /* obj (None or absent: default_index) as the index of one of n names, matched exactly. */
 int glt_py_as_choice(PyObject *obj, const char *what, const char *const *choices, int n, int default_index, int *out);
 

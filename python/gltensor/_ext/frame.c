@@ -137,22 +137,9 @@ static PyObject *frame_dlpack_device(FrameObject *self, PyObject *unused) {
     return Py_BuildValue("(ii)", kDLCPU, 0);
 }
 
-static PyObject *dims_tuple(const int64_t *v, int nd) {
-    PyObject *t = PyTuple_New(nd);
-    for (int i = 0; t && i < nd; ++i) {
-        PyObject *x = PyLong_FromLongLong(v[i]);
-        if (!x) {
-            Py_CLEAR(t);
-            break;
-        }
-        PyTuple_SetItem(t, i, x);
-    }
-    return t;
-}
-
 static PyObject *shape_tuple(const glt_frame_info *i) {
     int64_t dims[GLT_PY_DL_MAX_DIMS];
-    return dims_tuple(dims, frame_dims(i, dims));
+    return glt_py_dims_tuple(dims, frame_dims(i, dims));
 }
 
 static PyObject *interface_dict(FrameObject *self, int cuda) {
@@ -162,21 +149,8 @@ static PyObject *interface_dict(FrameObject *self, int cuda) {
                                               "through DLPack (torch.from_dlpack)");
         return NULL;
     }
-    PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:O}", "shape", shape_tuple(i), "typestr",
-                                glt_py_typestr(i->dtype), "data", PyLong_FromVoidPtr(i->data), Py_False, "version", 3,
-                                "strides", Py_None);
-    if (!d || !cuda) return d;
-    /* CAI v3: consumers synchronise with this stream before using the data. Handle 0 (the
-     * default stream) is written as 1, since 0 is disallowed there. */
-    uintptr_t s = (uintptr_t)i->stream;
-    PyObject *stream = PyLong_FromUnsignedLongLong(s ? s : 1);
-    if (!stream || PyDict_SetItemString(d, "stream", stream) < 0) {
-        Py_XDECREF(stream);
-        Py_DECREF(d);
-        return NULL;
-    }
-    Py_DECREF(stream);
-    return d;
+    int64_t dims[GLT_PY_DL_MAX_DIMS];
+    return glt_py_array_interface(dims, frame_dims(i, dims), glt_py_typestr(i->dtype), i->data, 0, cuda, i->stream);
 }
 
 static PyObject *get_cai(FrameObject *self, void *c) {
@@ -220,7 +194,7 @@ static PyObject *get_strides(FrameObject *self, void *c) {
         strides[i] = s;
         s *= dims[i];
     }
-    return dims_tuple(strides, nd);
+    return glt_py_dims_tuple(strides, nd);
 }
 static PyObject *get_layout(FrameObject *self, void *c) {
     (void)c;

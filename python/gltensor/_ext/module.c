@@ -5,6 +5,7 @@
 #include "ext.h"
 #include "glcontext.h"
 #include "internal.h" /* glt_depth_compute_exact, for the tests */
+#include "params.h"   /* glt_py_signatures */
 
 static gltensor_state *get_state(PyObject *module) { return (gltensor_state *)PyModule_GetState(module); }
 
@@ -23,16 +24,18 @@ PyObject *glt_py_type_name(PyObject *obj) {
     return PyUnicode_FromString("?");
 }
 
-/* The plain cause and exact fix of an environmental failure, from the doctor's table of known failures
- * (gltensor.doctor.explain_error), so that exceptions and `python -m gltensor doctor` say the same thing;
- * NULL when none applies. Never raises: a failure here must not replace the error being reported. */
+/* The plain cause and exact fix of an environmental failure, from the table of known failures the doctor
+ * reports too (gltensor._hints.explain_error), so that exceptions and `python -m gltensor doctor` say the same
+ * thing; NULL when none applies. gltensor._hints needs the standard library only: importing it on an error costs
+ * little, where the whole doctor (argparse, its probes) did not. Never raises: a failure here must not replace
+ * the error being reported. */
 static PyObject *known_failure_hint(glt_status status, const char *msg) {
     if (status != GLT_CUDA_UNAVAILABLE && status != GLT_CUDA_ERROR && status != GLT_WRONG_DEVICE &&
         status != GLT_EGL_ERROR)
         return NULL;
-    PyObject *doctor = PyImport_ImportModule("gltensor.doctor");
-    PyObject *hint = doctor ? PyObject_CallMethod(doctor, "explain_error", "ss", msg, glt_status_name(status)) : NULL;
-    Py_XDECREF(doctor);
+    PyObject *hints = PyImport_ImportModule("gltensor._hints");
+    PyObject *hint = hints ? PyObject_CallMethod(hints, "explain_error", "ss", msg, glt_status_name(status)) : NULL;
+    Py_XDECREF(hints);
     if (!hint || !PyUnicode_Check(hint)) {
         Py_XDECREF(hint);
         PyErr_Clear();
@@ -226,6 +229,9 @@ static PyMethodDef module_methods[] = {
      "gltensor.default_cuda_device() puts torch's current device first."},
     {"_egl_device_index", py_egl_device_index, METH_O,
      "Private: the EGL device index of a CUDA device; see gltensor.egl_device_index()."},
+    {"_signatures", glt_py_signatures, METH_NOARGS,
+     "Private, for tests/test_stubs.py: {qualname: [(keyword, 'positional' | 'keyword' | 'positional_only', "
+     "default)]} of every function and method, from the tables the argument parser runs on."},
     {"_depth_compute_exact", py_depth_compute_exact, METH_NOARGS,
      "Private: whether the compute-shader depth path is bit-equal to glReadPixels on the current context's driver."},
     {"cuda_compiled", py_cuda_compiled, METH_NOARGS, "True when this build contains the CUDA backend."},

@@ -1,30 +1,41 @@
 /* Shared slots (gltensor.slots builds the public classes on these): _Slots, the trainer's side, and
  * _SlotWriter, a worker's side. Thin: every rule lives in src/slots.c and src/slot_writer.c. */
-#include "ext.h"
+#include "read_args.h"
+
+#include <limits.h>
 
 #include <string.h>
 
 /* ---- _Slots ---- */
-typedef struct {
-    PyObject_HEAD
-    gltensor_state *st;
-    glt_slots *slots;
-    PyThread_type_lock lock; /* held while a thread drives slots: reads run without the GIL */
-} SlotsObject;
+typedef glt_py_object SlotsObject; /* handle: the glt_slots */
 
-static PyObject *slots_closed_error(SlotsObject *self) {
-    PyErr_SetString(self->st->errors[GLT_CLOSED], "the shared slots were closed; create new gltensor.SharedSlots");
-    return NULL;
-}
+static void slots_destroy(void *handle) { glt_slots_destroy(handle); }
+static void slots_get_info(void *handle, void *out) { glt_slots_get_info(handle, out); }
+GLT_PY_INFO_FITS(glt_slots_info);
+static const glt_py_kind slots_kind = {
+    .closed_message = "the shared slots were closed; create new gltensor.SharedSlots",
+    .destroy = slots_destroy,
+    .destroy_without_gil = 1, /* waits for the copies in flight */
+    .info = slots_get_info,
+};
+static glt_slots *slots_of(SlotsObject *self) { return self->handle; }
+
+GLT_PY_SIG(glt_sig_slots_new, "_Slots.__new__", {"count", GLT_PY_POSITIONAL, NULL, NULL},
+           {"width", GLT_PY_POSITIONAL, NULL, NULL}, {"height", GLT_PY_POSITIONAL, NULL, NULL},
+           {"gl_internal_format", GLT_PY_POSITIONAL, "...", NULL}, {"backend", GLT_PY_KEYWORD, "'auto'", NULL},
+           {"cuda_device", GLT_PY_KEYWORD, "None", NULL}, {"buffers", GLT_PY_KEYWORD, "2", NULL});
 
 static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"count", "width", "height", "gl_internal_format", "backend", "cuda_device", "buffers",
-                             NULL};
+    PyObject *v[7];
+    if (glt_py_parse_tuple(&glt_sig_slots_new, args, kwargs, v) < 0) return NULL;
     int count, width, height, buffers = 2;
-    unsigned int format = 0x8058;
-    PyObject *backend = NULL, *device = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iii|I$OOi:_Slots", kwlist, &count, &width, &height, &format,
-                                     &backend, &device, &buffers))
+    unsigned long format = 0x8058; /* GL_RGBA8 */
+    PyObject *backend = v[4], *device = v[5] ? v[5] : Py_None;
+    if (glt_py_as_int(v[0], "count", INT_MIN, INT_MAX, &count) < 0 ||
+        glt_py_as_int(v[1], "width", INT_MIN, INT_MAX, &width) < 0 ||
+        glt_py_as_int(v[2], "height", INT_MIN, INT_MAX, &height) < 0 ||
+        (v[3] && glt_py_as_gl_uint(v[3], "gl_internal_format", &format) < 0) ||
+        (v[6] && glt_py_as_int(v[6], "buffers", INT_MIN, INT_MAX, &buffers) < 0))
         return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
@@ -33,7 +44,7 @@ static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     d.count = count;
     d.width = width;
     d.height = height;
-    d.gl_internal_format = format;
+    d.gl_internal_format = (unsigned)format;
     d.buffers = buffers;
     if (backend && glt_py_parse_backend(backend, &d.backend) < 0) return NULL;
     if (device != Py_None) {
@@ -45,17 +56,14 @@ static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         }
         d.cuda_device = (int)v;
     }
-    SlotsObject *self = (SlotsObject *)glt_py_alloc(type);
+    SlotsObject *self = glt_py_object_new(type, &slots_kind, 1);
     if (!self) return NULL;
-    self->st = st;
-    if (!(self->lock = glt_py_lock_new())) {
-        Py_DECREF(self);
-        return NULL;
-    }
+    glt_slots *slots = NULL;
     glt_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = glt_slots_create(&d, &self->slots);
+    s = glt_slots_create(&d, &slots);
     Py_END_ALLOW_THREADS
+    self->handle = slots;
     if (s != GLT_OK) {
         Py_DECREF(self);
         return glt_py_raise(st, s);
@@ -63,39 +71,24 @@ static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
+static glt_status slots_read_frame(void *slots, const glt_read_options *o, glt_frame **out) {
+    return glt_slots_read(slots, o, out);
+}
+static glt_status slots_read_into(void *slots, const glt_read_options *o, const glt_buffer_view *dst) {
+    return glt_slots_read_into(slots, o, dst);
+}
+static const glt_py_reader slots_reader = {&glt_sig_slots_read, offsetof(glt_slots_info, backend), slots_read_frame,
+                                           slots_read_into};
+
 static PyObject *slots_read(SlotsObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    glt_py_read_args r;
-    if (glt_py_parse_read_args(self->st, "read", args, nargs, kwnames, &r) < 0) return NULL;
-    if (!self->slots) return slots_closed_error(self);
-    glt_buffer_view view;
-    PyObject *keep = NULL;
-    if (r.out != Py_None) {
-        glt_slots_info info;
-        glt_slots_get_info(self->slots, &info);
-        if (glt_py_out_view(self->st, &r, info.backend == GLT_BACKEND_CUDA, &view, &keep) < 0) return NULL;
-    }
-    glt_py_lock_take(self->lock);
-    if (!self->slots) {
-        glt_py_lock_give(self->lock);
-        Py_XDECREF(keep);
-        return slots_closed_error(self);
-    }
-    glt_frame *frame = NULL;
-    glt_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = r.out == Py_None ? glt_slots_read(self->slots, &r.opts, &frame) : glt_slots_read_into(self->slots, &r.opts, &view);
-    Py_END_ALLOW_THREADS
-    glt_py_lock_give(self->lock);
-    Py_XDECREF(keep);
-    if (s != GLT_OK) return glt_py_raise(self->st, s);
-    return r.out == Py_None ? glt_py_frame_new(self->st, frame) : Py_NewRef(r.out);
+    return glt_py_read(self, &slots_reader, args, nargs, kwnames);
 }
 
 static PyObject *slots_export(SlotsObject *self, PyObject *unused) {
     (void)unused;
-    if (!self->slots) return slots_closed_error(self);
+    if (!self->handle) return glt_py_closed(self);
     int mem = -1, ctl = -1;
-    glt_status s = glt_slots_export(self->slots, &mem, &ctl);
+    glt_status s = glt_slots_export(slots_of(self), &mem, &ctl);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
     return Py_BuildValue("(ii)", mem, ctl);
 }
@@ -110,110 +103,61 @@ static const char *state_name(glt_slot_state s) {
 }
 
 static PyObject *slots_state(SlotsObject *self, PyObject *arg) {
-    if (!self->slots) return slots_closed_error(self);
+    if (!self->handle) return glt_py_closed(self);
     long k = PyLong_AsLong(arg);
     if (k == -1 && PyErr_Occurred()) return NULL;
     if (k < -1 || k > 1 << 20) k = 1 << 20; /* out of range either way: the core words the refusal */
     glt_slot_state state;
     int pid = 0;
-    glt_status s = glt_slots_state(self->slots, (int)k, &state, &pid);
+    glt_status s = glt_slots_state(slots_of(self), (int)k, &state, &pid);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
     return Py_BuildValue("(si)", state_name(state), pid);
 }
 
-static PyObject *slots_close(SlotsObject *self, PyObject *unused) {
-    (void)unused;
-    glt_py_lock_take(self->lock);
-    glt_slots *slots = self->slots;
-    self->slots = NULL;
-    glt_py_lock_give(self->lock);
-    Py_BEGIN_ALLOW_THREADS
-    glt_slots_destroy(slots);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
-}
-
-static void slots_dealloc(SlotsObject *self) {
-    glt_slots_destroy(self->slots);
-    if (self->lock) PyThread_free_lock(self->lock);
-    glt_py_free_instance((PyObject *)self);
-}
-
-static int slots_info(SlotsObject *self, glt_slots_info *i) {
-    if (!self->slots) {
-        slots_closed_error(self);
-        return -1;
-    }
-    glt_slots_get_info(self->slots, i);
-    return 0;
-}
-
-#define SLOTS_GETTER(fn, expr)                        \
-    static PyObject *fn(SlotsObject *self, void *c) { \
-        (void)c;                                      \
-        glt_slots_info i;                             \
-        if (slots_info(self, &i) < 0) return NULL;    \
-        return expr;                                  \
-    }
-SLOTS_GETTER(slots_count, PyLong_FromLong(i.count))
-SLOTS_GETTER(slots_size, Py_BuildValue("(ii)", i.width, i.height))
-SLOTS_GETTER(slots_shape, Py_BuildValue("(iiii)", i.count, i.height, i.width, i.channels))
-SLOTS_GETTER(slots_dtype, PyUnicode_FromString(glt_dtype_name(i.dtype)))
-SLOTS_GETTER(slots_format, PyUnicode_FromString(i.format_name))
-SLOTS_GETTER(slots_read_waits, PyLong_FromUnsignedLongLong(i.read_waits))
-SLOTS_GETTER(slots_read_wait_us, PyFloat_FromDouble(i.read_wait_us))
-SLOTS_GETTER(slots_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
-SLOTS_GETTER(slots_backend_reason, PyUnicode_FromString(i.backend_reason))
-SLOTS_GETTER(slots_device, PyLong_FromLong(i.cuda_device))
-SLOTS_GETTER(slots_buffers, PyLong_FromLong(i.buffers))
-SLOTS_GETTER(slots_memory_bytes, PyLong_FromSize_t(i.memory_bytes))
-SLOTS_GETTER(slots_reads, PyLong_FromUnsignedLongLong(i.reads))
-SLOTS_GETTER(slots_uuid, PyBytes_FromStringAndSize((const char *)i.device_uuid, 16))
-#undef SLOTS_GETTER
-
-static PyObject *slots_is_closed(SlotsObject *self, void *c) {
-    (void)c;
-    return PyBool_FromLong(self->slots == NULL);
-}
-
 static PyMethodDef slots_methods[] = {
     {"read", (PyCFunction)(void (*)(void))slots_read, METH_FASTCALL | METH_KEYWORDS,
-     "read(flip=True, stream=None, out=None, channels=None, dtype=None, layout='hwc') -> Frame | out\n\nEvery slot as "
+     "read(flip=True, *, stream=None, out=None, channels=None, dtype=None, layout=None, depth=None, near=None, "
+     "far=None, projection=None) -> Frame | out\n\nEvery slot as "
      "one (N, H, W, C) frame, in one kernel (CUDA) with the conversions fused. Raises StaleSlotError when a slot was "
      "not written since the last read."},
     {"_export", (PyCFunction)slots_export, METH_NOARGS,
      "_export() -> (memory_fd, control_fd): new descriptors for a writer; the caller closes them."},
     {"state", (PyCFunction)slots_state, METH_O,
      "state(k) -> (state, pid): 'fresh', 'stale', 'writing' or 'writer_gone', and slot k's last writer's pid."},
-    {"close", (PyCFunction)slots_close, METH_NOARGS, "Free the trainer's side (idempotent); writers' next write fails."},
+    {"close", (PyCFunction)glt_py_close, METH_NOARGS, "Free the trainer's side (idempotent); writers' next write fails."},
     {NULL, NULL, 0, NULL},
 };
 
+#define I(pyname, doc, as, member) GLT_PY_INFO(pyname, doc, as, glt_slots_info, member)
+#define AT(member) offsetof(glt_slots_info, member)
 static PyGetSetDef slots_getset[] = {
-    {"count", (getter)slots_count, NULL, "number of slots", NULL},
-    {"size", (getter)slots_size, NULL, "(width, height) of every slot", NULL},
-    {"shape", (getter)slots_shape, NULL, "(count, height, width, channels) of a plain read", NULL},
-    {"dtype", (getter)slots_dtype, NULL, NULL, NULL},
-    {"format", (getter)slots_format, NULL, "the GL format a slot stores, e.g. 'GL_RGBA8'", NULL},
-    {"backend", (getter)slots_backend, NULL, "'cuda' (device memory) or 'cpu' (shared host memory)", NULL},
-    {"backend_reason", (getter)slots_backend_reason, NULL, NULL, NULL},
-    {"cuda_device", (getter)slots_device, NULL, "the trainer's CUDA ordinal, -1 on the CPU backend", NULL},
-    {"buffers", (getter)slots_buffers, NULL,
-     "2: double-buffered; 1: each read waits for its copy; 3: the copy may lag two reads behind", NULL},
-    {"read_waits", (getter)slots_read_waits, NULL,
-     "CUDA: reads that waited for the GPU (the copy that last read the set the workers write next was still queued)",
-     NULL},
-    {"read_wait_us", (getter)slots_read_wait_us, NULL, "CUDA: the time those reads waited, in all (µs)", NULL},
-    {"memory_bytes", (getter)slots_memory_bytes, NULL, "bytes of the shared pixel memory", NULL},
-    {"reads", (getter)slots_reads, NULL, "reads done so far", NULL},
-    {"device_uuid", (getter)slots_uuid, NULL, "the GPU's 16-byte UUID (zeros on the CPU backend)", NULL},
-    {"closed", (getter)slots_is_closed, NULL, NULL, NULL},
+    I("count", "number of slots", GLT_PY_INT, count),
+    GLT_PY_INFO_INTS("size", "(width, height) of every slot", AT(width), AT(height)),
+    GLT_PY_INFO_INTS("shape", "(count, height, width, channels) of a plain read", AT(count), AT(height), AT(width),
+                     AT(channels)),
+    I("dtype", NULL, GLT_PY_DTYPE, dtype),
+    I("format", "the GL format a slot stores, e.g. 'GL_RGBA8'", GLT_PY_STR, format_name),
+    I("backend", "'cuda' (device memory) or 'cpu' (shared host memory)", GLT_PY_BACKEND, backend),
+    I("backend_reason", NULL, GLT_PY_STR, backend_reason),
+    I("cuda_device", "the trainer's CUDA ordinal, -1 on the CPU backend", GLT_PY_INT, cuda_device),
+    I("buffers", "2: double-buffered; 1: each read waits for its copy; 3: the copy may lag two reads behind",
+      GLT_PY_INT, buffers),
+    I("read_waits",
+      "CUDA: reads that waited for the GPU (the copy that last read the set the workers write next was still queued)",
+      GLT_PY_U64, read_waits),
+    I("read_wait_us", "CUDA: the time those reads waited, in all (µs)", GLT_PY_DOUBLE, read_wait_us),
+    I("memory_bytes", "bytes of the shared pixel memory", GLT_PY_SIZE, memory_bytes),
+    I("reads", "reads done so far", GLT_PY_U64, reads),
+    I("device_uuid", "the GPU's 16-byte UUID (zeros on the CPU backend)", GLT_PY_UUID, device_uuid),
+    GLT_PY_CLOSED_GETTER,
     {NULL, NULL, NULL, NULL, NULL},
 };
+#undef I
+#undef AT
 
 static PyType_Slot slots_type_slots[] = {
     {Py_tp_new, slots_new},
-    {Py_tp_dealloc, slots_dealloc},
+    {Py_tp_dealloc, glt_py_dealloc},
     {Py_tp_methods, slots_methods},
     {Py_tp_getset, slots_getset},
     {Py_tp_doc, "_Slots(count, width, height, gl_internal_format=GL_RGBA8, *, backend='auto', cuda_device=None, "
@@ -229,33 +173,37 @@ PyType_Spec glt_slots_spec = {
 };
 
 /* ---- _SlotWriter ---- */
-typedef struct {
-    PyObject_HEAD
-    gltensor_state *st;
-    glt_slot_writer *writer;
-    PyThread_type_lock lock;
-} WriterObject;
+typedef glt_py_object WriterObject; /* handle: the glt_slot_writer */
 
-static PyObject *writer_closed_error(WriterObject *self) {
-    PyErr_SetString(self->st->errors[GLT_CLOSED], "the slot writer was closed");
-    return NULL;
-}
+static void writer_destroy(void *handle) { glt_slot_writer_destroy(handle); }
+static void writer_get_info(void *handle, void *out) { glt_slot_writer_get_info(handle, out); }
+GLT_PY_INFO_FITS(glt_slot_writer_info);
+static const glt_py_kind writer_kind = {
+    .closed_message = "the slot writer was closed",
+    .destroy = writer_destroy,
+    .info = writer_get_info,
+};
+static glt_slot_writer *writer_of(WriterObject *self) { return self->handle; }
+
+GLT_PY_SIG(glt_sig_slot_writer_new, "_SlotWriter.__new__", {"memory_fd", GLT_PY_POSITIONAL, NULL, NULL},
+           {"control_fd", GLT_PY_POSITIONAL, NULL, NULL}, {"slot", GLT_PY_POSITIONAL, NULL, NULL});
 
 static PyObject *writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"memory_fd", "control_fd", "slot", NULL};
+    PyObject *v[3];
     int mem, ctl, slot;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iii:_SlotWriter", kwlist, &mem, &ctl, &slot)) return NULL;
+    if (glt_py_parse_tuple(&glt_sig_slot_writer_new, args, kwargs, v) < 0 ||
+        glt_py_as_int(v[0], "memory_fd", INT_MIN, INT_MAX, &mem) < 0 ||
+        glt_py_as_int(v[1], "control_fd", INT_MIN, INT_MAX, &ctl) < 0 ||
+        glt_py_as_int(v[2], "slot", INT_MIN, INT_MAX, &slot) < 0)
+        return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
-    WriterObject *self = (WriterObject *)glt_py_alloc(type);
+    WriterObject *self = glt_py_object_new(type, &writer_kind, 1);
     if (!self) return NULL;
-    self->st = st;
-    if (!(self->lock = glt_py_lock_new())) {
-        Py_DECREF(self);
-        return NULL;
-    }
     glt_slot_writer_desc d = {sizeof d, mem, ctl, slot};
-    glt_status s = glt_slot_writer_create(&d, &self->writer);
+    glt_slot_writer *writer = NULL;
+    glt_status s = glt_slot_writer_create(&d, &writer);
+    self->handle = writer;
     if (s != GLT_OK) {
         Py_DECREF(self);
         return glt_py_raise(st, s);
@@ -263,25 +211,27 @@ static PyObject *writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     return (PyObject *)self;
 }
 
+GLT_PY_SIG(glt_sig_slot_writer_write, "_SlotWriter.write", {"name", GLT_PY_POSITIONAL, NULL, NULL},
+           {"target", GLT_PY_POSITIONAL, "...", NULL}, {"region", GLT_PY_KEYWORD, "None", NULL});
+
 static PyObject *writer_write(WriterObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "target", "region", NULL};
-    PyObject *name_obj, *target_obj = NULL, *region_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$O:write", kwlist, &name_obj, &target_obj, &region_obj))
-        return NULL;
-    unsigned long name = 0, target = GLT_TEXTURE_2D;
-    if (glt_py_as_gl_uint(name_obj, "name", &name) < 0) return NULL;
-    if (target_obj && target_obj != Py_None && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
+    PyObject *v[3];
+    if (glt_py_parse_tuple(&glt_sig_slot_writer_write, args, kwargs, v) < 0) return NULL;
+    PyObject *name_obj = v[0], *region_obj = v[2] ? v[2] : Py_None;
+    unsigned long name = 0;
+    unsigned target = GLT_TEXTURE_2D;
+    if (glt_py_as_gl_uint(name_obj, "name", &name) < 0 || glt_py_as_gl_target(v[1], &target) < 0) return NULL;
     glt_rect region;
     if (glt_py_parse_region(region_obj, "region", &region) < 0) return NULL;
     glt_py_lock_take(self->lock);
-    if (!self->writer) {
+    if (!self->handle) {
         glt_py_lock_give(self->lock);
-        return writer_closed_error(self);
+        return glt_py_closed(self);
     }
     glt_status s;
     /* The GL context is current in this thread and stays so: the copy and its fence wait need no GIL. */
     Py_BEGIN_ALLOW_THREADS
-    s = glt_slot_writer_write(self->writer, (unsigned)name, (unsigned)target, &region);
+    s = glt_slot_writer_write(writer_of(self), (unsigned)name, (unsigned)target, &region);
     Py_END_ALLOW_THREADS
     glt_py_lock_give(self->lock);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
@@ -289,9 +239,9 @@ static PyObject *writer_write(WriterObject *self, PyObject *args, PyObject *kwar
 }
 
 static PyObject *writer_write_host(WriterObject *self, PyObject *arg) {
-    if (!self->writer) return writer_closed_error(self);
+    if (!self->handle) return glt_py_closed(self);
     glt_slot_writer_info info;
-    glt_slot_writer_get_info(self->writer, &info);
+    glt_slot_writer_get_info(writer_of(self), &info);
     glt_buffer_view v;
     PyObject *keep = NULL;
     if (glt_py_buffer_view(self->st, arg, 0, NULL, &v, &keep, NULL) < 0) return NULL;
@@ -309,60 +259,13 @@ static PyObject *writer_write_host(WriterObject *self, PyObject *arg) {
         return NULL;
     }
     glt_py_lock_take(self->lock);
-    glt_status s = self->writer ? glt_slot_writer_write_host(self->writer, v.data, (size_t)v.strides_bytes[0]) : GLT_CLOSED;
+    glt_status s =
+        self->handle ? glt_slot_writer_write_host(writer_of(self), v.data, (size_t)v.strides_bytes[0]) : GLT_CLOSED;
     glt_py_lock_give(self->lock);
     Py_XDECREF(keep);
-    if (s == GLT_CLOSED && !self->writer) return writer_closed_error(self);
+    if (s == GLT_CLOSED && !self->handle) return glt_py_closed(self);
     if (s != GLT_OK) return glt_py_raise(self->st, s);
     Py_RETURN_NONE;
-}
-
-static PyObject *writer_close(WriterObject *self, PyObject *unused) {
-    (void)unused;
-    glt_py_lock_take(self->lock);
-    glt_slot_writer *w = self->writer;
-    self->writer = NULL;
-    glt_py_lock_give(self->lock);
-    glt_slot_writer_destroy(w);
-    Py_RETURN_NONE;
-}
-
-static void writer_dealloc(WriterObject *self) {
-    glt_slot_writer_destroy(self->writer);
-    if (self->lock) PyThread_free_lock(self->lock);
-    glt_py_free_instance((PyObject *)self);
-}
-
-static int writer_info(WriterObject *self, glt_slot_writer_info *i) {
-    if (!self->writer) {
-        writer_closed_error(self);
-        return -1;
-    }
-    glt_slot_writer_get_info(self->writer, i);
-    return 0;
-}
-
-#define WRITER_GETTER(fn, expr)                        \
-    static PyObject *fn(WriterObject *self, void *c) { \
-        (void)c;                                       \
-        glt_slot_writer_info i;                        \
-        if (writer_info(self, &i) < 0) return NULL;    \
-        return expr;                                   \
-    }
-WRITER_GETTER(writer_slot, PyLong_FromLong(i.slot))
-WRITER_GETTER(writer_count, PyLong_FromLong(i.count))
-WRITER_GETTER(writer_size, Py_BuildValue("(ii)", i.width, i.height))
-WRITER_GETTER(writer_shape, Py_BuildValue("(iii)", i.height, i.width, i.channels))
-WRITER_GETTER(writer_dtype, PyUnicode_FromString(glt_dtype_name(i.dtype)))
-WRITER_GETTER(writer_format, PyUnicode_FromString(i.format_name))
-WRITER_GETTER(writer_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
-WRITER_GETTER(writer_writes, PyLong_FromUnsignedLongLong(i.writes))
-WRITER_GETTER(writer_write_path, PyUnicode_FromString(i.write_path))
-#undef WRITER_GETTER
-
-static PyObject *writer_is_closed(WriterObject *self, void *c) {
-    (void)c;
-    return PyBool_FromLong(self->writer == NULL);
 }
 
 static PyMethodDef writer_methods[] = {
@@ -371,28 +274,32 @@ static PyMethodDef writer_methods[] = {
      "returns when the copy is complete."},
     {"write_host", (PyCFunction)writer_write_host, METH_O,
      "write_host(array): write a host image (H, W, C), top row first, into the slot."},
-    {"close", (PyCFunction)writer_close, METH_NOARGS, "Release the writer's GL objects (idempotent)."},
+    {"close", (PyCFunction)glt_py_close, METH_NOARGS, "Release the writer's GL objects (idempotent)."},
     {NULL, NULL, 0, NULL},
 };
 
+#define I(pyname, doc, as, member) GLT_PY_INFO(pyname, doc, as, glt_slot_writer_info, member)
+#define AT(member) offsetof(glt_slot_writer_info, member)
 static PyGetSetDef writer_getset[] = {
-    {"slot", (getter)writer_slot, NULL, "the slot this writer writes", NULL},
-    {"count", (getter)writer_count, NULL, "slots the trainer made", NULL},
-    {"size", (getter)writer_size, NULL, "(width, height)", NULL},
-    {"shape", (getter)writer_shape, NULL, "(height, width, channels)", NULL},
-    {"dtype", (getter)writer_dtype, NULL, NULL, NULL},
-    {"format", (getter)writer_format, NULL, NULL, NULL},
-    {"backend", (getter)writer_backend, NULL, NULL, NULL},
-    {"writes", (getter)writer_writes, NULL, "writes done by this writer", NULL},
-    {"write_path", (getter)writer_write_path, NULL,
-     "how GL writes move the pixels: 'shader', 'copy' or 'readpixels' (GLTENSOR_SLOTS_WRITE chooses)", NULL},
-    {"closed", (getter)writer_is_closed, NULL, NULL, NULL},
+    I("slot", "the slot this writer writes", GLT_PY_INT, slot),
+    I("count", "slots the trainer made", GLT_PY_INT, count),
+    GLT_PY_INFO_INTS("size", "(width, height)", AT(width), AT(height)),
+    GLT_PY_INFO_INTS("shape", "(height, width, channels)", AT(height), AT(width), AT(channels)),
+    I("dtype", NULL, GLT_PY_DTYPE, dtype),
+    I("format", NULL, GLT_PY_STR, format_name),
+    I("backend", NULL, GLT_PY_BACKEND, backend),
+    I("writes", "writes done by this writer", GLT_PY_U64, writes),
+    I("write_path", "how GL writes move the pixels: 'shader', 'copy' or 'readpixels' (GLTENSOR_SLOTS_WRITE chooses)",
+      GLT_PY_STR, write_path),
+    GLT_PY_CLOSED_GETTER,
     {NULL, NULL, NULL, NULL, NULL},
 };
+#undef I
+#undef AT
 
 static PyType_Slot writer_type_slots[] = {
     {Py_tp_new, writer_new},
-    {Py_tp_dealloc, writer_dealloc},
+    {Py_tp_dealloc, glt_py_dealloc},
     {Py_tp_methods, writer_methods},
     {Py_tp_getset, writer_getset},
     {Py_tp_doc, "_SlotWriter(memory_fd, control_fd, slot): a worker's side of shared slots, attached in the GL "

@@ -1,48 +1,50 @@
 /* gltensor.Upload: a GL texture registered once, written from tensors (the reverse of Capture). */
-#include "ext.h"
+#include "read_args.h"
 
 #include <string.h>
 
-typedef struct {
-    PyObject_HEAD
-    gltensor_state *st;
-    glt_upload *up; /* NULL once closed */
-    unsigned name;
-} UploadObject;
+typedef glt_py_object UploadObject; /* handle: the glt_upload */
+
+static void upload_destroy(void *handle) { glt_upload_destroy(handle); }
+static void upload_info(void *handle, void *out) { glt_upload_get_info(handle, out); }
+GLT_PY_INFO_FITS(glt_upload_info);
+static const glt_py_kind upload_kind = {
+    .closed_message = "the upload into %s %u was closed; create a new gltensor.Upload to write it again",
+    .destroy = upload_destroy,
+    .info = upload_info,
+};
+static glt_upload *upload_of(UploadObject *self) { return self->handle; }
+
+/* The first argument is `name`, as for every object made from one GL object; `texture=` was its keyword up to 0.2. */
+GLT_PY_SIG(glt_sig_upload_new, "Upload.__new__", {"name", GLT_PY_POSITIONAL, NULL, "texture"},
+           {"target", GLT_PY_POSITIONAL, "...", NULL}, {"backend", GLT_PY_KEYWORD, "'auto'", NULL},
+           {"cuda_device", GLT_PY_KEYWORD, "None", NULL});
 
 static PyObject *upload_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"texture", "target", "backend", "cuda_device", NULL};
-    unsigned long name = 0, target = GLT_TEXTURE_2D;
-    PyObject *name_obj, *target_obj = NULL, *backend_obj = NULL, *device_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Upload", kwlist, &name_obj, &target_obj, &backend_obj,
-                                     &device_obj))
-        return NULL;
-    if (glt_py_as_gl_uint(name_obj, "texture", &name) < 0) return NULL;
-    if (target_obj && glt_py_as_gl_uint(target_obj, "target", &target) < 0) return NULL;
-    gltensor_state *st = glt_py_state_of_type(type);
-    if (!st) return NULL;
+    PyObject *v[4];
+    unsigned long name = 0;
+    if (glt_py_parse_tuple(&glt_sig_upload_new, args, kwargs, v) < 0) return NULL;
     glt_upload_desc desc;
     glt_upload_desc_init(&desc);
+    if (glt_py_as_gl_uint(v[0], "name", &name) < 0 || glt_py_as_gl_target(v[1], &desc.gl_target) < 0 ||
+        glt_py_parse_backend(v[2], &desc.backend) < 0 ||
+        glt_py_as_cuda_device(v[3] ? v[3] : Py_None, "cuda_device", &desc.cuda_device) < 0)
+        return NULL;
     desc.gl_name = (unsigned)name;
-    desc.gl_target = (unsigned)target;
-    if (backend_obj && glt_py_parse_backend(backend_obj, &desc.backend) < 0) return NULL;
-    if (glt_py_as_cuda_device(device_obj, "cuda_device", &desc.cuda_device) < 0) return NULL;
-    UploadObject *self = (UploadObject *)glt_py_alloc(type);
+    gltensor_state *st = glt_py_state_of_type(type);
+    if (!st) return NULL;
+    UploadObject *self = glt_py_object_new(type, &upload_kind, 0);
     if (!self) return NULL;
-    self->st = st;
     self->name = desc.gl_name;
-    glt_status s = glt_upload_create(&desc, &self->up);
+    self->target = desc.gl_target;
+    glt_upload *up = NULL;
+    glt_status s = glt_upload_create(&desc, &up);
+    self->handle = up;
     if (s != GLT_OK) {
         Py_DECREF(self);
         return glt_py_raise(st, s);
     }
     return (PyObject *)self;
-}
-
-static PyObject *closed(UploadObject *self) {
-    PyErr_Format(self->st->errors[GLT_CLOSED],
-                 "the upload into texture %u was closed; create a new gltensor.Upload to write it again", self->name);
-    return NULL;
 }
 
 /* channels='bgr' names what each source channel is; a tuple gives texture channel indices. */
@@ -82,7 +84,7 @@ static void rename_source_error(void) {
 /* The tensor describer (shared with reads' out=) refuses element types no capture produces and lists the
  * read-side types; for a write what counts is what this texture takes, which the core says. */
 static void accepted_types_hint(UploadObject *self) {
-    if (!PyErr_Occurred() || !self->up) return;
+    if (!PyErr_Occurred() || !self->handle) return;
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
@@ -92,7 +94,7 @@ static void accepted_types_hint(UploadObject *self) {
     if (cut) {
         PyObject *head = PyUnicode_FromStringAndSize(s, (Py_ssize_t)(cut - s));
         PyObject *fixed = head ? PyUnicode_FromFormat("%U, which gltensor cannot write into texture %u: %s", head,
-                                                      self->name, glt_upload_accepted_dtypes(self->up))
+                                                      self->name, glt_upload_accepted_dtypes(upload_of(self)))
                                : NULL;
         Py_XDECREF(head);
         if (fixed) {
@@ -105,28 +107,30 @@ static void accepted_types_hint(UploadObject *self) {
     PyErr_Restore(type, value, tb);
 }
 
-static PyObject *upload_write(UploadObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"x", "flip", "stream", "channels", "layout", "region", NULL};
-    static const char *const layouts[] = {"hwc", "chw"};
-    PyObject *x, *flip_obj = Py_None, *stream_obj = Py_None, *channels = Py_None, *layout_obj = Py_None,
-                 *region = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO$OOO:write", kwlist, &x, &flip_obj, &stream_obj, &channels,
-                                     &layout_obj, &region))
-        return NULL;
+/* write(x, flip=True, *, stream=None, channels=None, layout='hwc', region=None): stream= was positional up to 0.2. */
+GLT_PY_SIG(glt_sig_upload_write, "Upload.write", {"x", GLT_PY_POSITIONAL, NULL, NULL},
+           {"flip", GLT_PY_POSITIONAL, "True", NULL}, {"stream", GLT_PY_KEYWORD_WAS_POSITIONAL, "None", NULL},
+           {"channels", GLT_PY_KEYWORD, "None", NULL}, {"layout", GLT_PY_KEYWORD, "'hwc'", NULL},
+           {"region", GLT_PY_KEYWORD, "None", NULL});
+
+static PyObject *upload_write(UploadObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *v[6];
+    if (glt_py_parse(&glt_sig_upload_write, args, nargs, kwnames, v) < 0) return NULL;
+    for (int i = 1; i < 6; ++i)
+        if (!v[i]) v[i] = Py_None;
+    PyObject *x = v[0], *flip_obj = v[1], *stream_obj = v[2], *channels = v[3], *layout_obj = v[4], *region = v[5];
     gltensor_state *st = self->st;
-    if (!self->up) return closed(self);
+    if (!self->handle) return glt_py_closed(self);
     glt_write_options opts;
     glt_write_options_init(&opts);
-    int layout = 0;
     if (glt_py_as_flag(flip_obj, 1, &opts.flip) < 0) return NULL;
-    if (glt_py_as_choice(layout_obj, "layout", layouts, 2, 0, &layout) < 0) return NULL;
-    opts.order = layout ? GLT_ORDER_CHW : GLT_ORDER_HWC;
+    if (layout_obj != Py_None && glt_py_parse_layout(layout_obj, &opts.order) < 0) return NULL;
     if (channels != Py_None && parse_channels(channels, &opts) < 0) return NULL;
     if (glt_py_parse_region(region, "region", &opts.region) < 0) return NULL;
     /* The conversions above ran the caller's code, which may have closed this upload. */
-    if (!self->up) return closed(self);
+    if (!self->handle) return glt_py_closed(self);
     glt_upload_info info;
-    glt_upload_get_info(self->up, &info);
+    glt_upload_get_info(upload_of(self), &info);
     int want_cuda = info.backend == GLT_BACKEND_CUDA;
     glt_py_read_args r;
     memset(&r, 0, sizeof r);
@@ -140,88 +144,34 @@ static PyObject *upload_write(UploadObject *self, PyObject *args, PyObject *kwar
         accepted_types_hint(self);
         return NULL;
     }
-    if (!self->up) { /* describing x ran its __dlpack__ / interface code */
+    if (!self->handle) { /* describing x ran its __dlpack__ / interface code */
         Py_XDECREF(keep);
-        return closed(self);
+        return glt_py_closed(self);
     }
     /* Only CUDA uses a stream; the CPU backend refuses one the caller gave, not the defaults. */
     opts.cuda_stream = want_cuda || r.stream_given ? r.opts.cuda_stream : NULL;
-    glt_status s = glt_upload_write(self->up, &opts, &view);
+    glt_status s = glt_upload_write(upload_of(self), &opts, &view);
     Py_XDECREF(keep);
     if (s != GLT_OK) return glt_py_raise(st, s);
     Py_RETURN_NONE;
 }
 
-static PyObject *upload_close(UploadObject *self, PyObject *unused) {
-    (void)unused;
-    glt_upload_destroy(self->up);
-    self->up = NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *upload_enter(UploadObject *self, PyObject *unused) {
-    (void)unused;
-    if (!self->up) return closed(self);
-    return Py_NewRef(self);
-}
-
-static PyObject *upload_exit(UploadObject *self, PyObject *args) {
-    (void)args;
-    return upload_close(self, NULL);
-}
-
-static void upload_dealloc(UploadObject *self) {
-    glt_upload_destroy(self->up);
-    glt_py_free_instance((PyObject *)self);
-}
-
-static int info_of(UploadObject *self, glt_upload_info *info) {
-    if (!self->up) {
-        closed(self);
-        return -1;
-    }
-    glt_upload_get_info(self->up, info);
-    return 0;
-}
-
-#define INFO_GETTER(fn, expr)                         \
-    static PyObject *fn(UploadObject *self, void *c) { \
-        (void)c;                                      \
-        glt_upload_info i;                            \
-        if (info_of(self, &i) < 0) return NULL;       \
-        return expr;                                  \
-    }
-INFO_GETTER(get_width, PyLong_FromLong(i.width))
-INFO_GETTER(get_height, PyLong_FromLong(i.height))
-INFO_GETTER(get_channels, PyLong_FromLong(i.channels))
-INFO_GETTER(get_shape, Py_BuildValue("(iii)", i.height, i.width, i.channels))
-INFO_GETTER(get_dtype, PyUnicode_FromString(glt_dtype_name(i.dtype)))
-INFO_GETTER(get_format, PyUnicode_FromString(i.format_name))
-INFO_GETTER(get_backend, PyUnicode_FromString(glt_backend_name(i.backend)))
-INFO_GETTER(get_backend_reason, PyUnicode_FromString(i.backend_reason))
-INFO_GETTER(get_cuda_device, i.cuda_device < 0 ? Py_NewRef(Py_None) : PyLong_FromLong(i.cuda_device))
-#undef INFO_GETTER
-
 static PyObject *get_name(UploadObject *self, void *c) {
     (void)c;
     return PyLong_FromUnsignedLong(self->name);
 }
-static PyObject *get_closed(UploadObject *self, void *c) {
-    (void)c;
-    return PyBool_FromLong(self->up == NULL);
-}
 
 static PyObject *upload_repr(UploadObject *self) {
-    if (!self->up) return PyUnicode_FromFormat("<gltensor.Upload texture %u closed>", self->name);
+    if (!self->handle) return PyUnicode_FromFormat("<gltensor.Upload texture %u closed>", self->name);
     glt_upload_info i;
-    glt_upload_get_info(self->up, &i);
+    glt_upload_get_info(upload_of(self), &i);
     return PyUnicode_FromFormat("<gltensor.Upload texture %u %s %dx%d backend=%s>", self->name, i.format_name, i.width,
                                 i.height, glt_backend_name(i.backend));
 }
 
 static PyMethodDef upload_methods[] = {
-    {"write", (PyCFunction)(void (*)(void))upload_write, METH_VARARGS | METH_KEYWORDS,
-     "write(x, flip=True, stream=None, *, channels=None, layout='hwc', region=None)\n\nWrites tensor x into the "
+    {"write", (PyCFunction)(void (*)(void))upload_write, METH_FASTCALL | METH_KEYWORDS,
+     "write(x, flip=True, *, stream=None, channels=None, layout='hwc', region=None)\n\nWrites tensor x into the "
      "texture in one pass. x: (H, W, C) (or (C, H, W) with layout='chw') uint8, uint16, float16 or float32 "
      "(integer textures: unsigned integers), a CUDA tensor on the CUDA backend and a host array on the CPU "
      "backend. flip=True: row 0 of x is the top of the displayed image. channels: what each source channel is "
@@ -230,34 +180,36 @@ static PyMethodDef upload_methods[] = {
      "a rectangle with its lower-left corner at (x, y) in GL's convention (default: the whole texture). stream: "
      "CUDA stream to write on (default: the tensor's own stream (CAI v3), else the legacy default stream). GL work "
      "issued after write() returns sees the new content."},
-    {"close", (PyCFunction)upload_close, METH_NOARGS, "Release the CUDA registration (idempotent)."},
-    {"__enter__", (PyCFunction)upload_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)upload_exit, METH_VARARGS, NULL},
+    GLT_PY_LIFETIME_METHODS("Release the CUDA registration (idempotent)."),
     {NULL, NULL, 0, NULL},
 };
 
+#define I(pyname, doc, as, member) GLT_PY_INFO(pyname, doc, as, glt_upload_info, member)
+#define AT(member) offsetof(glt_upload_info, member)
 static PyGetSetDef upload_getset[] = {
     {"name", (getter)get_name, NULL, "GL name of the texture", NULL},
-    {"format", (getter)get_format, NULL, "GL internal format, e.g. 'GL_RGBA8'", NULL},
-    {"width", (getter)get_width, NULL, NULL, NULL},
-    {"height", (getter)get_height, NULL, NULL, NULL},
-    {"channels", (getter)get_channels, NULL, "channels the texture stores", NULL},
-    {"shape", (getter)get_shape, NULL, "(height, width, channels) of the whole texture", NULL},
-    {"dtype", (getter)get_dtype, NULL, "stored element type", NULL},
-    {"backend", (getter)get_backend, NULL, "'cuda' or 'cpu'", NULL},
-    {"backend_reason", (getter)get_backend_reason, NULL, "why this backend runs", NULL},
-    {"cuda_device", (getter)get_cuda_device, NULL, "CUDA ordinal, or None on the CPU backend", NULL},
-    {"closed", (getter)get_closed, NULL, "True after close()", NULL},
+    I("format", "GL internal format, e.g. 'GL_RGBA8'", GLT_PY_STR, format_name),
+    I("width", NULL, GLT_PY_INT, width),
+    I("height", NULL, GLT_PY_INT, height),
+    I("channels", "channels the texture stores", GLT_PY_INT, channels),
+    GLT_PY_INFO_INTS("shape", "(height, width, channels) of the whole texture", AT(height), AT(width), AT(channels)),
+    I("dtype", "stored element type", GLT_PY_DTYPE, dtype),
+    I("backend", "'cuda' or 'cpu'", GLT_PY_BACKEND, backend),
+    I("backend_reason", "why this backend runs", GLT_PY_STR, backend_reason),
+    I("cuda_device", "CUDA ordinal, or None on the CPU backend", GLT_PY_DEVICE, cuda_device),
+    GLT_PY_CLOSED_GETTER,
     {NULL, NULL, NULL, NULL, NULL},
 };
+#undef I
+#undef AT
 
 static PyType_Slot upload_slots[] = {
     {Py_tp_new, upload_new},
-    {Py_tp_dealloc, upload_dealloc},
+    {Py_tp_dealloc, glt_py_dealloc},
     {Py_tp_methods, upload_methods},
     {Py_tp_getset, upload_getset},
     {Py_tp_repr, upload_repr},
-    {Py_tp_doc, "Upload(texture, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None)\n\nA GL texture of the "
+    {Py_tp_doc, "Upload(name, target=GL_TEXTURE_2D, *, backend='auto', cuda_device=None)\n\nA GL texture of the "
                 "context current in this thread, registered once for writing and written from tensors with "
                 "write(x). The CUDA backend writes CUDA tensors with one kernel on the GPU; the CPU backend writes "
                 "host arrays with glTexSubImage2D."},
