@@ -322,7 +322,7 @@ glt_status glt_buffer_read(glt_buffer *b, size_t offset, size_t bytes, void *str
     memset(&spec, 0, sizeof spec);
     spec.dtype = GLT_DTYPE_UINT8;
     spec.channels = 1;
-    spec.order = GLT_ORDER_HWC;
+    spec.order = GLT_LAYOUT_HWC;
     if (bytes > 0x7FFFFFFF)
         return glt_fail(GLT_INVALID_ARGUMENT, "reads of more than 2 GiB at once are not supported; read in parts");
     glt_frame *f = NULL;

@@ -81,16 +81,16 @@ glt_status glt_out_spec_make(const glt_format *fmt, const glt_read_options *o, c
     s->depth_mode = o->depth;
     s->near_plane = o->near_plane;
     s->far_plane = o->far_plane;
-    if (o->order != GLT_ORDER_HWC && o->order != GLT_ORDER_CHW)
-        return glt_fail(GLT_INVALID_ARGUMENT, "unknown axis order %d; use HWC or CHW", (int)o->order);
-    s->order = o->order;
-    s->raw = identity && s->channels == fmt->channels && s->out_type == GLT_OUT_SAME && s->order == GLT_ORDER_HWC;
+    if (o->layout != GLT_LAYOUT_HWC && o->layout != GLT_LAYOUT_CHW)
+        return glt_fail(GLT_INVALID_ARGUMENT, "unknown axis order %d; use HWC or CHW", (int)o->layout);
+    s->order = o->layout;
+    s->raw = identity && s->channels == fmt->channels && s->out_type == GLT_OUT_SAME && s->order == GLT_LAYOUT_HWC;
     return GLT_OK;
 }
 
 size_t glt_out_row_bytes(const glt_out_spec *s, int width) {
     size_t es = glt_dtype_size(s->dtype);
-    return s->order == GLT_ORDER_CHW ? (size_t)width * es : (size_t)width * s->channels * es;
+    return s->order == GLT_LAYOUT_CHW ? (size_t)width * es : (size_t)width * s->channels * es;
 }
 
 size_t glt_out_image_bytes(const glt_out_spec *s, int width, int height) {
@@ -215,7 +215,7 @@ void glt_convert_host(const glt_format *fmt, const glt_out_spec *s, const void *
         for (int x = 0; x < width; ++x) {
             const unsigned char *px = row + (size_t)x * src_px;
             for (int c = 0; c < s->channels; ++c) {
-                unsigned char *o = s->order == GLT_ORDER_CHW ? out_row + (size_t)c * dst_plane + (size_t)x * es
+                unsigned char *o = s->order == GLT_LAYOUT_CHW ? out_row + (size_t)c * dst_plane + (size_t)x * es
                                                              : out_row + ((size_t)x * s->channels + c) * es;
                 store(fmt, s, kind, px, s->map[c], o);
             }

@@ -142,7 +142,7 @@ static glt_status copy_mapped(const glt_cuda_region *regions, int n, int flip, c
         sp.out_type = r->spec->out_type;
         sp.out_channels = r->spec->channels;
         for (int c = 0; c < 4; ++c) sp.map[c] = r->spec->map[c];
-        sp.chw = r->spec->order == GLT_ORDER_CHW;
+        sp.chw = r->spec->order == GLT_LAYOUT_CHW;
         sp.width = r->width;
         sp.height = r->height;
         sp.flip = flip;

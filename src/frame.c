@@ -57,8 +57,8 @@ void glt_frame_get_info(const glt_frame *f, glt_frame_info *info) {
     info->height = f->height;
     info->width = f->width;
     info->channels = f->channels;
-    info->order = f->order;
-    info->row_pitch_bytes = (size_t)f->width * (f->order == GLT_ORDER_CHW ? 1 : f->channels) * glt_dtype_size(f->dtype);
+    info->layout = f->order;
+    info->row_pitch_bytes = (size_t)f->width * (f->order == GLT_LAYOUT_CHW ? 1 : f->channels) * glt_dtype_size(f->dtype);
     info->nbytes = glt_block_size(f->block);
     info->flipped = f->flipped;
     info->stream = f->stream;

@@ -135,7 +135,7 @@ typedef struct glt_out_spec {
     glt_dtype dtype;   /* output element type */
     int channels;      /* output channels */
     int map[4];        /* output channel i <- source channel map[i] */
-    glt_order order;   /* HWC or CHW */
+    glt_layout order;   /* HWC or CHW */
     int raw;           /* 1: exactly as stored (first channels, same dtype, HWC): plain copies suffice */
     int out_type;      /* GLT_OUT_* for the kernel */
     int kind;          /* GLT_KIND_* of the source */
@@ -273,7 +273,7 @@ struct glt_frame {
     int cuda_device;
     glt_dtype dtype;
     int count, height, width, channels;
-    glt_order order;
+    glt_layout order;
     int flipped;
     void *stream;
 };
@@ -392,7 +392,7 @@ glt_status glt_cpu_reader_read(glt_cpu_reader *r, const glt_format *fmt, int wid
                                void *dst, size_t dst_pitch, int flip);
 
 
-/* ---- upload.c / buffer.c: the GL-side helpers (gl_objects.c) and the CUDA side (cuda_backend.c) ---- */
+/* ---- upload.c / buffer.c: the GL-side helpers (gl_objects.c) and the CUDA side (cuda_upload.c, cuda_buffer_map.c) ---- */
 /* Size and internal format of level 0 of a texture, restoring the binding it touches. */
 glt_status glt_gl_texture_query(const glt_gl *gl, GLuint name, GLenum target, int *width, int *height,
                                 GLenum *internal_format);

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* No CUDA call is made here: device memory and events go through cuda_backend.c, whose every entry
- * point runs on the pool's device, so a pool of device 1 never touches whatever device the calling
+/* No CUDA call is made here: device memory and events go through cuda_stream.c, whose every entry point
+ * runs on the pool's device, so a pool of device 1 never touches whatever device the calling
  * thread happens to have current (v0.1 allocated frames of device-1 captures on device 0). */
 
 /* Idle blocks kept per pool: enough for frames held a few steps, without hoarding memory. */

@@ -377,7 +377,7 @@ static glt_status copy_cuda(glt_slots *s, unsigned set, const glt_read_dest *d, 
     sp.out_type = d->spec.out_type;
     sp.out_channels = d->spec.channels;
     for (int c = 0; c < 4; ++c) sp.map[c] = d->spec.map[c];
-    sp.chw = d->spec.order == GLT_ORDER_CHW;
+    sp.chw = d->spec.order == GLT_LAYOUT_CHW;
     sp.width = h->width;
     sp.height = h->height;
     sp.flip = flip; /* slots hold GL's rows, bottom row first, as the mapped arrays of captures do */

@@ -35,7 +35,7 @@ void glt_write_options_init(glt_write_options *o) {
     memset(o, 0, sizeof *o);
     o->size = sizeof *o;
     o->flip = 1;
-    o->order = GLT_ORDER_HWC;
+    o->layout = GLT_LAYOUT_HWC;
 }
 
 static void describe(const glt_upload *up, char *what, size_t n) {
@@ -181,9 +181,9 @@ static glt_status make_spec(const glt_upload *up, const glt_write_options *o, co
                         "(0, 0)-(%d, %d) with (x, y) its lower-left corner",
                         x, y, w, h, what, up->base.width, up->base.height);
     *whole = x == 0 && y == 0 && w == up->base.width && h == up->base.height;
-    if (o->order != GLT_ORDER_HWC && o->order != GLT_ORDER_CHW)
-        return glt_fail(GLT_INVALID_ARGUMENT, "unknown source axis order %d; use HWC or CHW", (int)o->order);
-    int chw = o->order == GLT_ORDER_CHW;
+    if (o->layout != GLT_LAYOUT_HWC && o->layout != GLT_LAYOUT_CHW)
+        return glt_fail(GLT_INVALID_ARGUMENT, "unknown source axis order %d; use HWC or CHW", (int)o->layout);
+    int chw = o->layout == GLT_LAYOUT_CHW;
     if (src->ndim != 3)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "the source has %d dimensions; it must be (height, width, channels)%s", src->ndim,

@@ -37,7 +37,7 @@ glt_status glt_view_check(const glt_buffer_view *v, const glt_dest_shape *want, 
     if (v->dtype != spec->dtype)
         return glt_fail(GLT_INVALID_ARGUMENT, "out= has dtype %s, but reading %s gives %s; allocate out as %s",
                         glt_dtype_name(v->dtype), what, glt_dtype_name(spec->dtype), glt_dtype_name(spec->dtype));
-    int chw = spec->order == GLT_ORDER_CHW;
+    int chw = spec->order == GLT_LAYOUT_CHW;
     int nd = want->count > 0 ? 4 : 3;
     int64_t dims[4] = {want->count, chw ? spec->channels : want->height, chw ? want->height : want->width,
                        chw ? want->width : spec->channels};

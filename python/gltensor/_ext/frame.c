@@ -71,7 +71,7 @@ static int is_cuda(const FrameObject *self) { return self->info.memory == GLT_ME
 static int frame_dims(const glt_frame_info *info, int64_t *dims) {
     int nd = 0;
     if (info->count > 0) dims[nd++] = info->count;
-    if (info->order == GLT_ORDER_CHW) {
+    if (info->layout == GLT_LAYOUT_CHW) {
         dims[nd++] = info->channels;
         dims[nd++] = info->height;
         dims[nd++] = info->width;
@@ -198,7 +198,7 @@ static PyObject *get_strides(FrameObject *self, void *c) {
 }
 static PyObject *get_layout(FrameObject *self, void *c) {
     (void)c;
-    return PyUnicode_FromString(self->info.order == GLT_ORDER_CHW ? "chw" : "hwc");
+    return PyUnicode_FromString(self->info.layout == GLT_LAYOUT_CHW ? "chw" : "hwc");
 }
 static PyObject *get_dtype(FrameObject *self, void *c) {
     (void)c;

@@ -54,12 +54,12 @@ static int parse_dtype(PyObject *obj, glt_read_options *o) {
     return -1;
 }
 
-int glt_py_parse_layout(PyObject *obj, glt_order *order) {
+int glt_py_parse_layout(PyObject *obj, glt_layout *order) {
     /* Both cases, for reads and writes alike. */
     static const char *const layouts[] = {"hwc", "chw", "HWC", "CHW"};
     int k = 0;
     if (glt_py_as_choice(obj, "layout", layouts, 4, 0, &k) < 0) return -1;
-    *order = k % 2 ? GLT_ORDER_CHW : GLT_ORDER_HWC;
+    *order = k % 2 ? GLT_LAYOUT_CHW : GLT_LAYOUT_HWC;
     return 0;
 }
 
@@ -107,7 +107,7 @@ int glt_py_parse_read_args(gltensor_state *st, const glt_py_sig *sig, PyObject *
     if (r->stream_given && glt_py_parse_stream(st, v[1], &r->opts.cuda_stream) < 0) return -1;
     if (channels != Py_None && parse_channels(channels, &r->opts) < 0) return -1;
     if (dtype != Py_None && parse_dtype(dtype, &r->opts) < 0) return -1;
-    if (layout != Py_None && glt_py_parse_layout(layout, &r->opts.order) < 0) return -1;
+    if (layout != Py_None && glt_py_parse_layout(layout, &r->opts.layout) < 0) return -1;
     if ((depth != Py_None || projection != Py_None || near_obj != Py_None || far_obj != Py_None) &&
         parse_depth(depth, projection, near_obj, far_obj, &r->opts) < 0)
         return -1;

@@ -18,7 +18,7 @@ int glt_py_parse_read_args(gltensor_state *st, const glt_py_sig *sig, PyObject *
  * tensor's owner named (CAI v3), else CUDA's legacy default stream. `keep` must be released after use. */
 int glt_py_out_view(gltensor_state *st, glt_py_read_args *r, int want_cuda, glt_buffer_view *view, PyObject **keep);
 /* layout= 'hwc' | 'chw', in either case (reads and writes). */
-int glt_py_parse_layout(PyObject *obj, glt_order *order);
+int glt_py_parse_layout(PyObject *obj, glt_layout *order);
 
 /* What the one read path needs of a type: its table, where its info struct says the backend, its C reads. */
 typedef struct glt_py_reader {

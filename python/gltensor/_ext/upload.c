@@ -124,7 +124,7 @@ static PyObject *upload_write(UploadObject *self, PyObject *const *args, Py_ssiz
     glt_write_options opts;
     glt_write_options_init(&opts);
     if (glt_py_as_flag(flip_obj, 1, &opts.flip) < 0) return NULL;
-    if (layout_obj != Py_None && glt_py_parse_layout(layout_obj, &opts.order) < 0) return NULL;
+    if (layout_obj != Py_None && glt_py_parse_layout(layout_obj, &opts.layout) < 0) return NULL;
     if (channels != Py_None && parse_channels(channels, &opts) < 0) return NULL;
     if (glt_py_parse_region(region, "region", &opts.region) < 0) return NULL;
     /* The conversions above ran the caller's code, which may have closed this upload. */
