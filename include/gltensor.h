@@ -677,6 +677,9 @@ typedef struct glt_slot_writer_info {
      * (glReadPixels into a buffer of the writer's own, then a buffer copy), "readpixels" (glReadPixels straight
      * into the slot: CPU slots, or the GLTENSOR_SLOTS_WRITE=direct diagnostic). */
     const char *write_path;
+    /* "shader" writes that read the caller's texture itself (a single-sample GL_TEXTURE_2D of the slot's format,
+     * base level 0, identity swizzle); the others blit it into a texture of the writer's first. */
+    uint64_t direct_writes;
 } glt_slot_writer_info;
 
 /* Attaches to a slot in the GL context current in this thread (CUDA backend: imports the memory into GL, and

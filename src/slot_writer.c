@@ -272,6 +272,7 @@ glt_status glt_slot_writer_get_info(const glt_slot_writer *w, glt_slot_writer_in
     info->format_name = w->fmt->name;
     info->backend = w->backend;
     info->writes = w->writes;
+    info->direct_writes = w->direct_writes;
     info->write_path = w->mode == WRITE_SHADER                                     ? "shader"
                        : w->mode == WRITE_COPY && w->backend == GLT_BACKEND_CUDA ? "copy"
                                                                                  : "readpixels";

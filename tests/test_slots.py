@@ -627,7 +627,10 @@ def test_the_shader_write_reads_a_texture_itself_only_where_that_is_exact(backen
             slots.write(slot, tex, region=(pad, pad, W, H) if pad else None)
         got = to_host(slots.read())
         np.testing.assert_array_equal(got, np.stack([want, want]))
-        assert slots._client.writer(0).write_path == "shader"
+        writer = slots._client.writer(0)
+        assert writer.write_path == "shader" and writer.writes == 1
+        # Only a plain texture of the slot's format (any region of it) is read without the blit, and only by default.
+        assert writer.direct_writes == (1 if pack_input == "auto" and case in ("plain", "region") else 0)
     finally:
         slots.close()
         GL.glDeleteTextures(1, [tex])

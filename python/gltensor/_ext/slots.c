@@ -289,6 +289,8 @@ static PyGetSetDef writer_getset[] = {
     I("format", NULL, GLT_PY_STR, format_name),
     I("backend", NULL, GLT_PY_BACKEND, backend),
     I("writes", "writes done by this writer", GLT_PY_U64, writes),
+    I("direct_writes", "shader writes that read the caller's texture itself, without a blit", GLT_PY_U64,
+      direct_writes),
     I("write_path", "how GL writes move the pixels: 'shader', 'copy' or 'readpixels' (GLTENSOR_SLOTS_WRITE chooses)",
       GLT_PY_STR, write_path),
     GLT_PY_CLOSED_GETTER,
