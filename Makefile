@@ -47,7 +47,7 @@ $(BUILD)/libgltensor.a: $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
 $(BUILD)/libgltensor.so: $(CORE_OBJ)
-	$(CC) -shared -o $@ $^ $(LINK_CUDA) -ldl -lpthread -Wl,--exclude-libs,ALL -Wl,-Bsymbolic
+	$(CC) -shared -o $@ $^ $(LINK_CUDA) -ldl -lpthread -lm -Wl,--exclude-libs,ALL -Wl,-Bsymbolic
 
 check-header:
 	printf '#include "gltensor.h"\nint main(void){return glt_status_name(GLT_OK)[0]=='"'"'G'"'"'?0:1;}\n' > $(BUILD)/hdr.c

@@ -110,7 +110,7 @@ extension = Extension(
     py_limited_api=True,
     extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter",
                         "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
-    libraries=["dl", "pthread"],
+    libraries=["dl", "pthread", "m"],  # m: nearbyintf (convert.c)
     extra_link_args=["-Wl,-Bsymbolic", "-Wl,--version-script=" + str(ROOT / "python" / "gltensor" / "_ext" / "exports.map")],
 )
 

@@ -30,6 +30,8 @@ def make_vec(n, method, backend, **env_kwargs):
 
 
 def as_numpy(x):
+    if hasattr(x, "__dlpack_device__") and x.__dlpack_device__()[0] == 2:  # a gltensor frame in CUDA memory
+        x = torch.from_dlpack(x)
     if isinstance(x, torch.Tensor):
         return x.cpu().numpy()
     return np.asarray(x)

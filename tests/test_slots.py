@@ -194,6 +194,8 @@ def test_frames_are_never_overwritten(backend, workers, buffers):
         frames.append(slots.read())
     for step, f in enumerate(frames):
         np.testing.assert_array_equal(to_host(f), expected(2, step))
+    del frames, f
+    slots.close()
 
 
 # Every slot format written from a source of the same format (bit-exact, floats included), sRGB (stored bytes,
@@ -223,6 +225,7 @@ def test_formats(backend, write_path, workers, source_format, slot_format):
             got, want = got.view(f"u{got.dtype.itemsize}"), want.view(f"u{want.dtype.itemsize}")
         np.testing.assert_array_equal(got, want)
     assert set(w.all("write_path").values()) == {write_path}
+    slots.close()
 
 
 def test_host_arrays_as_observations(backend, workers):
