@@ -24,8 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GL_BUFFER_KHR 0x82E0
-#define EGL_CONTEXT_CLIENT_TYPE 0x3097
 #define MARKER_BYTES 16
 
 typedef void (*PFN_glObjectLabel)(GLenum, GLuint, GLsizei, const char *);

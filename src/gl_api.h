@@ -138,6 +138,13 @@ typedef unsigned char GLubyte;
 #define GL_DEPTH_CLEAR_VALUE 0x0B73
 #define GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT 0x90DF
 #define GL_BUFFER_UPDATE_BARRIER_BIT 0x00000200
+#define GL_TEXTURE_BASE_LEVEL 0x813C
+#define GL_TEXTURE_SWIZZLE_RGBA 0x8E46
+#define GL_GREEN 0x1904
+#define GL_BLUE 0x1905
+#define GL_ALPHA 0x1906
+#define GL_BUFFER_KHR 0x82E0 /* KHR_debug object label namespace */
+#define EGL_CONTEXT_CLIENT_TYPE 0x3097
 
 typedef GLenum (*PFN_glGetError)(void);
 typedef void (*PFN_glGetIntegerv)(GLenum, GLint *);

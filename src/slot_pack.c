@@ -174,12 +174,6 @@ void glt_slot_packer_destroy(glt_slot_packer *p) {
     free(p);
 }
 
-#define GL_TEXTURE_BASE_LEVEL 0x813C
-#define GL_TEXTURE_SWIZZLE_RGBA 0x8E46
-#define GL_GREEN 0x1904
-#define GL_BLUE 0x1905
-#define GL_ALPHA 0x1906
-
 int glt_slot_packer_reads_directly(const glt_slot_packer *p, GLuint name, GLenum target, int samples,
                                    const glt_format *src) {
     if (!p->direct_allowed || target != GL_TEXTURE_2D || samples > 1 || src != p->fmt) return 0;
