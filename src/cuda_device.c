@@ -116,6 +116,22 @@ glt_status glt_cuda_probe(int *device_count) {
     if (n == 0)
         return glt_fail(GLT_CUDA_UNAVAILABLE, "CUDA is unavailable: no CUDA device is visible (check "
                                               "CUDA_VISIBLE_DEVICES); use the CPU backend");
+    /* A child forked after its parent used CUDA inherits the runtime's state: cudaGetDeviceCount still answers,
+     * but every call that needs the driver fails with cudaErrorInitializationError (a SubprocVecEnv worker forked
+     * from a trainer that already used torch.cuda). An attribute query, which creates no context, tells. */
+    int major = 0;
+    e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (device_count) *device_count = 0;
+        return glt_fail(GLT_CUDA_UNAVAILABLE, "CUDA is unavailable in this process (%s: %s)%s", cudaGetErrorName(e),
+                        cudaGetErrorString(e),
+                        e == cudaErrorInitializationError
+                            ? ": it was forked after its parent used CUDA, and CUDA does not survive fork; start "
+                              "workers with spawn or forkserver (GL-only work, e.g. shared-slot writes, still runs "
+                              "here)"
+                            : "; use the CPU backend");
+    }
     return GLT_OK;
 }
 

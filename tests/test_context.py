@@ -321,3 +321,46 @@ def test_egl_device_list(gl, ctx):
         assert any("EGL_MESA_device_software" in d["extensions"] for d in devices)
     assert "EGL_EXT_device_enumeration" in core._egl_client_extensions() or \
         "EGL_EXT_device_base" in core._egl_client_extensions()
+
+
+_FORKED_AFTER_CUDA = r"""
+import os, sys
+os.environ["PYOPENGL_PLATFORM"] = "egl"
+import numpy as np
+import gltensor
+assert gltensor.cuda_available()  # the parent initialises CUDA (no GL context: fork after EGL is refused)
+pid = os.fork()
+if pid == 0:
+    code = 1
+    try:
+        assert not gltensor.cuda_available(), "CUDA cannot run in a child forked after its parent used it"
+        from OpenGL import GL
+        ctx = gltensor.Context.headless()  # no CUDA needed to pick the GPU
+        tex = int(GL.glGenTextures(1))
+        GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
+        GL.glTexStorage2D(GL.GL_TEXTURE_2D, 1, GL.GL_RGBA8, 33, 17)
+        img = np.random.default_rng(3).integers(0, 256, (17, 33, 4), dtype=np.uint8)
+        GL.glPixelStorei(GL.GL_UNPACK_ALIGNMENT, 1)
+        GL.glTexSubImage2D(GL.GL_TEXTURE_2D, 0, 0, 0, 33, 17, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, img)
+        cap = gltensor.Capture(tex)
+        assert cap.backend == "cpu", cap.backend_reason
+        assert np.array_equal(np.asarray(cap.read(flip=False)), img)
+        code = 0
+    except BaseException as e:
+        print(f"child: {type(e).__name__}: {e}", file=sys.stderr)
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.gpu
+def test_a_child_forked_after_its_parent_used_cuda_renders_without_it():
+    """A worker forked from a trainer that already used CUDA (SubprocVecEnv's default start method) cannot use CUDA:
+    gltensor says CUDA is unavailable there instead of failing in a device query, its headless context comes up,
+    and its captures read through the CPU backend, exactly."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _FORKED_AFTER_CUDA], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]

@@ -27,7 +27,7 @@ CUDA_CALL = re.compile(r"\b(cuda[A-Z]\w*|glt_launch_\w+)\s*\(")
 DEVICE_AGNOSTIC = {
     "glt_device_guard_enter",  # the guard itself
     "glt_device_guard_exit",
-    "glt_cuda_probe",  # cudaGetDeviceCount
+    "glt_cuda_probe",  # cudaGetDeviceCount, and an attribute of device 0 (no context) to tell a forked child
     "glt_cuda_device_of_current_context",  # cudaGLGetDevices: which device is this GL context on?
     "glt_cuda_fail",  # cudaGetErrorName/String and clearing the error after a failed call
     "glt_cuda_driver_entry",  # looks up a driver entry point (cudaGetDriverEntryPointByVersion)
