@@ -77,29 +77,25 @@ def main():
     # Which part of the hand-over is the stream wait: no wait at all (stream=-1, the DLPack spec's "no sync"), the
     # legacy default stream (what torch's default stream asks for), and a stream of torch's own.
     side = torch.cuda.Stream()
+
+    def after_idle_read(fn):
+        """Median µs of fn(frame) on a fresh read, timed once the GPU is idle."""
+        ts = []
+        for _ in range(a.reps):
+            slots_read_only()
+            f = slots.read()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = fn(f)
+            ts.append((time.perf_counter() - t0) * 1e6)
+            del out, f
+        return statistics.median(ts)
+
     for label, stream in (("__dlpack__(stream=-1), no wait", -1), ("__dlpack__(stream=1), legacy default", 1),
                           ("__dlpack__(side stream)", side.cuda_stream)):
-        ts = []
-        for _ in range(a.reps):
-            slots_read_only()
-            f = slots.read()
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            cap = f.__dlpack__(stream=stream, max_version=(1, 0))
-            ts.append((time.perf_counter() - t0) * 1e6)
-            del cap, f
-        rows[label] = statistics.median(ts)
+        rows[label] = after_idle_read(lambda f: f.__dlpack__(stream=stream, max_version=(1, 0)))
     with torch.cuda.stream(side):
-        ts = []
-        for _ in range(a.reps):
-            slots_read_only()
-            f = slots.read()
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            x = torch.from_dlpack(f)
-            ts.append((time.perf_counter() - t0) * 1e6)
-            del x, f
-        rows["torch.from_dlpack(frame), side stream"] = statistics.median(ts)
+        rows["torch.from_dlpack(frame), side stream"] = after_idle_read(torch.from_dlpack)
     timed("batch.read()", lambda: batch.read())
     timed("torch.from_dlpack(batch.read())", lambda: torch.from_dlpack(batch.read()))
     torch.cuda.synchronize()
