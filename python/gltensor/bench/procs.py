@@ -14,6 +14,8 @@ Paths, all in the same run, interleaved, median of runs:
               blitted from the texture, not the texture itself (what `slots` did before it read textures directly)
   slots_out   as slots, the trainer reading into a batch tensor it keeps (read(out=)): no new frame and no
               DLPack hand-over per step
+  slots_torch as slots, the trainer reading into a new torch tensor each step (torch.empty, then read(out=)):
+              fresh memory per step as with a frame, allocated by torch's caching allocator
   slots_noread  (diagnostic) the workers write their slots as in `slots`, the trainer reads nothing: the
               workers' share of the slots' time over the floor, the rest being the trainer's read
   floor       workers render and fence, nothing copied; the trainer's consumer op on a batch it already has
@@ -42,11 +44,11 @@ from .report import fmt_us, machine_info, print_table, results_path, save_json
 # path is skipped where N of them would not fit.
 PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
 
-PATHS = ("host", "per_worker", "slots", "slots_out", "slots_copy", "slots_blit", "slots_noread", "floor", "pack", "atlas")
-DEFAULT_PATHS = ("host", "per_worker", "slots", "floor", "pack", "atlas")
-GL_ONLY_PATHS = ("host", "slots", "slots_out", "slots_copy", "slots_blit", "slots_noread", "floor", "pack")  # the workers of these never touch CUDA
+PATHS = ("host", "per_worker", "slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread", "floor", "pack", "atlas")
+DEFAULT_PATHS = ("host", "per_worker", "slots", "slots_out", "floor", "atlas")
+GL_ONLY_PATHS = ("host", "slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread", "floor", "pack")  # the workers of these never touch CUDA
 # Each GL-only path's pool of workers and its slots: "slots_copy" has its own, written the other way.
-POOL_OF = {"host": "gl", "slots": "gl", "slots_out": "gl", "slots_noread": "gl", "floor": "gl", "pack": "gl",
+POOL_OF = {"host": "gl", "slots": "gl", "slots_out": "gl", "slots_torch": "gl", "slots_noread": "gl", "floor": "gl", "pack": "gl",
            "slots_copy": "gl_copy", "slots_blit": "gl_blit"}
 # The slot-write variables each pool's workers run with (the others unset).
 WRITE_ENV = {"gl": {}, "gl_copy": {"GLTENSOR_SLOTS_WRITE": "copy"},
@@ -78,6 +80,10 @@ def _worker(k, n, conn, slots_handle, batch, slots_env=None):
         else:
             ctx = gltensor.Context.headless()
         cams = cap = None
+        # This worker's wall time per step in its two phases (render; hand-over: write, read or fence), kept
+        # until the trainer asks for their medians ("timings"): where the workers' share of a step goes.
+        spent = {"render": [], "handover": []}
+        clock = time.perf_counter
         conn.send(("ok", os.getpid()))
         while True:
             msg = conn.recv()
@@ -103,8 +109,14 @@ def _worker(k, n, conn, slots_handle, batch, slots_env=None):
             if cmd == "write_path":
                 conn.send(("ok", slots_handle.client.writer(slots_handle.slot).write_path))
                 continue
+            if cmd == "timings":
+                conn.send(("ok", {phase: median(v) * 1e6 if v else None for phase, v in spent.items()}))
+                spent = {phase: [] for phase in spent}
+                continue
             _, i, path = msg
+            t0 = clock()
             cams.draw_targets(i * n + k)  # a picture of its own for every worker and step
+            t1 = clock()
             value = None
             if path == "host":
                 value = cams.targets[0].read_pixels(flip=True)
@@ -113,7 +125,7 @@ def _worker(k, n, conn, slots_handle, batch, slots_env=None):
 
                 cap.read(out=batch[k, :h, :w])  # its row of the shared batch, at this cell's size
                 torch.cuda.current_stream().synchronize()  # the reply says the frame is there
-            elif path in ("slots", "slots_out", "slots_copy", "slots_blit", "slots_noread"):
+            elif path in ("slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread"):
                 slots_handle.write(tex)
             elif path == "floor":
                 GL.glFinish()
@@ -124,6 +136,9 @@ def _worker(k, n, conn, slots_handle, batch, slots_env=None):
                 GL.glReadPixels(0, 0, w, h, GL.GL_RGBA, GL.GL_UNSIGNED_BYTE, ctypes.c_void_p(0))
                 GL.glBindBuffer(GL.GL_PIXEL_PACK_BUFFER, 0)
                 GL.glFinish()
+            if cmd == "step":
+                spent["render"].append(t1 - t0)
+                spent["handover"].append(clock() - t1)
             if cmd == "check":
                 value = (value, cams.targets[0].read_pixels(flip=True))
             conn.send(("ok", value))
@@ -252,7 +267,9 @@ class Cell:
             return atlas_step
         pool = self.pools[path]
 
-        phases = self.phases.setdefault(path, {"workers": [], "read": []})
+        # The trainer's wall time per step: waiting for the workers, then reading (for slots, split into the
+        # read itself and torch's DLPack hand-over of the frame).
+        phases = self.phases.setdefault(path, {"workers": [], "read": [], "read_call": [], "handover": []})
 
         def step(i, check=False):
             t0 = time.perf_counter()
@@ -265,9 +282,14 @@ class Cell:
             elif path == "per_worker":
                 x = self.cuda_batch
             elif path in ("slots", "slots_copy", "slots_blit"):
-                x = torch.from_dlpack(self.slots[POOL_OF[path]].read())
+                frame = self.slots[POOL_OF[path]].read()
+                phases["read_call"].append(time.perf_counter() - t1)
+                x = torch.from_dlpack(frame)
+                phases["handover"].append(time.perf_counter() - t1 - phases["read_call"][-1])
             elif path == "slots_out":
                 x = self.slots[POOL_OF[path]].read(out=self.out_batch)
+            elif path == "slots_torch":
+                x = self.slots[POOL_OF[path]].read(out=torch.empty_like(self.out_batch))
             else:  # floor, pack, slots_noread: nothing handed over
                 x = self.floor_batch
             phases["workers"].append(t1 - t0)
@@ -319,6 +341,9 @@ def build_parser():
     ap.add_argument("--runs", type=int, default=3, help="runs per path, interleaved; the median is reported")
     ap.add_argument("--max-seconds", type=float, default=2.0, help="longest timed loop of one run")
     ap.add_argument("--slot-buffers", type=int, default=2, help="SharedSlots(buffers=...) of the slot paths")
+    ap.add_argument("--profile", default=None, metavar="DIR",
+                    help="(diagnostic) after the timed runs, one more run of each path under torch.profiler (the "
+                         "trainer's CUDA API calls and kernels): a table per cell and path in DIR")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 and 2 workers at 32x24, few steps")
     ap.add_argument("--json", default=None, help="where the JSON goes (default benchmarks/results/procs_HOST.json)")
     return ap
@@ -407,20 +432,33 @@ def main(argv=None):
                     write_paths = {name: sorted(set(pools[name].all("write_path"))) for name in slots
                                    if any(POOL_OF.get(p) == name and p.startswith("slots") for p in cell_paths)}
                     times = {p: [] for p in cell_paths}
+                    worker_phases = {p: [] for p in cell_paths if p != "atlas"}  # per run: each worker's medians
                     used = {}
                     first = 0
-                    for _ in range(args.runs):
-                        for path in cell_paths:
+                    for run in range(args.runs):
+                        # Each run starts at another path, so that no path always follows the same one (the
+                        # host path's pipes and the GPU's state after a path shift what runs next).
+                        shift = run % len(cell_paths)
+                        for path in cell_paths[shift:] + cell_paths[:shift]:
+                            if path != "atlas":
+                                cell.pools[path].all("timings")  # drops what earlier paths left
                             us, steps = time_path(cell, path, args.steps, args.warmup, args.max_seconds, sync, first)
                             first += args.warmup + steps
                             times[path].append(us)
                             used[path] = steps
+                            if path != "atlas":
+                                worker_phases[path].append(cell.pools[path].all("timings"))
+                    if args.profile:
+                        profile_paths(cell, cell_paths, args, sync, first, os.path.join(args.profile, label))
                     med = {p: median(v) for p, v in times.items()}
                     cell_report = {"workers": n, "width": w, "height": h, "us_per_step": med, "runs": times,
                                    "steps": used, "worker_memory_mib": memory, "skipped": skipped,
                                    "slot_write_paths": write_paths,
                                    "phase_us": {p: {k: median(v) * 1e6 for k, v in ph.items() if v}
                                                 for p, ph in cell.phases.items()},
+                                   # each worker's own wall time per step (median over its steps, then the
+                                   # median and the largest over workers and runs): render, and hand-over
+                                   "worker_phase_us": {p: worker_summary(runs) for p, runs in worker_phases.items()},
                                    # reads that waited for the GPU before letting the workers into a set, of all
                                    # reads so far on those slots (this cell and the ones before at this N)
                                    "slot_read_waits": {name: {"waits": sl.read_waits, "reads": sl.reads,
@@ -430,8 +468,11 @@ def main(argv=None):
                     rows.append(row_of(label, med, run_paths))
                     if write_paths:
                         print(f"{label}: slot writes by pool: {write_paths}")
-                    print_table(f"{label}: µs per step (median of {args.runs})", ["path", "µs/step", "frames/s"],
-                                [[p, fmt_us(med[p]), "%.0f" % (n * 1e6 / med[p])] for p in cell_paths])
+                    print_table(f"{label}: µs per step (median of {args.runs}); where it goes: the trainer's wait "
+                                "for the workers and its read, each worker's render and hand-over (median / max)",
+                                ["path", "µs/step", "frames/s", "trainer wait", "trainer read", "worker render",
+                                 "worker hand-over"],
+                                [phase_row(p, med[p], n, cell_report) for p in cell_paths])
                 except (CheckFailed, Skip) as e:
                     print(f"{label}: {type(e).__name__}: {e}", file=sys.stderr)
                     report["cells"].append({"workers": n, "width": w, "height": h, "error": str(e)})
@@ -450,15 +491,62 @@ def main(argv=None):
     return 0 if report["status"] == "ok" else 1
 
 
+def phase_row(path, us, n, cell_report):
+    trainer = cell_report["phase_us"].get(path, {})
+    workers = cell_report["worker_phase_us"].get(path, {})
+
+    def both(phase):
+        w = workers.get(phase)
+        return f"{fmt_us(w['median'])} / {fmt_us(w['max'])}" if w else "-"
+    return [path, fmt_us(us), "%.0f" % (n * 1e6 / us), fmt_us(trainer.get("workers")), fmt_us(trainer.get("read")),
+            both("render"), both("handover")]
+
+
+def profile_paths(cell, paths, args, sync, first, stem):
+    """One untimed run of each path under torch.profiler: the trainer's CPU ops, CUDA API calls and kernels,
+    summed over the run, as a table per path (STEM.PATH.txt; the profiler slows what it watches, so these are
+    for finding where the trainer's time goes, not figures)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+    for path in paths:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            _, steps = time_path(cell, path, args.steps, args.warmup, args.max_seconds, sync, first)
+        first += args.warmup + steps
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=50)
+        with open(f"{stem.replace(' ', '')}.{path}.txt", "w") as f:
+            f.write(f"{path}: {steps} timed steps + {args.warmup} warm-up\n{table}\n")
+
+
+def worker_summary(runs):
+    """{phase: {"median": µs, "max": µs}} over every worker of every run (each worker's median per run)."""
+    out = {}
+    for phase in ("render", "handover"):
+        vals = [w[phase] for run in runs for w in run if w.get(phase) is not None]
+        if vals:
+            out[phase] = {"median": median(vals), "max": max(vals)}
+    return out
+
+
+# The slot paths the summary compares with host readback and the floor: the frame read (torch.from_dlpack of a
+# new frame each step) and the read into a batch the trainer keeps.
+SUMMARY_SLOTS = ("slots", "slots_out")
+
+
 def row_of(label, med, paths):
-    host, slots, floor = med.get("host"), med.get("slots"), med.get("floor")
-    ratio = "%.2fx" % (host / slots) if host and slots else "-"
-    of_floor = "%.2f" % (slots / floor) if slots and floor else "-"
-    return [label] + [fmt_us(med.get(p)) for p in paths] + [ratio, of_floor]
+    host, floor = med.get("host"), med.get("floor")
+    ratios = []
+    for p in SUMMARY_SLOTS:
+        if p in paths:
+            slots = med.get(p)
+            ratios += ["%.2fx" % (host / slots) if host and slots else "-",
+                       "%.2f" % (slots / floor) if slots and floor else "-"]
+    return [label] + [fmt_us(med.get(p)) for p in paths] + ratios
 
 
 def summarize(report, rows, paths, skipped):
-    header = ["N x size"] + list(paths) + ["host/slots", "slots/floor"]
+    header = ["N x size"] + list(paths) + [h for p in SUMMARY_SLOTS if p in paths
+                                            for h in (f"host/{p}", f"{p}/floor")]
     print_table("µs per step, every path in the same run (render + hand-over + consumer op)", header, rows)
     for p, why in skipped.items():
         print(f"skipped {p}: {why}")
