@@ -19,6 +19,8 @@ Paths, all in the same run, interleaved, median of runs:
   slots_noread  (diagnostic) the workers write their slots as in `slots`, the trainer reads nothing: the
               workers' share of the slots' time over the floor, the rest being the trainer's read
   floor       workers render and fence, nothing copied; the trainer's consumer op on a batch it already has
+  floor_compute, floor_draw  (diagnostics) as floor, plus one pass in each worker that writes every pixel into a
+              buffer of its own as a compute dispatch or as a draw (bench/passes.py): what the kind of pass costs
   pack        as floor, plus each worker's glReadPixels into a pixel-pack buffer of its own (what a slot write
               does on the GPU before its copy into the slot): where the slots' time over the floor goes
   atlas       one process draws N tiles of one texture and reads them with one Atlas read (no workers)
@@ -44,11 +46,14 @@ from .report import fmt_us, machine_info, print_table, results_path, save_json
 # path is skipped where N of them would not fit.
 PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
 
-PATHS = ("host", "per_worker", "slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread", "floor", "pack", "atlas")
+PATHS = ("host", "per_worker", "slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread", "floor", "floor_compute",
+         "floor_draw", "pack", "atlas")
 DEFAULT_PATHS = ("host", "per_worker", "slots", "slots_out", "floor", "atlas")
-GL_ONLY_PATHS = ("host", "slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread", "floor", "pack")  # the workers of these never touch CUDA
+GL_ONLY_PATHS = ("host", "slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread", "floor",
+                 "floor_compute", "floor_draw", "pack")  # the workers of these never touch CUDA
 # Each GL-only path's pool of workers and its slots: "slots_copy" has its own, written the other way.
 POOL_OF = {"host": "gl", "slots": "gl", "slots_out": "gl", "slots_torch": "gl", "slots_noread": "gl", "floor": "gl", "pack": "gl",
+           "floor_compute": "gl", "floor_draw": "gl",
            "slots_copy": "gl_copy", "slots_blit": "gl_blit"}
 # The slot-write variables each pool's workers run with (the others unset).
 WRITE_ENV = {"gl": {}, "gl_copy": {"GLTENSOR_SLOTS_WRITE": "copy"},
@@ -80,6 +85,7 @@ def _worker(k, n, conn, slots_handle, batch, slots_env=None):
         else:
             ctx = gltensor.Context.headless()
         cams = cap = None
+        passes = {}  # floor_compute / floor_draw: the extra pass of each, made at its first step
         # This worker's wall time per step in its two phases (render; hand-over: write, read or fence), kept
         # until the trainer asks for their medians ("timings"): where the workers' share of a step goes.
         spent = {"render": [], "handover": []}
@@ -96,6 +102,9 @@ def _worker(k, n, conn, slots_handle, batch, slots_env=None):
                     if cap is not None:
                         cap.close()
                     cams.close()
+                for extra in passes.values():
+                    extra.close()
+                passes = {}
                 cams = Cameras(1, w, h, atlas=False, draw="pattern")
                 tex = int(cams.targets[0].texture)
                 pbo = int(GL.glGenBuffers(1))
@@ -128,6 +137,14 @@ def _worker(k, n, conn, slots_handle, batch, slots_env=None):
             elif path in ("slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread"):
                 slots_handle.write(tex)
             elif path == "floor":
+                GL.glFinish()
+            elif path in ("floor_compute", "floor_draw"):
+                if path not in passes:
+                    from .passes import ExtraPass
+
+                    passes[path] = ExtraPass(path[len("floor_"):], tex, w, h)
+                    passes[path].check(cams.targets[0].read_pixels(flip=False))
+                passes[path].run()
                 GL.glFinish()
             elif path == "pack":
                 GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, int(cams.targets[0].fbo))
@@ -290,7 +307,7 @@ class Cell:
                 x = self.slots[POOL_OF[path]].read(out=self.out_batch)
             elif path == "slots_torch":
                 x = self.slots[POOL_OF[path]].read(out=torch.empty_like(self.out_batch))
-            else:  # floor, pack, slots_noread: nothing handed over
+            else:  # floor (and its diagnostics), pack, slots_noread: nothing handed over
                 x = self.floor_batch
             phases["workers"].append(t1 - t0)
             phases["read"].append(time.perf_counter() - t1)
@@ -299,7 +316,7 @@ class Cell:
 
 
 def check(cell, path):
-    if path in ("floor", "pack", "slots_noread"):
+    if path.startswith("floor") or path in ("pack", "slots_noread"):
         return
     x, refs = cell.step_fn(path)(10_000, check=True)
     got = x.cpu().numpy()
