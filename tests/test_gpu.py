@@ -247,36 +247,6 @@ def test_cross_stream_consumer_no_race(torch, make_texture, capture):
         assert_array_equal(consumed.cpu().numpy(), expected, err_msg=f"round {i}")
 
 
-@pytest.mark.parametrize("next_stream", ["default", "side"])
-def test_pool_block_reused_after_consumers_on_the_default_stream(torch, make_texture, capture, next_stream):
-    """A frame copied and consumed on the default stream records no event when it dies (its next copy on that
-    stream follows it anyway); a next read on another stream that reuses its memory must still wait for the
-    consumer's work queued there. 20 rounds, the consumer held back by a sleep so that a missing wait shows."""
-    fmt = BY_KEY["RGBA8"]
-    w, h = 256, 128
-    img = make_texture(fmt, w, h, seed=0)
-    cap = capture(img, backend="cuda")
-    side = torch.cuda.Stream()
-    results = []
-    for i in range(20):
-        img.upload(random_data(fmt, w, h, seed=3000 + i))
-        ref = img.reference()
-        frame = cap.read(flip=False)  # the pool's own stream: CUDA's legacy default, torch's default
-        t = torch.from_dlpack(frame)
-        torch.cuda._sleep(2_000_000)
-        consumed = t.to(torch.int32) + 1  # queued behind the sleep, reads the frame's memory
-        ptr = t.data_ptr()
-        del frame, t  # the block goes back to the pool while `consumed` is still queued
-        img.upload(random_data(fmt, w, h, seed=4000 + i))
-        nxt = cap.read(flip=False, stream=side if next_stream == "side" else None)
-        # The same memory, reused (the pool's only idle block: each `nxt` is kept until the end).
-        assert torch.from_dlpack(nxt).data_ptr() == ptr
-        results.append((consumed, ref, nxt))
-    torch.cuda.synchronize()
-    for i, (consumed, ref, _) in enumerate(results):
-        assert_array_equal(consumed.cpu().numpy(), ref.astype(np.int32) + 1, err_msg=f"round {i}")
-
-
 def test_cross_stream_cai_consumer(torch, make_texture, capture):
     cp = pytest.importorskip("cupy")
     fmt = BY_KEY["RGBA8"]

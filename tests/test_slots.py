@@ -553,6 +553,43 @@ def test_a_write_leaves_the_callers_gl_state_as_it_was(backend, gl, monkeypatch,
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("next_stream", ["default", "side"])
+def test_frame_memory_reused_on_another_stream_waits_for_the_default_streams_consumers(gl, next_stream):
+    """A frame read and consumed on the default stream records no event when it dies (the next read there follows
+    it anyway); a next read on another stream that gets its memory must still wait for the consumer's work queued
+    on the default stream. Slots, not a capture: a capture's map orders the streams by itself and would hide a
+    missing wait. 20 rounds, the consumer held back by a sleep so that a missing wait shows."""
+    torch = pytest.importorskip("torch")
+    w, h, count = 256, 128, 2
+    slots = gltensor.SharedSlots(count, (w, h), backend="cuda")
+    side = torch.cuda.Stream()
+    rng = np.random.default_rng(7)
+    kept = []
+    for step in range(20):
+        first = rng.integers(0, 256, (count, h, w, 4), np.uint8)
+        for i in range(count):
+            slots.write_host(i, first[i])
+        t = torch.from_dlpack(slots.read())  # copied on the default stream, the pool's own
+        ptr = t.data_ptr()
+        # The next step's images go into the other set now: a GL write waits for the GPU, which would wait out
+        # the sleep below and hide a missing wait.
+        for i in range(count):
+            slots.write_host(i, rng.integers(0, 256, (h, w, 4), np.uint8))
+        torch.cuda._sleep(10_000_000)
+        consumed = t.to(torch.int32) + 1  # queued behind the sleep; reads the frame's memory
+        del t  # the frame dies and its memory goes back to the pool while `consumed` is still queued
+        nxt = slots.read(stream=side if next_stream == "side" else None)
+        # The same memory again (the pool's only idle block: each `nxt` is kept until the end).
+        assert torch.from_dlpack(nxt).data_ptr() == ptr
+        kept.append((consumed, first, nxt))
+    torch.cuda.synchronize()
+    for step, (consumed, first, _) in enumerate(kept):
+        np.testing.assert_array_equal(consumed.cpu().numpy(), first.astype(np.int32) + 1, err_msg=f"step {step}")
+    del kept, nxt
+    slots.close()
+
+
+@pytest.mark.gpu
 @pytest.mark.alone
 @pytest.mark.parametrize("how", ["close", "collect"])
 def test_closing_or_collecting_frees_the_device_memory(gl, how):
