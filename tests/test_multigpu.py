@@ -213,6 +213,72 @@ def test_atlas(on_gpu):
         np.testing.assert_array_equal(got[k], ref[y:y + h, x:x + w][::-1])
 
 
+# ---------------------------------------------------------------- shared slots on each GPU
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=lambda d: f"gpu{d}")
+def test_shared_slots_on_each_gpu(dev):
+    """Slots on GPU `dev` while the trainer's torch works on the other GPU: the workers (spawned, GL only) find
+    the slots' GPU by its UUID, every pixel of every slot is exact, and the frames live on `dev`."""
+    from test_slots import H, W, Workers, expected
+
+    previous = torch.cuda.current_device()
+    torch.cuda.set_device(1 - dev)
+    slots = gltensor.SharedSlots(3, (W, H), backend="cuda", cuda_device=dev)
+    workers = Workers(slots)
+    try:
+        assert slots.cuda_device == dev
+        for step in range(3):
+            workers.all("step", step)
+            t = torch.from_dlpack(slots.read())
+            assert t.device == torch.device("cuda", dev)
+            assert torch.cuda.current_device() == 1 - dev, "the library changed the caller's current device"
+            np.testing.assert_array_equal(t.cpu().numpy(), expected(3, step), err_msg=f"step {step}")
+    finally:
+        workers.close()
+        slots.close()
+        torch.cuda.synchronize(dev)
+        torch.cuda.set_device(previous)
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=lambda d: f"gpu{d}")
+def test_frame_memory_reused_on_another_stream_of_each_gpu(contexts, dev):
+    """tests/test_slots.py's reuse test on GPU `dev`, torch working on the other GPU: a frame consumed on `dev`'s
+    default stream, its memory reused by a read on a side stream of `dev`, which must wait for that consumer."""
+    previous = torch.cuda.current_device()
+    torch.cuda.set_device(1 - dev)
+    contexts[dev].make_current()
+    w, h, count = 256, 128, 2
+    slots = gltensor.SharedSlots(count, (w, h), backend="cuda", cuda_device=dev)
+    side = torch.cuda.Stream(device=dev)
+    rng = np.random.default_rng(11 + dev)
+    kept = []
+    try:
+        for step in range(10):
+            first = rng.integers(0, 256, (count, h, w, 4), np.uint8)
+            for i in range(count):
+                slots.write_host(i, first[i])
+            frame = slots.read()
+            with torch.cuda.device(dev):
+                t = torch.from_dlpack(frame)
+                for i in range(count):
+                    slots.write_host(i, rng.integers(0, 256, (h, w, 4), np.uint8))
+                torch.cuda._sleep(10_000_000)
+                consumed = t.to(torch.int32) + 1  # on dev's default stream, behind the sleep
+            ptr = t.data_ptr()
+            del frame, t
+            nxt = slots.read(stream=side)
+            assert torch.from_dlpack(nxt).data_ptr() == ptr
+            kept.append((consumed, first, nxt))
+        torch.cuda.synchronize(dev)
+        for step, (consumed, first, _) in enumerate(kept):
+            np.testing.assert_array_equal(consumed.cpu().numpy(), first.astype(np.int32) + 1, err_msg=f"step {step}")
+    finally:
+        del kept
+        slots.close()
+        torch.cuda.set_device(previous)
+
+
 def test_frames_outlive_capture_and_context_released_elsewhere():
     """Frames of a device-1 capture freed after the capture and its context are gone, from another thread
     whose current device is 0: their memory goes back to device 1 (memcheck sees a wrong-device free)."""

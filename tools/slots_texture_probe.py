@@ -17,12 +17,6 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
 import gltensor  # noqa: E402
 
-_VS = """#version 430
-void main() {
-    vec2 p = vec2((gl_VertexID << 1) & 2, gl_VertexID & 2);
-    gl_Position = vec4(p * 2.0 - 1.0, 0.0, 1.0);
-}
-"""
 # Every pixel of its own: a tiling mismatch moves bytes, and the comparison sees it.
 _FS = """#version 430
 out vec4 color;
@@ -48,6 +42,7 @@ def main():
     from OpenGL import GL
     from OpenGL.GL.EXT import memory_object as mo
     from OpenGL.GL.EXT import memory_object_fd as mofd
+    from gltensor.bench.passes import _VERTEX  # one triangle that covers the viewport
     from gltensor.scene import _link
 
     ctx = gltensor.Context.headless()
@@ -71,7 +66,7 @@ def main():
     mem = np.zeros(1, np.uint32)
     mo.glCreateMemoryObjectsEXT(1, mem)
     mofd.glImportMemoryFdEXT(int(mem[0]), size, mofd.GL_HANDLE_TYPE_OPAQUE_FD_EXT, os.dup(fd))
-    program = _link(_VS, _FS)
+    program = _link(_VERTEX, _FS)
     vao = GL.glGenVertexArrays(1)
     fbo = GL.glGenFramebuffers(1)
     seed_loc = GL.glGetUniformLocation(program, "seed")

@@ -300,9 +300,10 @@ class Cell:
                 x = self.cuda_batch
             elif path in ("slots", "slots_copy", "slots_blit"):
                 frame = self.slots[POOL_OF[path]].read()
-                phases["read_call"].append(time.perf_counter() - t1)
+                t2 = time.perf_counter()
                 x = torch.from_dlpack(frame)
-                phases["handover"].append(time.perf_counter() - t1 - phases["read_call"][-1])
+                phases["read_call"].append(t2 - t1)
+                phases["handover"].append(time.perf_counter() - t2)
             elif path == "slots_out":
                 x = self.slots[POOL_OF[path]].read(out=self.out_batch)
             elif path == "slots_torch":
