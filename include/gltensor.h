@@ -92,7 +92,8 @@ extern "C" {
     X(EGL_ERROR, "an EGL call failed")                                                      \
     X(OUT_OF_MEMORY, "out of memory")                                                       \
     X(UNSUPPORTED, "the driver or device lacks a feature the call needs")                   \
-    X(STALE_SLOT, "a shared slot was not written since the last read")
+    X(STALE_SLOT, "a shared slot was not written since the last read")                     \
+    X(SLOTS_BUSY, "a set of shared slots is still held by a zero-copy view")
 
 typedef enum glt_status {
 #define GLT_STATUS_ENUM_(name, text) GLT_##name,
@@ -384,7 +385,8 @@ typedef struct glt_frame_info {
         glt_layout layout; /* CHW: each image is (channels, height, width) */
         glt_layout order;  /* deprecated name of layout */
     };
-    size_t row_pitch_bytes; /* bytes of one row (HWC: width * channels * size; CHW: width * size); compact */
+    size_t row_pitch_bytes; /* bytes between rows: compact (HWC: width * channels * size; CHW: width * size), except
+                               in a zero-copy view of shared slots (glt_slots_read_view), whose rows are padded */
     size_t nbytes;
     int flipped;
     void *stream; /* stream the copy was issued on (NULL on the CPU backend) */
@@ -397,6 +399,9 @@ GLT_API void glt_frame_get_info(const glt_frame *frame, glt_frame_info *info);
 GLT_API glt_status glt_frame_sync_stream(glt_frame *frame, void *consumer_stream);
 /* A new frame from the same pool holding a copy of frame's pixels (copied on the frame's stream). */
 GLT_API glt_status glt_frame_clone(const glt_frame *frame, glt_frame **out);
+/* Bytes between the images of a batch: compact (height rows) for every read, except a zero-copy view of shared
+ * slots (glt_slots_read_view), whose images are the slots, each padded to a page. */
+GLT_API size_t glt_frame_image_stride(const glt_frame *frame);
 /* Blocks the calling thread until the frame's copy is complete. */
 GLT_API glt_status glt_frame_synchronize(glt_frame *frame);
 /* Returns the buffer to the pool; it is handed out again only once every remembered stream
@@ -591,9 +596,11 @@ GLT_API glt_status glt_buffer_read(glt_buffer *buf, size_t offset, size_t bytes,
  * The protocol every vector environment already follows: workers write, reply, and the trainer reads once
  * all have replied. A read refuses slots not written since the previous read (GLT_STALE_SLOT, naming them
  * and why: a write under way, a worker that died), so a stale or half-written image is never returned.
- * With buffers = 2 (the default) the slots are double-buffered: workers write one set while the trainer's
- * copy of the other may still be queued, so neither side waits for the other's GPU work. A frame read is a
- * copy (fused with the conversions) and is never overwritten later. */
+ * With buffers = 3 (the default) the slots are triple-buffered: workers write one set while the trainer's
+ * copies or zero-copy views of the others may still be in use, so neither side waits for the other's GPU work.
+ * A frame read is a copy (fused with the conversions) and is never overwritten later; a zero-copy view
+ * (glt_slots_read_view) is the set itself, kept from the workers until it is destroyed. Slots store rows top
+ * row first. */
 typedef struct glt_slots glt_slots;             /* the trainer's side: owns the memory */
 typedef struct glt_slot_writer glt_slot_writer; /* a worker's side: GL only */
 
@@ -608,10 +615,11 @@ typedef struct glt_slots_desc {
     int cuda_device;             /* GLT_CUDA_DEVICE_AUTO (the default): glt_default_cuda_device(); N: that device.
                                     GLT_CUDA_DEVICE_ANY names none, and slots have no GL context to take one from:
                                     with it the AUTO backend uses host memory and the CUDA backend fails */
-    int buffers;                 /* 2 (the default): double-buffered; 1: each read waits for its copy; 3: the
-                                    copy may lag two reads behind before a read waits */
+    int buffers;                 /* 3 (the default): workers write one set while the two read last may still be
+                                    in use (a copy queued, or a zero-copy view alive); 2: one of them; 1: each
+                                    read waits for its copy, and zero-copy views are refused */
 } glt_slots_desc;
-#define GLT_SLOTS_DESC_INIT {sizeof(glt_slots_desc), 0, 0, 0, 0x8058u, GLT_BACKEND_AUTO, GLT_CUDA_DEVICE_AUTO, 2}
+#define GLT_SLOTS_DESC_INIT {sizeof(glt_slots_desc), 0, 0, 0, 0x8058u, GLT_BACKEND_AUTO, GLT_CUDA_DEVICE_AUTO, 3}
 
 typedef struct glt_slots_info {
     size_t size; /* 0 or sizeof(glt_slots_info) before the call; the library sets it (see "Struct sizes") */
@@ -630,7 +638,8 @@ typedef struct glt_slots_info {
     unsigned char device_uuid[16]; /* the trainer's GPU (glt_context_desc.device_uuid, for the workers' contexts);
                                       zeros where CUDA is not usable */
     uint64_t read_waits; /* CUDA: reads that had to wait for the copy that last read the set the workers write next
-                            (queued buffers - 1 reads earlier); each such wait blocks the trainer for the GPU */
+                            (queued buffers - 1 reads earlier), or for the work queued on a dead view of it; each
+                            such wait blocks the trainer for the GPU */
     double read_wait_us; /* the time those reads waited, in all */
 } glt_slots_info;
 
@@ -657,6 +666,17 @@ GLT_API glt_status glt_slots_state(const glt_slots *slots, int slot, glt_slot_st
  * first when opts->flip. GLT_STALE_SLOT when a slot was not written since the last read. */
 GLT_API glt_status glt_slots_read(glt_slots *slots, const glt_read_options *opts, glt_frame **out);
 GLT_API glt_status glt_slots_read_into(glt_slots *slots, const glt_read_options *opts, const glt_buffer_view *dst);
+/* Zero-copy: the set of slots the workers just wrote, as one (count, height, width, channels) frame of the slots'
+ * own format, top row first, rows glt_frame_info.row_pitch_bytes and images glt_frame_image_stride() bytes apart
+ * (the slots' padded layout). opts may ask for nothing a copy would do: the slots' channels and dtype, HWC, flip
+ * (the default); anything else is refused with GLT_INVALID_ARGUMENT (use glt_slots_read). The view is never
+ * written while it lives: the workers write the other sets meanwhile, and a set comes back to them only after
+ * its view was destroyed and the work its consumers' streams had queued by then is complete (an event per stream,
+ * waited for by a later read when needed). So up to buffers - 1 views may be alive: a read that would let the
+ * workers into a set whose view is still alive fails with GLT_SLOTS_BUSY, changing nothing. With buffers = 3 (the
+ * default), a loop that keeps the previous step's view while reading the next one never meets it. A view keeps
+ * the slots' memory alive after glt_slots_destroy. */
+GLT_API glt_status glt_slots_read_view(glt_slots *slots, const glt_read_options *opts, glt_frame **out);
 
 typedef struct glt_slot_writer_desc {
     size_t size;    /* 0 or sizeof(glt_slot_writer_desc): see "Struct sizes" at the top */

@@ -29,6 +29,7 @@ glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int
     f->order = spec->order;
     f->flipped = flipped;
     f->stream = stream;
+    f->row_pitch = f->image_stride = 0;
     int64_t dims[4] = {count > 0 ? count : 1, height, width, spec->channels};
     size_t bytes = 0;
     if (!glt_shape_bytes(dims, 4, glt_dtype_size(spec->dtype), &bytes)) {
@@ -47,6 +48,35 @@ glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int
     return GLT_OK;
 }
 
+glt_status glt_frame_wrap(glt_block *block, void *stream, glt_memory memory, int cuda_device, const glt_format *fmt,
+                          int count, int height, int width, size_t row_pitch, size_t image_stride, glt_frame **out) {
+    glt_frame *f = malloc(sizeof *f);
+    if (!f) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    f->block = block;
+    f->memory = memory;
+    f->cuda_device = cuda_device;
+    f->dtype = fmt->dtype;
+    f->count = count;
+    f->height = height;
+    f->width = width;
+    f->channels = fmt->channels;
+    f->order = GLT_LAYOUT_HWC;
+    f->flipped = 1;
+    f->stream = stream;
+    f->row_pitch = row_pitch;
+    f->image_stride = image_stride;
+    /* Handed out on `stream` (the pool's): its consumers there are remembered like any other stream's. */
+    glt_block_add_stream(block, stream);
+    *out = f;
+    return GLT_OK;
+}
+
+size_t glt_frame_image_stride(const glt_frame *f) {
+    if (!f) return 0;
+    if (f->image_stride) return f->image_stride;
+    return glt_frame_image_bytes(f);
+}
+
 void glt_frame_get_info(const glt_frame *f, glt_frame_info *info) {
     info->size = sizeof *info;
     info->data = glt_block_data(f->block);
@@ -58,7 +88,7 @@ void glt_frame_get_info(const glt_frame *f, glt_frame_info *info) {
     info->width = f->width;
     info->channels = f->channels;
     info->layout = f->order;
-    info->row_pitch_bytes = (size_t)f->width * (f->order == GLT_LAYOUT_CHW ? 1 : f->channels) * glt_dtype_size(f->dtype);
+    info->row_pitch_bytes = f->row_pitch ? f->row_pitch : (size_t)f->width * (f->order == GLT_LAYOUT_CHW ? 1 : f->channels) * glt_dtype_size(f->dtype);
     info->nbytes = glt_block_size(f->block);
     info->flipped = f->flipped;
     info->stream = f->stream;
@@ -66,7 +96,11 @@ void glt_frame_get_info(const glt_frame *f, glt_frame_info *info) {
 
 glt_status glt_frame_sync_stream(glt_frame *f, void *consumer) {
     if (!f) return glt_fail(GLT_INVALID_ARGUMENT, "glt_frame_sync_stream: frame is NULL");
-    if (f->memory != GLT_MEMORY_CUDA || consumer == f->stream) return GLT_OK;
+    if (f->memory != GLT_MEMORY_CUDA) return GLT_OK;
+    /* A view of memory that was complete when it was handed out: nothing to wait for, but the consumer's stream
+     * must finish its work before the memory is written again. */
+    if (glt_block_wrapped(f->block)) return glt_block_add_stream(f->block, consumer);
+    if (consumer == f->stream) return GLT_OK;
     void *ready = glt_block_ready_event(f->block);
     if (!ready)
         return glt_fail(GLT_CUDA_ERROR, "the frame has no copy-done event to wait for (cudaEventCreate failed, "

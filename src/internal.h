@@ -186,6 +186,18 @@ size_t glt_block_size(const glt_block *block);
 /* Remembers a stream whose queued work must finish before the block is reused. */
 glt_status glt_block_add_stream(glt_block *block, void *stream);
 void glt_pool_give_back(glt_block *block);
+/* A block over memory the pool does not own (a zero-copy view of shared slots), handed out as any block: its
+ * frame's consumer streams are tracked the same way. When its frame dies, an event is recorded on every stream
+ * that used it (the pool's own too) and `release(ctx, block)` is called, from whatever thread dropped the frame;
+ * the owner then holds the block until it calls glt_block_retire. It has no ready event: the memory is complete
+ * when it is handed out. */
+glt_status glt_block_wrap(glt_pool *pool, void *data, size_t bytes, void (*release)(void *ctx, glt_block *b),
+                          void *ctx, glt_block **out);
+int glt_block_wrapped(const glt_block *block);
+/* A released wrapped block: 1 when the work its consumers queued is done (queried, not waited for). */
+int glt_block_idle(glt_block *block);
+/* Waits for that work, and frees the descriptor (never the memory). */
+void glt_block_retire(glt_block *block);
 /* Drops idle blocks (e.g. after a resize made their size useless). */
 void glt_pool_trim(glt_pool *pool);
 
@@ -276,6 +288,9 @@ struct glt_frame {
     glt_layout order;
     int flipped;
     void *stream;
+    /* 0: compact (rows width * pixel bytes apart, images height rows apart). A zero-copy view of shared slots
+     * keeps the slots' padded layout instead. */
+    size_t row_pitch, image_stride;
 };
 
 /* A frame of `count` (0: single) images of spec's layout, its buffer from `pool`. */
@@ -283,6 +298,10 @@ glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int
                             int count, int height, int width, int flipped, glt_frame **out);
 void *glt_frame_data(const glt_frame *f);
 size_t glt_frame_image_bytes(const glt_frame *f);
+/* A frame over `block` (glt_block_wrap) holding `count` images of the format's own pixels (no conversion: HWC, the
+ * format's channels and dtype, top row first), rows `row_pitch` and images `image_stride` bytes apart. */
+glt_status glt_frame_wrap(glt_block *block, void *stream, glt_memory memory, int cuda_device, const glt_format *fmt,
+                          int count, int height, int width, size_t row_pitch, size_t image_stride, glt_frame **out);
 
 /* What a destination must be: count 0 means one image, N a batch of N; axes per spec->order. */
 typedef struct glt_dest_shape {

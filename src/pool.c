@@ -34,6 +34,9 @@ struct glt_block {
      * is ordered after it anyway, and a copy on another stream records one on it then (it always exists). */
     int home_pending;
     void *ready; /* recorded after each copy into the block, before the unmap: what consumers wait for */
+    /* A wrapped block (glt_block_wrap): memory the pool does not own, handed to `release` when its frame dies. */
+    void (*release)(void *ctx, glt_block *b);
+    void *release_ctx;
 };
 
 struct glt_pool {
@@ -187,9 +190,42 @@ glt_status glt_pool_acquire(glt_pool *pool, size_t bytes, void *stream, glt_bloc
     return GLT_OK;
 }
 
+glt_status glt_block_wrap(glt_pool *pool, void *data, size_t bytes, void (*release)(void *ctx, glt_block *b),
+                          void *ctx, glt_block **out) {
+    glt_block *b = calloc(1, sizeof *b);
+    if (!b) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory for a frame descriptor");
+    b->pool = pool;
+    b->data = data;
+    b->size = bytes;
+    b->release = release;
+    b->release_ctx = ctx;
+    glt_pool_retain(pool);
+    *out = b;
+    return GLT_OK;
+}
+
+int glt_block_wrapped(const glt_block *b) { return b->release != NULL; }
+
+int glt_block_idle(glt_block *b) {
+    if (b->pool->memory != GLT_MEMORY_CUDA) return 1;
+    for (int i = 0; i < b->nevents_pending; ++i)
+        if (!glt_cuda_event_done(b->pool->cuda_device, b->events[i])) return 0;
+    return 1;
+}
+
+void glt_block_retire(glt_block *b) {
+    if (!b) return;
+    /* Waits for the events its give-back recorded, destroys them; the memory stays its owner's. */
+    if (b->pool->memory == GLT_MEMORY_CUDA)
+        glt_cuda_block_free(b->pool->cuda_device, NULL, b->events, GLT_BLOCK_MAX_STREAMS, b->nevents_pending, b->ready);
+    glt_pool_release(b->pool);
+    free(b);
+}
+
 void *glt_block_data(const glt_block *block) { return block->data; }
 
 void *glt_block_ready_event(glt_block *b) {
+    if (b->release) return NULL; /* wrapped memory is ready when it is handed out: no copy to wait for */
     if (b->pool->memory == GLT_MEMORY_CUDA && !b->ready && glt_cuda_event_create(b->pool->cuda_device, &b->ready) != GLT_OK)
         b->ready = NULL;
     return b->ready;
@@ -212,6 +248,16 @@ glt_status glt_block_add_stream(glt_block *block, void *stream) {
 void glt_pool_give_back(glt_block *b) {
     if (!b) return;
     glt_pool *pool = b->pool;
+    if (b->release) {
+        /* Wrapped memory: an event on every stream that used it, the pool's own included (no later copy into it
+         * on that stream follows those uses: its owner's next user is another process's GL), then to its owner. */
+        if (pool->memory == GLT_MEMORY_CUDA)
+            b->nevents_pending = glt_cuda_mark_stream_uses(pool->cuda_device, b->overflow, b->streams, b->nstreams,
+                                                           b->events);
+        b->nstreams = 0;
+        b->release(b->release_ctx, b); /* the owner retires it (glt_block_retire), which drops the pool reference */
+        return;
+    }
     if (pool->memory == GLT_MEMORY_CUDA) {
         /* An event per stream that used the block, except the pool's own stream (the copy stream of default
          * reads and the stream torch and CuPy use by default): recording and later querying an event costs

@@ -1,7 +1,7 @@
 /*
  * A shared-slot write by compute shader: the image is blitted into a texture of ours in the slot's format, and a
- * compute shader packs that texture's texels into a buffer object, rows bottom first and bytes exactly as
- * glReadPixels(slot format) would give them. The buffer is the trainer's imported memory (CUDA slots) or a
+ * compute shader packs that texture's texels into a buffer object, rows top first (as slots hold them, so that
+ * the trainer can hand a set out as it is) and bytes exactly as glReadPixels(slot format) would give them. The buffer is the trainer's imported memory (CUDA slots) or a
  * buffer of the writer's own (the CPU backend's variant, which CI uses to check the packing on every format).
  *
  * Why a shader: glReadPixels into a pixel-pack buffer and glCopyBufferSubData run on the GPU's copy engines,
@@ -68,7 +68,7 @@ static const char shader_fmt[] =
     "        int g = g0 + j, px = g / CH, c = g - px * CH;\n"
     "        if (px < size.x) word |= enc(texelFetch(img, origin + ivec2(px, y), 0), c) << (8 * CB * j);\n"
     "    }\n"
-    "    words[base + y * row_words + wx] = word;\n"
+    "    words[base + (size.y - 1 - y) * row_words + wx] = word;\n" /* rows top first */
     "}\n";
 
 static GLenum sized(GLenum internal_format) {

@@ -10,8 +10,11 @@
  * glReadPixels into a buffer of the writer's own and glCopyBufferSubData into the slot. CPU backend: glReadPixels
  * into the shared host memory (or, GLTENSOR_SLOTS_WRITE=shader, the shader into a buffer of ours, then read back).
  *
- * Rows land as glReadPixels gives them (bottom row first); the trainer's read flips them in its copy.
- * Multisampled sources are resolved by a blit into a renderbuffer kept between writes.
+ * Slots hold rows top row first, so that the trainer can hand a set out without a copy (torch refuses the
+ * negative strides a bottom-up view would need). The shader writes rows in that order; the glReadPixels writes
+ * read a flipped blit of the source (a renderbuffer of the slot's format, kept between writes), as the shader
+ * write's own blit does the format conversion. Multisampled sources are resolved by a blit into a renderbuffer
+ * kept between writes.
  */
 #include "slots_shared.h"
 
@@ -40,6 +43,7 @@ struct glt_slot_writer {
     GLuint memory_object, buffer; /* CUDA backend: the imported memory */
     GLuint read_fbo;              /* the source attached for glReadPixels */
     GLuint resolve_fbo, resolve_rb; /* multisampled sources */
+    GLuint flip_fbo, flip_rb;       /* glReadPixels writes: the source flipped, rows top first */
     /* WRITE_COPY: glReadPixels packs into this buffer of our own, which is then copied into the slot. Packing
      * straight into the imported memory at the slot's offset was wrong on an H100 (driver 580): per step only
      * one slot of three held its image, the others 99.6% other bytes; the copy made every slot exact
@@ -176,12 +180,15 @@ static void release_gl(glt_slot_writer *w) {
     if (w->read_fbo) gl->DeleteFramebuffers(1, &w->read_fbo);
     if (w->resolve_fbo) gl->DeleteFramebuffers(1, &w->resolve_fbo);
     if (w->resolve_rb) gl->DeleteRenderbuffers(1, &w->resolve_rb);
+    if (w->flip_fbo) gl->DeleteFramebuffers(1, &w->flip_fbo);
+    if (w->flip_rb) gl->DeleteRenderbuffers(1, &w->flip_rb);
     if (w->stage) gl->DeleteBuffers(1, &w->stage);
     glt_slot_packer_destroy(w->packer);
     w->packer = NULL;
     if (w->buffer) gl->DeleteBuffers(1, &w->buffer);
     if (w->memory_object && gl->DeleteMemoryObjectsEXT) gl->DeleteMemoryObjectsEXT(1, &w->memory_object);
     w->read_fbo = w->resolve_fbo = w->resolve_rb = w->buffer = w->memory_object = w->stage = 0;
+    w->flip_fbo = w->flip_rb = 0;
 }
 
 /* The write mode, and the shader packer where it is used. `auto` takes the shader for CUDA slots wherever the
@@ -250,7 +257,8 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
 
 void glt_slot_writer_destroy(glt_slot_writer *w) {
     if (!w) return;
-    if (w->read_fbo || w->resolve_fbo || w->resolve_rb || w->buffer || w->memory_object || w->stage || w->packer) {
+    if (w->read_fbo || w->resolve_fbo || w->resolve_rb || w->flip_fbo || w->flip_rb || w->buffer || w->memory_object ||
+        w->stage || w->packer) {
         glt_gl_context_saved saved;
         /* Release in the writer's own context; where it is gone, the driver freed the objects with it. */
         if (glt_gl_context_enter(w->gl_context, &saved)) release_gl(w);
@@ -325,9 +333,22 @@ static void attach(const glt_gl *gl, GLenum fbo_target, GLuint name, GLenum targ
         gl->FramebufferTexture2D(fbo_target, GL_COLOR_ATTACHMENT0, target, name, 0);
 }
 
-/* Binds the framebuffer to read the region from: the source itself, or its resolve. Sets *x, *y. */
+/* A single-sample renderbuffer of the slot's size and format and its framebuffer, made at first use and kept. */
+static void ensure_target(const glt_slot_writer *w, const glt_gl *gl, GLuint *fbo, GLuint *rb) {
+    if (*fbo) return;
+    GLint prev = 0;
+    gl->GetIntegerv(GL_RENDERBUFFER_BINDING, &prev);
+    gl->GenRenderbuffers(1, rb);
+    gl->BindRenderbuffer(GL_RENDERBUFFER, *rb);
+    gl->RenderbufferStorage(GL_RENDERBUFFER, w->fmt->internal_format, w->h->width, w->h->height);
+    gl->BindRenderbuffer(GL_RENDERBUFFER, (GLuint)prev);
+    gl->GenFramebuffers(1, fbo);
+}
+
+/* Binds the framebuffer to read the region from: the source itself, or its resolve; with `flip`, a copy of it
+ * upside down (rows top first for glReadPixels). Sets *x, *y. */
 static glt_status bind_source(glt_slot_writer *w, const glt_gl *gl, GLuint name, GLenum target, int samples,
-                              const glt_rect *r, int *x, int *y) {
+                              const glt_rect *r, int flip, int *x, int *y) {
     if (!w->read_fbo) gl->GenFramebuffers(1, &w->read_fbo);
     gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->read_fbo);
     attach(gl, GL_READ_FRAMEBUFFER, name, target);
@@ -338,23 +359,28 @@ static glt_status bind_source(glt_slot_writer *w, const glt_gl *gl, GLuint name,
                         target == GL_RENDERBUFFER ? "renderbuffer" : "texture", name, glt_target_name(target));
     *x = r->x;
     *y = r->y;
-    if (samples <= 1) return GLT_OK;
-    if (!w->resolve_fbo) {
-        /* One single-sample renderbuffer of the slot's size, kept between writes. */
-        GLint prev = 0;
-        gl->GetIntegerv(GL_RENDERBUFFER_BINDING, &prev);
-        gl->GenRenderbuffers(1, &w->resolve_rb);
-        gl->BindRenderbuffer(GL_RENDERBUFFER, w->resolve_rb);
-        gl->RenderbufferStorage(GL_RENDERBUFFER, w->fmt->internal_format, w->h->width, w->h->height);
-        gl->BindRenderbuffer(GL_RENDERBUFFER, (GLuint)prev);
-        gl->GenFramebuffers(1, &w->resolve_fbo);
+    if (samples > 1) {
+        /* Resolved as it is (a resolve blit may not flip); flipped by the blit below. */
+        ensure_target(w, gl, &w->resolve_fbo, &w->resolve_rb);
+        gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, w->resolve_fbo);
+        gl->FramebufferRenderbuffer(GL_DRAW_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, w->resolve_rb);
+        gl->DrawBuffer(GL_COLOR_ATTACHMENT0);
+        gl->BlitFramebuffer(r->x, r->y, r->x + r->width, r->y + r->height, 0, 0, r->width, r->height,
+                            GL_COLOR_BUFFER_BIT, GL_NEAREST);
+        gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->resolve_fbo);
+        gl->ReadBuffer(GL_COLOR_ATTACHMENT0);
+        *x = 0;
+        *y = 0;
     }
-    gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, w->resolve_fbo);
-    gl->FramebufferRenderbuffer(GL_DRAW_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, w->resolve_rb);
+    if (!flip) return GLT_OK;
+    ensure_target(w, gl, &w->flip_fbo, &w->flip_rb);
+    gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER, w->flip_fbo);
+    gl->FramebufferRenderbuffer(GL_DRAW_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, w->flip_rb);
     gl->DrawBuffer(GL_COLOR_ATTACHMENT0);
-    gl->BlitFramebuffer(r->x, r->y, r->x + r->width, r->y + r->height, 0, 0, r->width, r->height, GL_COLOR_BUFFER_BIT,
+    /* Destination rows in reverse: the region's top row lands at row 0, which glReadPixels returns first. */
+    gl->BlitFramebuffer(*x, *y, *x + r->width, *y + r->height, 0, r->height, r->width, 0, GL_COLOR_BUFFER_BIT,
                         GL_NEAREST);
-    gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->resolve_fbo);
+    gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->flip_fbo);
     gl->ReadBuffer(GL_COLOR_ATTACHMENT0);
     *x = 0;
     *y = 0;
@@ -465,7 +491,7 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
     GLuint direct = w->mode == WRITE_SHADER && glt_slot_packer_reads_directly(w->packer, name, target, samples, src)
                         ? name
                         : 0;
-    if (!direct) st = bind_source(w, gl, name, target, samples, &r, &x, &y);
+    if (!direct) st = bind_source(w, gl, name, target, samples, &r, w->mode != WRITE_SHADER, &x, &y);
     if (st == GLT_OK) {
         uint64_t offset = glt_slot_offset(w->h, set, w->slot);
         uint64_t bytes = w->h->row_pitch * (uint64_t)r.height;
@@ -556,18 +582,18 @@ glt_status glt_slot_writer_write_host(glt_slot_writer *w, const void *pixels, si
     unsigned set = (unsigned)(reads % w->h->buffers);
     uint64_t offset = glt_slot_offset(w->h, set, w->slot);
     int height = w->h->height;
-    /* Slots hold GL's bottom-up rows; host images come top row first. */
+    /* Host images come top row first, as slots hold them. */
     if (w->backend == GLT_BACKEND_CPU) {
         char *slot = (char *)w->h + w->h->data_offset + offset;
         for (int y = 0; y < height; ++y)
-            memcpy(slot + (size_t)(height - 1 - y) * w->h->row_pitch, (const char *)pixels + (size_t)y * row_stride, row);
+            memcpy(slot + (size_t)y * w->h->row_pitch, (const char *)pixels + (size_t)y * row_stride, row);
     } else {
         GLint prev = 0;
         gl->GetIntegerv(GL_COPY_WRITE_BUFFER, &prev); /* the binding query shares the target's enum */
         gl->BindBuffer(GL_COPY_WRITE_BUFFER, w->buffer);
         glt_gl_drain_errors(gl);
         for (int y = 0; y < height; ++y)
-            gl->BufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)(offset + (size_t)(height - 1 - y) * w->h->row_pitch),
+            gl->BufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)(offset + (size_t)y * w->h->row_pitch),
                               (GLsizeiptr)row, (const char *)pixels + (size_t)y * row_stride);
         gl->BindBuffer(GL_COPY_WRITE_BUFFER, (GLuint)prev);
         GLenum err = gl->GetError();

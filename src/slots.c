@@ -8,15 +8,25 @@
  * hold a CUDA context each. Here only the trainer touches CUDA: one switch per step serves every worker.
  *
  * A read copies the slots into a frame from a pool (the conversions fused into the copy, as for captures),
- * so a frame is never overwritten by the workers' next step. The slots are double-buffered by default:
- * workers write set (reads % 2) while the copy of the other set may still be queued on the trainer's stream,
+ * so a frame is never overwritten by the workers' next step. The slots are triple-buffered by default:
+ * workers write set (reads % 3) while the copy of another set may still be queued on the trainer's stream,
  * so a read never blocks on the GPU. Before workers are let into a set again (the read count they see moves
- * on at the end of a read), the copy that last read that set must be complete: with two sets that copy was
- * queued a whole step earlier and is normally long done; with one set every read waits for its own copy.
+ * on at the end of a read), the copy that last read that set must be complete: with several sets that copy
+ * was queued a step or more earlier and is normally long done; with one set every read waits for its own copy.
+ *
+ * A zero-copy read (glt_slots_read_view) hands out the set itself, as a frame over memory the pool does not own
+ * (glt_block_wrap). That set comes back to the workers only once its frame is dead and the work its consumers
+ * queued by then is complete (events recorded when it died, waited for here); a read that would let them into a
+ * set whose view still lives fails with GLT_SLOTS_BUSY before it changes anything. Three sets let a loop keep
+ * the previous step's view while it reads the next one. Views keep the slots alive: the object is freed when the
+ * trainer destroyed it and its last view died, whichever comes last.
+ *
+ * Slots hold rows top row first (what a default read returns), so that a view needs no flip.
  */
 #include "slots_shared.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +70,11 @@ struct glt_slots {
     uint64_t read_waits;               /* reads that found that copy still queued, and waited for it */
     double read_wait_us;               /* the time they waited */
     glt_pool *pool;
+    /* Zero-copy views (glt_slots_read_view). They die in whatever thread drops them: the lock guards these. */
+    pthread_mutex_t lock;
+    atomic_int refs;       /* the trainer's own reference, plus one per live view */
+    glt_block *view[3];    /* the live view of each set */
+    glt_block *retired[3]; /* a view that died: its consumers' events must be complete before workers enter the set */
 };
 
 int glt_process_alive(int pid) {
@@ -87,7 +102,7 @@ void glt_slots_desc_init(glt_slots_desc *d) {
     d->gl_internal_format = 0x8058; /* GL_RGBA8 */
     d->backend = GLT_BACKEND_AUTO;
     d->cuda_device = GLT_CUDA_DEVICE_AUTO;
-    d->buffers = 2;
+    d->buffers = 3;
 }
 
 static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
@@ -100,8 +115,9 @@ static glt_status check_desc(const glt_slots_desc *d, const glt_format **fmt) {
                         MAX_SIDE, d->width, d->height);
     if (d->buffers < 1 || d->buffers > 3)
         return glt_fail(GLT_INVALID_ARGUMENT,
-                        "shared slots: buffers must be 1, 2 or 3 (2: workers write one set while the trainer's copy "
-                        "of the other is queued; 3: that copy may wait a step longer), got %d",
+                        "shared slots: buffers must be 1, 2 or 3 (3, the default: workers write one set while the "
+                        "trainer's copies or views of the other two may still be in use; 1: each read waits for its "
+                        "copy, and zero-copy reads are refused), got %d",
                         d->buffers);
     if (d->backend != GLT_BACKEND_AUTO && d->backend != GLT_BACKEND_CUDA && d->backend != GLT_BACKEND_CPU)
         return glt_fail(GLT_INVALID_ARGUMENT, "shared slots: backend must be auto, cuda or cpu");
@@ -145,6 +161,14 @@ static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
     s->h->data_offset = pixel_bytes ? head : 0;
     s->h->control_bytes = total;
     return GLT_OK;
+}
+
+/* Waits for the consumers of a dead view of each set (their work must finish before the memory is freed). */
+static void retire_views(glt_slots *s) {
+    for (int k = 0; k < 3; ++k) {
+        glt_block_retire(s->retired[k]);
+        s->retired[k] = NULL;
+    }
 }
 
 static void free_cuda(glt_slots *s) {
@@ -198,6 +222,8 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     s->fmt = fmt;
     s->control_fd = -1;
     s->cuda_device = -1;
+    pthread_mutex_init(&s->lock, NULL);
+    atomic_init(&s->refs, 1);
     st = glt_choose_slots_backend(d->backend, d->cuda_device, &s->backend, &s->cuda_device, s->backend_reason,
                                   sizeof s->backend_reason);
     if (st != GLT_OK) {
@@ -252,6 +278,21 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     return GLT_OK;
 }
 
+static void slots_free(glt_slots *s) {
+    retire_views(s);
+    if (s->backend == GLT_BACKEND_CUDA && s->h) free_cuda(s);
+    glt_pool_release(s->pool);
+    if (s->h) munmap(s->h, s->control_bytes);
+    if (s->control_fd >= 0) close(s->control_fd);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* The trainer's destroy and each view's death drop one reference; the last frees. */
+static void slots_unref(glt_slots *s) {
+    if (atomic_fetch_sub(&s->refs, 1) == 1) slots_free(s);
+}
+
 void glt_slots_destroy(glt_slots *s) {
     if (!s) return;
     if (s->h && s->h->trainer_pid != (int32_t)getpid()) {
@@ -259,15 +300,12 @@ void glt_slots_destroy(glt_slots *s) {
          * the CUDA objects and the closed flag are the trainer's, and CUDA must not be called here. */
         munmap(s->h, s->control_bytes);
         if (s->control_fd >= 0) close(s->control_fd);
+        pthread_mutex_destroy(&s->lock);
         free(s);
         return;
     }
     if (s->h) atomic_store(&s->h->closed, 1u);
-    if (s->backend == GLT_BACKEND_CUDA && s->h) free_cuda(s);
-    glt_pool_release(s->pool);
-    if (s->h) munmap(s->h, s->control_bytes);
-    if (s->control_fd >= 0) close(s->control_fd);
-    free(s);
+    slots_unref(s);
 }
 
 glt_status glt_slots_get_info(const glt_slots *s, glt_slots_info *info) {
@@ -380,7 +418,7 @@ static glt_status copy_cuda(glt_slots *s, unsigned set, const glt_read_dest *d, 
     sp.chw = d->spec.order == GLT_LAYOUT_CHW;
     sp.width = h->width;
     sp.height = h->height;
-    sp.flip = flip; /* slots hold GL's rows, bottom row first, as the mapped arrays of captures do */
+    sp.flip = !flip; /* slots hold rows top first; the kernel's flip reverses the stored order */
     sp.pitch = d->strides.pitch;
     sp.plane = d->strides.plane;
     void *events[2] = {d->ready_event, s->set_done[set]};
@@ -396,24 +434,61 @@ static void copy_host(glt_slots *s, unsigned set, const glt_read_dest *d, int fl
     ptrdiff_t pitch = (ptrdiff_t)h->row_pitch;
     for (unsigned i = 0; i < h->count; ++i) {
         const char *slot = base + glt_slot_offset(h, set, i);
-        const char *first = flip ? slot + pitch * (h->height - 1) : slot;
-        glt_convert_host(s->fmt, &d->spec, first, flip ? -pitch : pitch, h->width, h->height,
+        /* Slots hold rows top first: GL's bottom-up order (flip 0) reads them backwards. */
+        const char *first = flip ? slot : slot + pitch * (h->height - 1);
+        glt_convert_host(s->fmt, &d->spec, first, flip ? pitch : -pitch, h->width, h->height,
                          (char *)d->data + d->strides.image * i, d->strides.pitch, d->strides.plane);
     }
 }
 
 /* The workers may enter `set` once the copy that last read it is complete. */
+static void count_wait(glt_slots *s, const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s->read_waits++;
+    s->read_wait_us += (double)(t1.tv_sec - t0->tv_sec) * 1e6 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e3;
+}
+
+/* GLT_SLOTS_BUSY when a live view holds the set the workers would write next (checked before a read changes
+ * anything). */
+static glt_status check_not_viewed(glt_slots *s, unsigned set) {
+    pthread_mutex_lock(&s->lock);
+    int busy = s->view[set] != NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!busy) return GLT_OK;
+    return glt_fail(GLT_SLOTS_BUSY,
+                    "this read would let the workers overwrite the %u shared slots of set %u, which a zero-copy view "
+                    "(read(copy=False) / glt_slots_read_view) from %u reads ago still holds: at most %u views may be "
+                    "alive at once; drop the older view, copy what you keep (.clone()), or create the slots with more "
+                    "buffers (at most 3)",
+                    s->h->count, set, s->h->buffers, s->h->buffers - 1);
+}
+
+/* The workers may enter `set` once every read of it is complete: the copy that last read it, and the work the
+ * consumers of a view of it queued before the view died. */
 static glt_status release_set(glt_slots *s, unsigned set) {
+    pthread_mutex_lock(&s->lock);
+    glt_block *dead = s->retired[set];
+    s->retired[set] = NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (dead) {
+        if (glt_block_idle(dead)) {
+            glt_block_retire(dead);
+        } else {
+            struct timespec t0;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            glt_block_retire(dead);
+            count_wait(s, &t0);
+        }
+    }
     if (s->backend != GLT_BACKEND_CUDA || !s->set_pending[set]) return GLT_OK;
     glt_status st = GLT_OK;
     if (!glt_cuda_event_done(s->cuda_device, s->set_done[set])) {
         /* Counted: a read that waits here blocks the trainer for the GPU (SharedSlots.read_waits says how often). */
-        struct timespec t0, t1;
+        struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         st = glt_cuda_event_sync(s->cuda_device, s->set_done[set]);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        s->read_waits++;
-        s->read_wait_us += (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+        count_wait(s, &t0);
     }
     if (st == GLT_OK) s->set_pending[set] = 0;
     return st;
@@ -438,6 +513,7 @@ static glt_status prepare_read(glt_slots *s, glt_read_call *c) {
     }
     uint64_t reads = atomic_load(&h->reads);
     glt_status st = check_fresh(s, reads);
+    if (st == GLT_OK) st = check_not_viewed(s, (unsigned)((reads + 1) % h->buffers));
     if (st != GLT_OK) return st;
     c->note = reads;
     c->fmt = s->fmt;
@@ -475,4 +551,76 @@ glt_status glt_slots_read_into(glt_slots *s, const glt_read_options *opts, const
     glt_read_call c;
     glt_status st = glt_read_begin_into(&c, "glt_slots_read_into", opts, dst);
     return glt_read_finish(&c, st == GLT_OK ? prepare_read(s, &c) : st, copy_read, s);
+}
+
+/* A dead view's block, from whatever thread dropped its frame: the set it held waits for its consumers' events
+ * (release_set) before the workers may enter it again. */
+static void view_died(void *ctx, glt_block *b) {
+    glt_slots *s = ctx;
+    pthread_mutex_lock(&s->lock);
+    for (int k = 0; k < 3; ++k)
+        if (s->view[k] == b) {
+            s->view[k] = NULL;
+            s->retired[k] = b;
+        }
+    pthread_mutex_unlock(&s->lock);
+    slots_unref(s);
+}
+
+/* A view hands out the slots as stored: their format's channels and dtype, HWC, top row first. */
+static glt_status check_view_options(const glt_slots *s, const glt_read_options *opts, const glt_out_spec *spec) {
+    const char *why = !opts->flip                                ? "flip=False (GL's bottom-up rows)"
+                      : spec->order != GLT_LAYOUT_HWC           ? "layout='chw'"
+                      : spec->dtype != s->fmt->dtype            ? "another dtype"
+                      : !spec->raw || spec->channels != s->fmt->channels ? "other channels"
+                                                                          : NULL;
+    if (!why) return GLT_OK;
+    return glt_fail(GLT_INVALID_ARGUMENT,
+                    "a zero-copy read of shared slots hands out the slots as stored (%s, %d channels, %s, HWC, top "
+                    "row first) and cannot convert: %s asks for a copy; read with copy=True (glt_slots_read), which "
+                    "fuses the conversion into its copy",
+                    s->fmt->name, s->fmt->channels, glt_dtype_name(s->fmt->dtype), why);
+}
+
+glt_status glt_slots_read_view(glt_slots *s, const glt_read_options *opts, glt_frame **out) {
+    glt_read_call c;
+    glt_status st = glt_read_begin_frame(&c, "glt_slots_read_view", opts, out);
+    if (st == GLT_OK) st = prepare_read(s, &c);
+    if (st != GLT_OK) return st;
+    glt_slots_header *h = s->h;
+    if (h->buffers < 2)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "a zero-copy read needs slots with buffers=2 or 3: with one set the workers' next step would "
+                        "overwrite the view (these slots have buffers=1; read with copy=True)");
+    glt_out_spec spec;
+    st = glt_out_spec_make(s->fmt, &c.opts, c.what, &spec);
+    if (st == GLT_OK) st = check_view_options(s, &c.opts, &spec);
+    if (st != GLT_OK) return st;
+    uint64_t reads = c.note;
+    unsigned set = (unsigned)(reads % h->buffers);
+    char *base = s->backend == GLT_BACKEND_CUDA ? glt_cuda_vmm_ptr(s->vmm) : (char *)h + h->data_offset;
+    glt_block *b = NULL;
+    st = glt_block_wrap(s->pool, base + glt_slot_offset(h, set, 0), (size_t)h->count * h->slot_bytes, view_died, s,
+                        &b);
+    if (st != GLT_OK) return st;
+    atomic_fetch_add(&s->refs, 1); /* dropped by view_died */
+    pthread_mutex_lock(&s->lock);
+    s->view[set] = b;
+    pthread_mutex_unlock(&s->lock);
+    glt_frame *f = NULL;
+    st = glt_frame_wrap(b, c.stream, c.shape.memory, c.shape.cuda_device, s->fmt, (int)h->count, h->height, h->width,
+                        h->row_pitch, h->slot_bytes, &f);
+    if (st != GLT_OK) {
+        glt_pool_give_back(b); /* as if its frame died: the set goes back to the workers' rotation */
+        return st;
+    }
+    /* The set the workers write next: the copy or the views that read it last are done with it. */
+    st = release_set(s, (unsigned)((reads + 1) % h->buffers));
+    if (st != GLT_OK) {
+        glt_frame_destroy(f);
+        return st;
+    }
+    atomic_store(&h->reads, reads + 1);
+    *out = f;
+    return GLT_OK;
 }

@@ -79,8 +79,8 @@ glt_status glt_slot_packer_create(const glt_format *fmt, int width, int height, 
 int glt_slot_packer_reads_directly(const glt_slot_packer *p, GLuint name, GLenum target, int samples,
                                    const glt_format *src);
 /* Packs the width x height region at (x, y) of `source` (a texture glt_slot_packer_reads_directly accepted), or of
- * the bound read framebuffer when source is 0, into `buffer` at byte `offset`, rows `pitch` bytes apart, bottom
- * row first: the bytes glReadPixels would give in the slot's format. From the read framebuffer it blits into a
+ * the bound read framebuffer when source is 0, into `buffer` at byte `offset`, rows `pitch` bytes apart, top
+ * row first (as slots store them): the bytes glReadPixels would give in the slot's format, rows reversed. From the read framebuffer it blits into a
  * texture of its own through its own draw framebuffer: the caller saves and restores the framebuffer bindings (and
  * switches scissor and sRGB conversion off), as around any blit of its own. */
 void glt_slot_packer_run(glt_slot_packer *p, GLuint source, int x, int y, GLuint buffer, uint64_t offset,

@@ -41,7 +41,7 @@ from ._gltensor import (  # noqa: F401  (re-exported API)
 from .devices import default_cuda_device, egl_device_index  # noqa: F401
 from ._gltensor import Buffer, BufferView, Upload  # noqa: F401  (tensor -> GL)
 from .to_gl import map_buffer, read_buffer, upload  # noqa: F401
-from ._gltensor import StaleSlotError, UnsupportedError  # noqa: F401
+from ._gltensor import SlotsBusyError, StaleSlotError, UnsupportedError  # noqa: F401
 from .slots import GLImage, SharedSlots, SlotClient, SlotHandle  # noqa: F401  (many processes, one batch)
 
 __all__ = [
@@ -52,5 +52,5 @@ __all__ = [
     "WrongDeviceError", "CudaUnavailableError", "ClosedError", "InvalidArgumentError", "CudaError", "GLError",
     "EGLError", "OutOfMemoryError", "__version__",
     "Upload", "Buffer", "BufferView", "upload", "map_buffer", "read_buffer",
-    "fork_is_safe", "SharedSlots", "SlotHandle", "SlotClient", "GLImage", "StaleSlotError", "UnsupportedError",
+    "fork_is_safe", "SharedSlots", "SlotHandle", "SlotClient", "GLImage", "StaleSlotError", "SlotsBusyError", "UnsupportedError",
 ]

@@ -233,15 +233,23 @@ class SharedSlots:
     ``count`` slots of ``size`` = (width, height) pixels of ``format`` ('rgba8' by default; see
     ``SLOT_FORMATS``). ``backend='cuda'``: device memory of this process's GPU (``cuda_device``, by default
     ``LOCAL_RANK``'s or 0), which the workers' GL writes into; ``'cpu'``: shared host memory; ``'auto'``: CUDA
-    when this process can use it. ``buffers=2`` double-buffers the slots (a read waits for the GPU only when
-    the copy of the read before it is still queued: ``read_waits`` counts those); ``buffers=3`` lets that copy
-    lag two reads behind; ``buffers=1`` halves the memory and makes each read wait for its copy.
+    when this process can use it. ``buffers=3`` (the default) lets the workers write one set of slots while the
+    two read last may still be in use: a copy still queued on the trainer's stream, or a zero-copy view still
+    alive (a read waits for the GPU only when such work is still queued: ``read_waits`` counts those);
+    ``buffers=2`` allows one of them; ``buffers=1`` makes each read wait for its copy and refuses views.
 
     Pass ``slots.handle(i)`` (or the ``SharedSlots`` itself) to worker i; it pickles by descriptor, so any
     ``multiprocessing`` start method works. ``read()`` takes the options of every gltensor read
-    (``channels``, ``dtype``, ``layout``, ``flip``, ``stream``, ``out``)."""
+    (``channels``, ``dtype``, ``layout``, ``flip``, ``stream``, ``out``), fused into its one copy.
+    ``read(copy=False)`` copies nothing: it returns the set the workers just wrote as a (N, H, W, C) frame of the
+    slots' own format, top row first, whose rows and images keep the slots' padding (non-contiguous strides
+    where a row is not a multiple of 256 bytes). The workers write the other sets meanwhile; the set goes back to
+    them only after that frame and every tensor made from it are gone and the work queued on their streams is
+    done. So at most ``buffers - 1`` views may live at once: a read that would need a set a view still holds
+    raises ``SlotsBusyError`` and changes nothing (drop or ``.clone()`` the older view). A loop that keeps the
+    previous step's observation while it reads the next one fits the default three sets."""
 
-    def __init__(self, count, size, *, format="rgba8", backend="auto", cuda_device=None, buffers=2):
+    def __init__(self, count, size, *, format="rgba8", backend="auto", cuda_device=None, buffers=3):
         width, height = size
         self._core = _gltensor._Slots(count, width, height, _format_enum(format), backend=backend,
                                       cuda_device=cuda_device, buffers=buffers)
@@ -255,10 +263,17 @@ class SharedSlots:
             _LIVE_CUDA_UUIDS[id(self)] = self
 
     # -- the trainer's side --
-    def read(self, *args, **kwargs):
+    def read(self, *args, copy=True, **kwargs):
         """Every slot as one frame (see the class doc); ``StaleSlotError`` when a slot was not written since the
-        last read."""
-        return self._core.read(*args, **kwargs)
+        last read. ``copy=False``: the slots themselves, no copy (``ValueError`` when the options ask for a
+        conversion or with ``out=``; ``SlotsBusyError`` when the set the workers need next is still viewed)."""
+        if copy:
+            return self._core.read(*args, **kwargs)
+        if kwargs.get("out") is not None:
+            raise ValueError("read(copy=False) hands out the slots themselves; out= asks for a copy into your "
+                             "buffer (use copy=True)")
+        kwargs.pop("out", None)
+        return self._core.read_view(*args, **kwargs)
 
     def state(self, slot):
         """(state, pid): 'fresh' (written since the last read), 'stale', 'writing' or 'writer_gone'."""

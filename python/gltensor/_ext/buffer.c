@@ -276,6 +276,7 @@ static PyObject *view_dlpack(ViewObject *self, PyObject *args, PyObject *kwargs)
     glt_py_dl_tensor t;
     t.data = self->data;
     t.ndim = self->ndim;
+    t.strided = 0;
     for (int i = 0; i < self->ndim; ++i) t.shape[i] = self->shape[i];
     t.dtype.code = dtypes[self->dtype].code;
     t.dtype.bits = dtypes[self->dtype].bits;
@@ -305,7 +306,7 @@ static PyObject *interface_dict(ViewObject *self, int cuda) {
         return NULL;
     }
     /* CAI v3: consumers order their work after this stream (the map's, or the copy's). */
-    return glt_py_array_interface(self->shape, self->ndim, dtypes[self->dtype].typestr, self->data, self->read_only,
+    return glt_py_array_interface(self->shape, NULL, self->ndim, dtypes[self->dtype].typestr, self->data, self->read_only,
                                   cuda, self->stream);
 }
 

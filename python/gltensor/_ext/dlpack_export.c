@@ -153,7 +153,7 @@ static void fill_tensor(DLTensor *dl, const glt_py_dl_tensor *t, int64_t *shape,
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; --i) {
         shape[i] = t->shape[i];
-        strides[i] = s;
+        strides[i] = t->strided ? t->strides[i] : s;
         s *= t->shape[i];
     }
     dl->data = t->data;
@@ -214,11 +214,13 @@ PyObject *glt_py_dims_tuple(const int64_t *v, int n) {
     return t;
 }
 
-PyObject *glt_py_array_interface(const int64_t *shape, int ndim, const char *typestr, void *data, int read_only,
-                                 int cuda, void *stream) {
-    PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:O}", "shape", glt_py_dims_tuple(shape, ndim), "typestr", typestr,
+PyObject *glt_py_array_interface(const int64_t *shape, const int64_t *strides_bytes, int ndim, const char *typestr,
+                                 void *data, int read_only, int cuda, void *stream) {
+    PyObject *strides = strides_bytes ? glt_py_dims_tuple(strides_bytes, ndim) : Py_NewRef(Py_None);
+    if (!strides) return NULL;
+    PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:N}", "shape", glt_py_dims_tuple(shape, ndim), "typestr", typestr,
                                 "data", PyLong_FromVoidPtr(data), read_only ? Py_True : Py_False, "version", 3,
-                                "strides", Py_None);
+                                "strides", strides);
     if (!d || !cuda) return d;
     uintptr_t s = (uintptr_t)stream;
     PyObject *handle = PyLong_FromUnsignedLongLong(s ? s : 1);

@@ -25,11 +25,13 @@ typedef struct {
 int glt_py_dlpack_parse(PyObject *args, PyObject *kwargs, int device_type, int device_id, const char *what,
                         const char *device_hint, glt_py_dlpack_request *req);
 
-/* A C-contiguous tensor to export. */
+/* A tensor to export: C-contiguous, or with the given strides. */
 typedef struct {
     void *data;
     int ndim;
     int64_t shape[GLT_PY_DL_MAX_DIMS];
+    int strided;                         /* 0: C-contiguous; 1: strides (in elements) below */
+    int64_t strides[GLT_PY_DL_MAX_DIMS];
     DLDataType dtype;
     int device_type, device_id;
     uint64_t flags; /* DLPACK_FLAG_BITMASK_*; a legacy capsule cannot carry them (the caller refuses READ_ONLY) */
@@ -41,10 +43,11 @@ PyObject *glt_py_dlpack_capsule(PyObject *owner, const glt_py_dl_tensor *t, int 
 
 /* A tuple of n int64 values (a shape, strides). */
 PyObject *glt_py_dims_tuple(const int64_t *v, int n);
-/* The __array_interface__ / __cuda_array_interface__ (v3) dict of a dense tensor (strides None). With cuda, its
+/* The __array_interface__ / __cuda_array_interface__ (v3) dict of a tensor (strides_bytes NULL: dense, strides
+ * None). With cuda, its
  * "stream": the stream consumers order their work after (the default stream, handle 0, written as 1: CAI v3
  * disallows 0). Frames and buffer views share it. */
-PyObject *glt_py_array_interface(const int64_t *shape, int ndim, const char *typestr, void *data, int read_only,
-                                 int cuda, void *stream);
+PyObject *glt_py_array_interface(const int64_t *shape, const int64_t *strides_bytes, int ndim, const char *typestr,
+                                 void *data, int read_only, int cuda, void *stream);
 
 #endif

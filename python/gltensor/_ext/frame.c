@@ -19,6 +19,7 @@ typedef struct {
     gltensor_state *st;
     glt_frame *frame;
     glt_frame_info info;
+    size_t image_stride; /* bytes between a batch's images (glt_frame_image_stride) */
     PyObject *weakreflist;
 } FrameObject;
 
@@ -31,7 +32,9 @@ PyObject *glt_py_frame_new(gltensor_state *st, glt_frame *frame) {
     self->st = st;
     self->frame = frame;
     self->weakreflist = NULL;
+    self->info.size = sizeof self->info;
     glt_frame_get_info(frame, &self->info);
+    self->image_stride = glt_frame_image_stride(frame);
     return (PyObject *)self;
 }
 
@@ -83,9 +86,36 @@ static int frame_dims(const glt_frame_info *info, int64_t *dims) {
     return nd;
 }
 
-static void dl_tensor_of(const glt_frame_info *info, glt_py_dl_tensor *t) {
+/* Byte strides of the frame's axes. Compact for every read but a zero-copy view of shared slots (HWC, whose rows
+ * and images keep the slots' padding). Returns 1 when they differ from C-contiguous strides. */
+static int frame_strides(const glt_frame_info *info, size_t image_stride, int64_t *strides) {
+    int64_t dims[GLT_PY_DL_MAX_DIMS];
+    int nd = frame_dims(info, dims);
+    int64_t s = (int64_t)glt_dtype_size(info->dtype);
+    for (int i = nd - 1; i >= 0; --i) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+    if (info->layout != GLT_LAYOUT_HWC) return 0;
+    int strided = 0, row_axis = nd - 3;
+    if ((int64_t)info->row_pitch_bytes != strides[row_axis]) {
+        strides[row_axis] = (int64_t)info->row_pitch_bytes;
+        strided = 1;
+    }
+    if (info->count > 0 && (int64_t)image_stride != strides[0]) {
+        strides[0] = (int64_t)image_stride;
+        strided = 1;
+    }
+    return strided;
+}
+
+static void dl_tensor_of(const FrameObject *self, glt_py_dl_tensor *t) {
+    const glt_frame_info *info = &self->info;
     t->data = info->data;
     t->ndim = frame_dims(info, t->shape);
+    int64_t bytes[GLT_PY_DL_MAX_DIMS];
+    t->strided = frame_strides(info, self->image_stride, bytes);
+    for (int i = 0; i < t->ndim; ++i) t->strides[i] = bytes[i] / (int64_t)glt_dtype_size(info->dtype);
     t->dtype = dl_dtype(info->dtype);
     t->device_type = info->memory == GLT_MEMORY_CUDA ? kDLCUDA : kDLCPU;
     t->device_id = info->memory == GLT_MEMORY_CUDA ? info->cuda_device : 0;
@@ -124,7 +154,7 @@ static PyObject *frame_dlpack(FrameObject *self, PyObject *args, PyObject *kwarg
         }
     }
     glt_py_dl_tensor t;
-    dl_tensor_of(&((FrameObject *)owner)->info, &t);
+    dl_tensor_of((FrameObject *)owner, &t);
     if (req.copy) t.flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
     PyObject *capsule = glt_py_dlpack_capsule(owner, &t, req.versioned);
     Py_DECREF(owner);
@@ -149,8 +179,11 @@ static PyObject *interface_dict(FrameObject *self, int cuda) {
                                               "through DLPack (torch.from_dlpack)");
         return NULL;
     }
-    int64_t dims[GLT_PY_DL_MAX_DIMS];
-    return glt_py_array_interface(dims, frame_dims(i, dims), glt_py_typestr(i->dtype), i->data, 0, cuda, i->stream);
+    int64_t dims[GLT_PY_DL_MAX_DIMS], strides[GLT_PY_DL_MAX_DIMS];
+    int nd = frame_dims(i, dims);
+    int strided = frame_strides(i, self->image_stride, strides);
+    return glt_py_array_interface(dims, strided ? strides : NULL, nd, glt_py_typestr(i->dtype), i->data, 0, cuda,
+                                  i->stream);
 }
 
 static PyObject *get_cai(FrameObject *self, void *c) {
@@ -187,13 +220,9 @@ static PyObject *get_shape(FrameObject *self, void *c) {
 }
 static PyObject *get_strides(FrameObject *self, void *c) {
     (void)c;
-    int64_t dims[4], strides[4];
+    int64_t dims[GLT_PY_DL_MAX_DIMS], strides[GLT_PY_DL_MAX_DIMS];
     int nd = frame_dims(&self->info, dims);
-    int64_t s = (int64_t)glt_dtype_size(self->info.dtype);
-    for (int i = nd - 1; i >= 0; --i) {
-        strides[i] = s;
-        s *= dims[i];
-    }
+    frame_strides(&self->info, self->image_stride, strides);
     return glt_py_dims_tuple(strides, nd);
 }
 static PyObject *get_layout(FrameObject *self, void *c) {

@@ -22,6 +22,7 @@ GLT_PY_SIG(glt_sig_batch_read, "Batch.read", READ_ROWS_HEAD, READ_ROW_OUT, READ_
 GLT_PY_SIG(glt_sig_atlas_read, "Atlas.read", READ_ROWS_HEAD, READ_ROW_OUT, READ_ROWS_TAIL);
 GLT_PY_SIG(glt_sig_slots_read, "_Slots.read", READ_ROWS_HEAD, READ_ROW_OUT, READ_ROWS_TAIL);
 GLT_PY_SIG(glt_sig_batch_read_list, "Batch.read_list", READ_ROWS_HEAD, READ_ROWS_TAIL);
+GLT_PY_SIG(glt_sig_slots_read_view, "_Slots.read_view", READ_ROWS_HEAD, READ_ROWS_TAIL);
 
 static int parse_channels(PyObject *obj, glt_read_options *o) {
     return glt_py_parse_channels(obj, o->channels, &o->n_channels,

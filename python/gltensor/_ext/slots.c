@@ -23,12 +23,12 @@ static glt_slots *slots_of(SlotsObject *self) { return self->handle; }
 GLT_PY_SIG(glt_sig_slots_new, "_Slots.__new__", {"count", GLT_PY_POSITIONAL, NULL, NULL},
            {"width", GLT_PY_POSITIONAL, NULL, NULL}, {"height", GLT_PY_POSITIONAL, NULL, NULL},
            {"gl_internal_format", GLT_PY_POSITIONAL, "...", NULL}, {"backend", GLT_PY_KEYWORD, "'auto'", NULL},
-           {"cuda_device", GLT_PY_KEYWORD, "None", NULL}, {"buffers", GLT_PY_KEYWORD, "2", NULL});
+           {"cuda_device", GLT_PY_KEYWORD, "None", NULL}, {"buffers", GLT_PY_KEYWORD, "3", NULL});
 
 static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *v[7];
     if (glt_py_parse_tuple(&glt_sig_slots_new, args, kwargs, v) < 0) return NULL;
-    int count, width, height, buffers = 2;
+    int count, width, height, buffers = 3;
     unsigned long format = 0x8058; /* GL_RGBA8 */
     PyObject *backend = v[4], *device = v[5] ? v[5] : Py_None;
     if (glt_py_as_int(v[0], "count", INT_MIN, INT_MAX, &count) < 0 ||
@@ -84,6 +84,17 @@ static PyObject *slots_read(SlotsObject *self, PyObject *const *args, Py_ssize_t
     return glt_py_read(self, &slots_reader, args, nargs, kwnames);
 }
 
+static glt_status slots_read_view_frame(void *slots, const glt_read_options *o, glt_frame **out) {
+    return glt_slots_read_view(slots, o, out);
+}
+/* Its table has no out=: a view is the slots themselves. */
+static const glt_py_reader slots_view_reader = {&glt_sig_slots_read_view, offsetof(glt_slots_info, backend),
+                                                slots_read_view_frame, NULL};
+
+static PyObject *slots_read_view(SlotsObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return glt_py_read(self, &slots_view_reader, args, nargs, kwnames);
+}
+
 static PyObject *slots_export(SlotsObject *self, PyObject *unused) {
     (void)unused;
     if (!self->handle) return glt_py_closed(self);
@@ -120,6 +131,12 @@ static PyMethodDef slots_methods[] = {
      "far=None, projection=None) -> Frame | out\n\nEvery slot as "
      "one (N, H, W, C) frame, in one kernel (CUDA) with the conversions fused. Raises StaleSlotError when a slot was "
      "not written since the last read."},
+    {"read_view", (PyCFunction)(void (*)(void))slots_read_view, METH_FASTCALL | METH_KEYWORDS,
+     "read_view(flip=True, *, stream=None, channels=None, dtype=None, layout=None, depth=None, near=None, far=None, "
+     "projection=None) -> Frame\n\nZero-copy: the slots the workers just wrote, as stored (their format, HWC, top row "
+     "first, rows and images padded as the slots are). Options that ask for a conversion are refused. The set is "
+     "kept from the workers while the frame (or a tensor made from it) lives; a read that would let them into a set "
+     "still held raises SlotsBusyError."},
     {"_export", (PyCFunction)slots_export, METH_NOARGS,
      "_export() -> (memory_fd, control_fd): new descriptors for a writer; the caller closes them."},
     {"state", (PyCFunction)slots_state, METH_O,
@@ -140,13 +157,17 @@ static PyGetSetDef slots_getset[] = {
     I("backend", "'cuda' (device memory) or 'cpu' (shared host memory)", GLT_PY_BACKEND, backend),
     I("backend_reason", NULL, GLT_PY_STR, backend_reason),
     I("cuda_device", "the trainer's CUDA ordinal, -1 on the CPU backend", GLT_PY_INT, cuda_device),
-    I("buffers", "2: double-buffered; 1: each read waits for its copy; 3: the copy may lag two reads behind",
+    I("buffers", "3 (default): workers write one set while the two read last may still be in use; 2: one of them; 1: "
+      "each read waits for its copy",
       GLT_PY_INT, buffers),
     I("read_waits",
-      "CUDA: reads that waited for the GPU (the copy that last read the set the workers write next was still queued)",
+      "CUDA: reads that waited for the GPU (the copy that last read the set the workers write next, or work queued on "
+      "a dead view of it, was still queued)",
       GLT_PY_U64, read_waits),
     I("read_wait_us", "CUDA: the time those reads waited, in all (µs)", GLT_PY_DOUBLE, read_wait_us),
     I("memory_bytes", "bytes of the shared pixel memory", GLT_PY_SIZE, memory_bytes),
+    I("slot_bytes", "bytes from one slot to the next (a zero-copy view's image stride)", GLT_PY_SIZE, slot_bytes),
+    I("row_pitch", "bytes between a slot's rows (a zero-copy view's row stride)", GLT_PY_SIZE, row_pitch),
     I("reads", "reads done so far", GLT_PY_U64, reads),
     I("device_uuid", "the GPU's 16-byte UUID (zeros on the CPU backend)", GLT_PY_UUID, device_uuid),
     GLT_PY_CLOSED_GETTER,
@@ -161,7 +182,7 @@ static PyType_Slot slots_type_slots[] = {
     {Py_tp_methods, slots_methods},
     {Py_tp_getset, slots_getset},
     {Py_tp_doc, "_Slots(count, width, height, gl_internal_format=GL_RGBA8, *, backend='auto', cuda_device=None, "
-                "buffers=2): the trainer's side of shared slots; use gltensor.SharedSlots."},
+                "buffers=3): the trainer's side of shared slots; use gltensor.SharedSlots."},
     {0, NULL},
 };
 
