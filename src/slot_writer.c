@@ -11,9 +11,9 @@
  * into the shared host memory (or, GLTENSOR_SLOTS_WRITE=shader, the shader into a buffer of ours, then read back).
  *
  * Slots hold rows top row first, so that the trainer can hand a set out without a copy (torch refuses the
- * negative strides a bottom-up view would need). The shader writes rows in that order; the glReadPixels writes
- * read a flipped blit of the source (a renderbuffer of the slot's format, kept between writes), as the shader
- * write's own blit does the format conversion. Multisampled sources are resolved by a blit into a renderbuffer
+ * negative strides a bottom-up view would need). The shader writes rows in that order; glReadPixels into CUDA
+ * slots reads a flipped blit of the source (a renderbuffer of the slot's format, kept between writes), as the
+ * shader write's own blit does the format conversion; glReadPixels into host slots reverses the rows on the CPU. Multisampled sources are resolved by a blit into a renderbuffer
  * kept between writes.
  */
 #include "slots_shared.h"
@@ -456,6 +456,21 @@ static void ensure_stage(glt_slot_writer *w, const glt_gl *gl) {
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)prev);
 }
 
+/* Host slots: GL's bottom-up rows, as glReadPixels left them, turned into the slots' top-first order in place. */
+static void reverse_rows(void *pixels, size_t pitch, int height) {
+    unsigned char tmp[4096];
+    for (int y = 0; y < height / 2; ++y) {
+        unsigned char *a = (unsigned char *)pixels + (size_t)y * pitch;
+        unsigned char *b = (unsigned char *)pixels + (size_t)(height - 1 - y) * pitch;
+        for (size_t done = 0; done < pitch; done += sizeof tmp) {
+            size_t n = pitch - done < sizeof tmp ? pitch - done : sizeof tmp;
+            memcpy(tmp, a + done, n);
+            memcpy(a + done, b + done, n);
+            memcpy(b + done, tmp, n);
+        }
+    }
+}
+
 glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned target, const glt_rect *region) {
     if (!w) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write: writer is NULL");
     char what[64];
@@ -491,7 +506,11 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
     GLuint direct = w->mode == WRITE_SHADER && glt_slot_packer_reads_directly(w->packer, name, target, samples, src)
                         ? name
                         : 0;
-    if (!direct) st = bind_source(w, gl, name, target, samples, &r, w->mode != WRITE_SHADER, &x, &y);
+    /* glReadPixels into CUDA slots reads a flipped blit; into host slots it reads GL's rows and reverses them on
+     * the CPU afterwards (below): a blit in a child forked from a process that drew with llvmpipe waits forever
+     * for the parent's rasteriser threads, and a host copy of the rows is cheap beside the readback itself. */
+    int flip_blit = w->mode != WRITE_SHADER && w->backend == GLT_BACKEND_CUDA;
+    if (!direct) st = bind_source(w, gl, name, target, samples, &r, flip_blit, &x, &y);
     if (st == GLT_OK) {
         uint64_t offset = glt_slot_offset(w->h, set, w->slot);
         uint64_t bytes = w->h->row_pitch * (uint64_t)r.height;
@@ -530,6 +549,7 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
                 dst = (char *)w->h + w->h->data_offset + offset;
             }
             gl->ReadPixels(x, y, r.width, r.height, w->fmt->read_format, w->fmt->read_type, dst);
+            if (w->backend == GLT_BACKEND_CPU) reverse_rows(dst, w->h->row_pitch, r.height);
             if (staged) {
                 GLint prev_read = 0, prev_write = 0;
                 gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev_read);

@@ -95,7 +95,7 @@ def test_procs_mode_quick(tmp_path):
     assert report["benchmark"] == "procs"
     cells = report["cells"]
     assert [(c["workers"], c["width"], c["height"]) for c in cells] == [(1, 32, 24), (2, 32, 24)]
-    expected = {"host", "slots", "slots_out", "floor", "atlas"} | ({"per_worker"} if report["machine"]["backend"] == "cuda" else set())
+    expected = {"host", "slots", "slots_out", "slots_view", "floor", "atlas"} | ({"per_worker"} if report["machine"]["backend"] == "cuda" else set())
     for c in cells:
         assert set(c["us_per_step"]) == expected and all(v > 0 for v in c["us_per_step"].values())
         # where each path's step goes: the trainer's phases, and every worker path's render and hand-over
@@ -103,4 +103,4 @@ def test_procs_mode_quick(tmp_path):
         assert set(c["worker_phase_us"]) == expected - {"atlas"}
         for phases in c["worker_phase_us"].values():
             assert set(phases) == {"render", "handover"} and all(v["median"] > 0 for v in phases.values())
-    assert "host/slots" in proc.stdout and "host/slots_out" in proc.stdout
+    assert "host/slots" in proc.stdout and "host/slots_out" in proc.stdout and "host/slots_view" in proc.stdout

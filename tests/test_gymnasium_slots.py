@@ -100,6 +100,31 @@ def test_copy_false_returns_the_batch(backend):
         envs.close()
 
 
+def test_copy_false_with_the_stored_layout_hands_out_the_slots(backend):
+    """copy=False and a space asking for the slots as stored (4 channels of 'rgba8', uint8, HWC, top row first):
+    each step's frame is a zero-copy view of the slots; the previous step's stays intact while the loop keeps it."""
+    n = 3
+    fns = [functools.partial(PatternEnv, backend=backend, channels=4) for _ in range(n)]
+    envs = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True, copy=False, context=fork_if_safe())
+    try:
+        batch, _ = envs.reset(seed=0)
+        assert batch.zero_copy and batch.shape == (n, H, W, 4)
+        prev = None
+        for t in range(5):
+            if t:
+                batch, *_ = envs.step(np.zeros(n, dtype=np.int64))
+            x = torch.from_dlpack(batch)
+            # The slots themselves: strides of the padded slots (97 x 4 bytes per row in 512).
+            assert x.stride() == (batch.slots.slot_bytes, batch.slots.row_pitch, 4, 1)
+            np.testing.assert_array_equal(x.cpu().numpy(), expected([0, 1, 2], t, 4), err_msg=f"step {t}")
+            if prev is not None:
+                np.testing.assert_array_equal(prev.cpu().numpy(), expected([0, 1, 2], t - 1, 4))
+            prev = x
+        del prev, x
+    finally:
+        envs.close()
+
+
 def test_autoreset_next_step(backend):
     """An episode of 2 steps: the autoreset step's frame is the reset's (t = 0) in that worker."""
     envs = make_vec(3, fork_if_safe(), backend, episode=2)

@@ -29,8 +29,12 @@ returned as a torch tensor (``read_as='torch'``, the default; CUDA on the CUDA b
 (``'numpy'``: host memory, copied to the host on the CUDA backend) or the gltensor ``Frame`` (``'frame'``).
 With ``copy=False`` the step returns the ``SlotBatch`` itself: ``batch.latest()``, ``torch.from_dlpack(batch)``
 or ``numpy.asarray(batch)`` read the slots once after each step (later calls in the same step return that
-same frame). Either way a frame handed out is never overwritten by the workers' next step (every read copies
-into a new frame, and the slots are double-buffered), so work still queued on the trainer's stream is safe.
+same frame). Where the space asks for the slots as they are stored (``SlotSpace(h, w, 4)`` over 'rgba8' slots:
+uint8, HWC, top row first) that read copies nothing: it is a zero-copy view of the slots the workers just wrote
+(``SharedSlots.read(copy=False)``, ``SlotBatch.zero_copy``), which the workers never write while it, or a tensor
+made from it, lives; keep at most the previous step's besides the current one (``SlotsBusyError`` otherwise;
+``.clone()`` what you keep longer). Other spaces read a converted copy. Either way a frame handed out is never
+overwritten by the workers' next step, so work still queued on the trainer's stream is safe.
 
 Limits: ``shared_memory=True`` is required (without it the workers would pickle a ``GLImage``, a name in a
 GL context the trainer does not have). A partial reset (``options={'reset_mask': ...}``) leaves the other
@@ -128,19 +132,25 @@ class SlotBatch:
     def __init__(self, space, slots):
         self.space, self.slots = space, slots
         self._frame = None
+        # The space asks for the slots as stored: copy=False reads hand out the slots themselves.
+        self.zero_copy = (space.channels == slots.shape[-1] and space.dtype == np.dtype(slots.dtype)
+                          and space.layout == "hwc" and space.flip)
 
-    def read(self, *, out=None, stream=None):
+    def read(self, *, out=None, stream=None, copy=True):
         """A new read of every slot (the gltensor ``Frame``, or `out`); ``StaleSlotError`` when a slot was not
-        written since the previous read."""
-        frame = self.slots.read(out=out, stream=stream, **self.space.read_options)
+        written since the previous read. ``copy=False`` (only where ``zero_copy``): a view of the slots."""
+        if out is None:
+            self._frame = None  # the previous step's frame (a view holds its set) is dropped before this read
+        frame = self.slots.read(out=out, stream=stream, copy=copy, **self.space.read_options)
         if out is None:
             self._frame = frame
         return frame
 
     def latest(self):
-        """The current step's frame: read now if a worker wrote since the last read, else the frame read then."""
+        """The current step's frame: read now if a worker wrote since the last read, else the frame read then
+        (a zero-copy view of the slots where ``zero_copy``, else a copy)."""
         if self._frame is None or any(s != "stale" for s in self.slots.states()):
-            return self.read()
+            return self.read(copy=not self.zero_copy)
         return self._frame
 
     def convert(self, frame):

@@ -14,6 +14,8 @@ Paths, all in the same run, interleaved, median of runs:
               blitted from the texture, not the texture itself (what `slots` did before it read textures directly)
   slots_out   as slots, the trainer reading into a batch tensor it keeps (read(out=)): no new frame and no
               DLPack hand-over per step
+  slots_view  as slots, the trainer reading with copy=False: the set the workers wrote, handed to torch as it
+              is (no copy, no kernel; torch.from_dlpack of the view)
   slots_torch as slots, the trainer reading into a new torch tensor each step (torch.empty, then read(out=)):
               fresh memory per step as with a frame, allocated by torch's caching allocator
   slots_noread  (diagnostic) the workers write their slots as in `slots`, the trainer reads nothing: the
@@ -46,13 +48,13 @@ from .report import fmt_us, machine_info, print_table, results_path, save_json
 # path is skipped where N of them would not fit.
 PER_WORKER_CONTEXT_BYTES = 1.2 * 2**30
 
-PATHS = ("host", "per_worker", "slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread", "floor", "floor_compute",
+PATHS = ("host", "per_worker", "slots", "slots_out", "slots_view", "slots_torch", "slots_copy", "slots_blit", "slots_noread", "floor", "floor_compute",
          "floor_draw", "pack", "atlas")
-DEFAULT_PATHS = ("host", "per_worker", "slots", "slots_out", "floor", "atlas")
-GL_ONLY_PATHS = ("host", "slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread", "floor",
+DEFAULT_PATHS = ("host", "per_worker", "slots", "slots_out", "slots_view", "floor", "atlas")
+GL_ONLY_PATHS = ("host", "slots", "slots_out", "slots_view", "slots_torch", "slots_copy", "slots_blit", "slots_noread", "floor",
                  "floor_compute", "floor_draw", "pack")  # the workers of these never touch CUDA
 # Each GL-only path's pool of workers and its slots: "slots_copy" has its own, written the other way.
-POOL_OF = {"host": "gl", "slots": "gl", "slots_out": "gl", "slots_torch": "gl", "slots_noread": "gl", "floor": "gl", "pack": "gl",
+POOL_OF = {"host": "gl", "slots": "gl", "slots_out": "gl", "slots_view": "gl", "slots_torch": "gl", "slots_noread": "gl", "floor": "gl", "pack": "gl",
            "floor_compute": "gl", "floor_draw": "gl",
            "slots_copy": "gl_copy", "slots_blit": "gl_blit"}
 # The slot-write variables each pool's workers run with (the others unset).
@@ -134,7 +136,7 @@ def _worker(k, n, conn, slots_handle, batch, slots_env=None):
 
                 cap.read(out=batch[k, :h, :w])  # its row of the shared batch, at this cell's size
                 torch.cuda.current_stream().synchronize()  # the reply says the frame is there
-            elif path in ("slots", "slots_out", "slots_torch", "slots_copy", "slots_blit", "slots_noread"):
+            elif path in ("slots", "slots_out", "slots_view", "slots_torch", "slots_copy", "slots_blit", "slots_noread"):
                 slots_handle.write(tex)
             elif path == "floor":
                 GL.glFinish()
@@ -298,8 +300,8 @@ class Cell:
                 x = torch.from_numpy(np.stack(got)).to(self.device)
             elif path == "per_worker":
                 x = self.cuda_batch
-            elif path in ("slots", "slots_copy", "slots_blit"):
-                frame = self.slots[POOL_OF[path]].read()
+            elif path in ("slots", "slots_view", "slots_copy", "slots_blit"):
+                frame = self.slots[POOL_OF[path]].read(copy=path != "slots_view")
                 t2 = time.perf_counter()
                 x = torch.from_dlpack(frame)
                 phases["read_call"].append(t2 - t1)
@@ -358,7 +360,7 @@ def build_parser():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--runs", type=int, default=3, help="runs per path, interleaved; the median is reported")
     ap.add_argument("--max-seconds", type=float, default=2.0, help="longest timed loop of one run")
-    ap.add_argument("--slot-buffers", type=int, default=2, help="SharedSlots(buffers=...) of the slot paths")
+    ap.add_argument("--slot-buffers", type=int, default=3, help="SharedSlots(buffers=...) of the slot paths")
     ap.add_argument("--profile", default=None, metavar="DIR",
                     help="(diagnostic) after the timed runs, one more run of each path under torch.profiler (the "
                          "trainer's CUDA API calls and kernels): a table per cell and path in DIR")
@@ -547,8 +549,8 @@ def worker_summary(runs):
 
 
 # The slot paths the summary compares with host readback and the floor: the frame read (torch.from_dlpack of a
-# new frame each step) and the read into a batch the trainer keeps.
-SUMMARY_SLOTS = ("slots", "slots_out")
+# new frame each step), the read into a batch the trainer keeps, and the zero-copy view.
+SUMMARY_SLOTS = ("slots", "slots_out", "slots_view")
 
 
 def row_of(label, med, paths):
