@@ -53,7 +53,7 @@ for step in "$@"; do
     slots) # issue 21: the shared-slot tests on both backends and both write paths (every pixel, every format),
            # the vector-env tests, then the procs cells with the shader write and the copy write in the same run
         timeout 300 python3 -m pytest -q -rfEs -n ${TESTS_WORKERS:-4} -m "not alone" tests/test_slots.py \
-            tests/test_gymnasium_slots.py tests/test_sb3_slots.py > "$OUT/slots_tests.log" 2>&1
+            tests/test_slot_views.py tests/test_gymnasium_slots.py tests/test_sb3_slots.py > "$OUT/slots_tests.log" 2>&1
         grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/slots_tests.log" | tail -30
         timeout 120 python3 -m pytest -q -rfEs -m alone tests/test_slots.py > "$OUT/slots_tests_alone.log" 2>&1
         echo "alone: $(grep -E "passed|failed" "$OUT/slots_tests_alone.log" | tail -1)"
@@ -69,7 +69,7 @@ for step in "$@"; do
             timeout 90 python3 tools/slots_read_cost.py --count "$cnt" --size "$side" 2>&1 | tail -14 | tee -a "$OUT/readcost.log"; done ;;
     memcheck-slots) # the trainer's side of the CUDA slots (VMM allocation, gather kernel, events) under memcheck
         GLTENSOR_UNDER_SANITIZER=1 timeout 300 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
-            --log-file "$OUT/memcheck_slots.txt" python3 -m pytest -q -p no:cacheprovider -k "(cuda and (every_pixel or RGBA16F or callers or never_overwritten)) or frees_the_device" tests/test_slots.py \
+            --log-file "$OUT/memcheck_slots.txt" python3 -m pytest -q -p no:cacheprovider -k "(cuda and (every_pixel or RGBA16F or callers or never_overwritten or view)) or frees_the_device or dead_views" tests/test_slots.py tests/test_slot_views.py \
             > "$OUT/memcheck_slots.log" 2>&1; echo "memcheck-slots: exit $? (99: the tool found errors)"
         tail -2 "$OUT/memcheck_slots.log"; grep -E "ERROR SUMMARY|LEAK SUMMARY" "$OUT/memcheck_slots.txt" | tail -3 ;;
     vecenvs) # issue 21: the two vector-env examples end to end on the CUDA backend (train, then SB3's bench)
