@@ -172,8 +172,9 @@ def test_views_from_worker_processes_every_pixel(backend):
     from test_slots import Workers
 
     slots = gltensor.SharedSlots(3, (W, H), backend=backend)
-    w = Workers(slots, method="spawn")
+    w = None
     try:
+        w = Workers(slots, method="spawn")
         prev = None
         for step in range(4):
             w.all("step", step)
@@ -184,30 +185,38 @@ def test_views_from_worker_processes_every_pixel(backend):
             prev = view
         del view, prev
     finally:
-        w.close()
+        if w is not None:
+            w.close()
         slots.close()
 
 
 @pytest.mark.gpu
 def test_a_dead_views_set_waits_for_the_work_its_consumers_queued(gl):
     """A view consumed on a side stream behind a long sleep dies at once; the read that gives its set back to the
-    writers must wait for that work (read_waits counts it), else the next write lands while it still reads."""
+    writers must wait for that work (read_waits counts it), else the next write lands while it still reads. The
+    writes of the steps between go first: a GL write waits for the GPU, which would wait out the sleep itself."""
     torch = pytest.importorskip("torch")
     slots = gltensor.SharedSlots(2, (W, H), backend="cuda")
-    side = torch.cuda.Stream()
-    write_all(slots, images(2, 0))
-    with torch.cuda.stream(side):
-        t = torch.from_dlpack(slots.read(copy=False))  # handed to torch on the side stream
-        torch.cuda._sleep(400_000_000)  # ~0.2-0.3 s of GPU time on that stream
-        consumed = t.to(torch.int32) + 1  # reads the view after the sleep
-    del t
-    gc.collect()
-    waits = slots.read_waits
-    for step in (1, 2):  # the second read gives set 0 back to the writers
-        write_all(slots, images(2, step))
-        np.testing.assert_array_equal(to_host(slots.read()), images(2, step))
-    assert slots.read_waits == waits + 1
-    write_all(slots, images(2, 3))  # into set 0, which the consumer has finished with
-    torch.cuda.synchronize()
-    np.testing.assert_array_equal(consumed.cpu().numpy(), images(2, 0).astype(np.int32) + 1)
-    slots.close()
+    try:
+        write_all(slots, images(2, 0))
+        view = slots.read(copy=False)  # set 0
+        write_all(slots, images(2, 1))
+        np.testing.assert_array_equal(to_host(slots.read()), images(2, 1))  # set 1; set 2 is free
+        write_all(slots, images(2, 2))  # set 2
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            t = torch.from_dlpack(view)  # handed to torch on the side stream
+            torch.cuda._sleep(400_000_000)  # ~0.2 s of GPU time on that stream
+            consumed = t.to(torch.int32) + 1  # reads the view after the sleep
+        del t, view
+        gc.collect()
+        waits = slots.read_waits
+        got = slots.read()  # copies set 2 and gives set 0 back to the writers: waits for the side stream
+        assert slots.read_waits == waits + 1
+        write_all(slots, images(2, 3))  # into set 0, which the consumer has finished with
+        torch.cuda.synchronize()
+        np.testing.assert_array_equal(to_host(got), images(2, 2))
+        np.testing.assert_array_equal(consumed.cpu().numpy(), images(2, 0).astype(np.int32) + 1)
+        del got
+    finally:
+        slots.close()
