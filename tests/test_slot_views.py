@@ -206,10 +206,9 @@ def test_a_dead_views_set_waits_for_the_work_its_consumers_queued(gl):
         side = torch.cuda.Stream()
         with torch.cuda.stream(side):
             t = torch.from_dlpack(view)  # handed to torch on the side stream
-            torch.cuda._sleep(400_000_000)  # ~0.2 s of GPU time on that stream
+            torch.cuda._sleep(2_000_000_000)  # ~1 s of GPU time on that stream
             consumed = t.to(torch.int32) + 1  # reads the view after the sleep
-        del t, view
-        gc.collect()
+        del t, view  # the view dies now (no cycle holds it): events are recorded on the streams it was used on
         waits = slots.read_waits
         got = slots.read()  # copies set 2 and gives set 0 back to the writers: waits for the side stream
         assert slots.read_waits == waits + 1
