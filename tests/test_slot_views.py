@@ -194,7 +194,9 @@ def test_views_from_worker_processes_every_pixel(backend):
 def test_a_dead_views_set_waits_for_the_work_its_consumers_queued(gl):
     """A view consumed on a side stream behind a long sleep dies at once; the read that gives its set back to the
     writers must wait for that work (read_waits counts it), else the next write lands while it still reads. The
-    writes of the steps between go first: a GL write waits for the GPU, which would wait out the sleep itself."""
+    writes of the steps between go first (a GL write waits for the GPU, which would wait out the sleep itself),
+    and the consumer's kernels run once before the sleep (a kernel's first launch loads its module, which waits
+    for the device)."""
     torch = pytest.importorskip("torch")
     slots = gltensor.SharedSlots(2, (W, H), backend="cuda")
     try:
@@ -204,14 +206,22 @@ def test_a_dead_views_set_waits_for_the_work_its_consumers_queued(gl):
         np.testing.assert_array_equal(to_host(slots.read()), images(2, 1))  # set 1; set 2 is free
         write_all(slots, images(2, 2))  # set 2
         side = torch.cuda.Stream()
+        consumed = torch.empty((2, H, W, 4), dtype=torch.int32, device=f"cuda:{slots.cuda_device}")
+        slept = torch.cuda.Event()
         with torch.cuda.stream(side):
             t = torch.from_dlpack(view)  # handed to torch on the side stream
+            consumed.copy_(t).add_(1)  # loads the kernels
+            torch.cuda._sleep(1000)
+            side.synchronize()
             torch.cuda._sleep(2_000_000_000)  # ~1 s of GPU time on that stream
-            consumed = t.to(torch.int32) + 1  # reads the view after the sleep
-        del t, view  # the view dies now (no cycle holds it): events are recorded on the streams it was used on
+            slept.record()
+            consumed.copy_(t).add_(1)  # reads the view after the sleep
+        del t, view  # the view dies now: events are recorded on the streams it was used on
+        assert not slept.query(), "the sleep ended before the read: the test cannot tell a missing wait"
         waits = slots.read_waits
         got = slots.read()  # copies set 2 and gives set 0 back to the writers: waits for the side stream
         assert slots.read_waits == waits + 1
+        assert slept.query()
         write_all(slots, images(2, 3))  # into set 0, which the consumer has finished with
         torch.cuda.synchronize()
         np.testing.assert_array_equal(to_host(got), images(2, 2))
