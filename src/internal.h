@@ -196,6 +196,9 @@ glt_status glt_block_wrap(glt_pool *pool, void *data, size_t bytes, void (*relea
 int glt_block_wrapped(const glt_block *block);
 /* A released wrapped block: 1 when the work its consumers queued is done (queried, not waited for). */
 int glt_block_idle(glt_block *block);
+/* Waits for that work and makes the block ready to be handed out again over the same memory, keeping its events
+ * (creating and destroying them per view cost more than the copy a view saves). */
+void glt_block_settle(glt_block *block);
 /* Waits for that work, and frees the descriptor (never the memory). */
 void glt_block_retire(glt_block *block);
 /* Drops idle blocks (e.g. after a resize made their size useless). */

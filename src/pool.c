@@ -213,6 +213,15 @@ int glt_block_idle(glt_block *b) {
     return 1;
 }
 
+void glt_block_settle(glt_block *b) {
+    if (b->pool->memory == GLT_MEMORY_CUDA)
+        for (int i = 0; i < b->nevents_pending; ++i)
+            if (b->events[i]) glt_cuda_event_sync(b->pool->cuda_device, b->events[i]);
+    b->nevents_pending = 0;
+    b->nstreams = 0;
+    b->overflow = 0;
+}
+
 void glt_block_retire(glt_block *b) {
     if (!b) return;
     /* Waits for the events its give-back recorded, destroys them; the memory stays its owner's. */

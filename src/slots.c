@@ -75,6 +75,7 @@ struct glt_slots {
     atomic_int refs;       /* the trainer's own reference, plus one per live view */
     glt_block *view[3];    /* the live view of each set */
     glt_block *retired[3]; /* a view that died: its consumers' events must be complete before workers enter the set */
+    glt_block *spare[3];   /* a settled view block of each set, handed out again by its next view */
 };
 
 int glt_process_alive(int pid) {
@@ -167,7 +168,8 @@ static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
 static void retire_views(glt_slots *s) {
     for (int k = 0; k < 3; ++k) {
         glt_block_retire(s->retired[k]);
-        s->retired[k] = NULL;
+        glt_block_retire(s->spare[k]);
+        s->retired[k] = s->spare[k] = NULL;
     }
 }
 
@@ -473,13 +475,14 @@ static glt_status release_set(glt_slots *s, unsigned set) {
     pthread_mutex_unlock(&s->lock);
     if (dead) {
         if (glt_block_idle(dead)) {
-            glt_block_retire(dead);
+            glt_block_settle(dead);
         } else {
             struct timespec t0;
             clock_gettime(CLOCK_MONOTONIC, &t0);
-            glt_block_retire(dead);
+            glt_block_settle(dead);
             count_wait(s, &t0);
         }
+        s->spare[set] = dead; /* only this thread (the reader) touches spare[] */
     }
     if (s->backend != GLT_BACKEND_CUDA || !s->set_pending[set]) return GLT_OK;
     glt_status st = GLT_OK;
@@ -599,9 +602,11 @@ glt_status glt_slots_read_view(glt_slots *s, const glt_read_options *opts, glt_f
     uint64_t reads = c.note;
     unsigned set = (unsigned)(reads % h->buffers);
     char *base = s->backend == GLT_BACKEND_CUDA ? glt_cuda_vmm_ptr(s->vmm) : (char *)h + h->data_offset;
-    glt_block *b = NULL;
-    st = glt_block_wrap(s->pool, base + glt_slot_offset(h, set, 0), (size_t)h->count * h->slot_bytes, view_died, s,
-                        &b);
+    glt_block *b = s->spare[set]; /* the set's last view block, settled: its events are reused */
+    s->spare[set] = NULL;
+    if (!b)
+        st = glt_block_wrap(s->pool, base + glt_slot_offset(h, set, 0), (size_t)h->count * h->slot_bytes, view_died,
+                            s, &b);
     if (st != GLT_OK) return st;
     atomic_fetch_add(&s->refs, 1); /* dropped by view_died */
     pthread_mutex_lock(&s->lock);
