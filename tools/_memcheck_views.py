@@ -10,6 +10,10 @@ for k in range(4):
     kept = None
     for step in range(4):
         write_all(slots, images(2, step, W, H))
+        if mode == "tohost":
+            from test_slots import to_host
+            to_host(slots.read(copy=step % 2 == 1))
+            continue
         t = torch.from_dlpack(slots.read(copy=False))
         if mode == "outlive":
             kept = t  # the last view outlives close(): the slots are freed when it dies
