@@ -15,29 +15,37 @@ size_t glt_frame_image_bytes(const glt_frame *f) {
 
 void *glt_frame_data(const glt_frame *f) { return glt_block_data(f->block); }
 
-glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int cuda_device, const glt_out_spec *spec,
-                            int count, int height, int width, int flipped, glt_frame **out) {
+/* A frame's description, its block still to come (NULL on failure: out of host memory). */
+static glt_frame *frame_new(void *stream, glt_memory memory, int cuda_device, glt_dtype dtype, int count, int height,
+                            int width, int channels, glt_layout order, int flipped) {
     glt_frame *f = malloc(sizeof *f);
-    if (!f) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    if (!f) return NULL;
+    f->block = NULL;
     f->memory = memory;
     f->cuda_device = cuda_device;
-    f->dtype = spec->dtype;
+    f->dtype = dtype;
     f->count = count;
     f->height = height;
     f->width = width;
-    f->channels = spec->channels;
-    f->order = spec->order;
+    f->channels = channels;
+    f->order = order;
     f->flipped = flipped;
     f->stream = stream;
     f->row_pitch = f->image_stride = 0;
+    return f;
+}
+
+glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int cuda_device, const glt_out_spec *spec,
+                            int count, int height, int width, int flipped, glt_frame **out) {
     int64_t dims[4] = {count > 0 ? count : 1, height, width, spec->channels};
     size_t bytes = 0;
-    if (!glt_shape_bytes(dims, 4, glt_dtype_size(spec->dtype), &bytes)) {
-        free(f);
+    if (!glt_shape_bytes(dims, 4, glt_dtype_size(spec->dtype), &bytes))
         return glt_fail(GLT_INVALID_ARGUMENT, "a frame of %d x %d x %d x %d %s elements is larger than memory can "
                                               "address; read fewer or smaller images",
                         count > 0 ? count : 1, height, width, spec->channels, glt_dtype_name(spec->dtype));
-    }
+    glt_frame *f = frame_new(stream, memory, cuda_device, spec->dtype, count, height, width, spec->channels,
+                             spec->order, flipped);
+    if (!f) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     glt_status st = glt_pool_acquire(pool, bytes, stream, &f->block);
     if (st != GLT_OK) {
         free(f);
@@ -50,19 +58,10 @@ glt_status glt_frame_create(glt_pool *pool, void *stream, glt_memory memory, int
 
 glt_status glt_frame_wrap(glt_block *block, void *stream, glt_memory memory, int cuda_device, const glt_format *fmt,
                           int count, int height, int width, size_t row_pitch, size_t image_stride, glt_frame **out) {
-    glt_frame *f = malloc(sizeof *f);
+    glt_frame *f = frame_new(stream, memory, cuda_device, fmt->dtype, count, height, width, fmt->channels,
+                             GLT_LAYOUT_HWC, 1);
     if (!f) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     f->block = block;
-    f->memory = memory;
-    f->cuda_device = cuda_device;
-    f->dtype = fmt->dtype;
-    f->count = count;
-    f->height = height;
-    f->width = width;
-    f->channels = fmt->channels;
-    f->order = GLT_LAYOUT_HWC;
-    f->flipped = 1;
-    f->stream = stream;
     f->row_pitch = row_pitch;
     f->image_stride = image_stride;
     /* Handed out on `stream` (the pool's): its consumers there are remembered like any other stream's. */
