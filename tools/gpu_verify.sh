@@ -57,7 +57,7 @@ for step in "$@"; do
         grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/slots_tests.log" | tail -30
         timeout 120 python3 -m pytest -q -rfEs -m alone tests/test_slots.py > "$OUT/slots_tests_alone.log" 2>&1
         echo "alone: $(grep -E "passed|failed" "$OUT/slots_tests_alone.log" | tail -1)"
-        for b in ${PROCS_BUFFERS:-2}; do  # SharedSlots(buffers=b), one run each
+        for b in ${PROCS_BUFFERS:-3}; do  # SharedSlots(buffers=b), one run each
             timeout ${PROCS_TIME:-300} python3 -m gltensor.bench procs --workers "${PROCS_WORKERS:-4,16}" \
                 --sizes "${PROCS_SIZES:-84,256,512}" --paths "${PROCS_PATHS:-host,slots,slots_copy,floor,pack}" \
                 --slot-buffers "$b" --steps "${PROCS_STEPS:-150}" --max-seconds "${PROCS_SECONDS:-0.5}" \
