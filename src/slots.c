@@ -458,12 +458,13 @@ static glt_status check_not_viewed(glt_slots *s, unsigned set) {
     int busy = s->view[set] != NULL;
     pthread_mutex_unlock(&s->lock);
     if (!busy) return GLT_OK;
+    unsigned sets = s->h->buffers;
     return glt_fail(GLT_SLOTS_BUSY,
                     "this read would let the workers overwrite the %u shared slots of set %u, which a zero-copy view "
-                    "(read(copy=False) / glt_slots_read_view) from %u reads ago still holds: at most %u views may be "
-                    "alive at once; drop the older view, copy what you keep (.clone()), or create the slots with more "
-                    "buffers (at most 3)",
-                    s->h->count, set, s->h->buffers, s->h->buffers - 1);
+                    "(read(copy=False) / glt_slots_read_view) from %u reads ago still holds: with %u sets, a read "
+                    "finds at most %u earlier view(s) alive, so at most %u views may be alive at once; drop the "
+                    "older view, copy what you keep (.clone()), or create the slots with more buffers (at most 3)",
+                    s->h->count, set, sets - 1, sets, sets - 2, sets - 1);
 }
 
 /* The workers may enter `set` once every read of it is complete: the copy that last read it, and the work the
@@ -474,14 +475,11 @@ static glt_status release_set(glt_slots *s, unsigned set) {
     s->retired[set] = NULL;
     pthread_mutex_unlock(&s->lock);
     if (dead) {
-        if (glt_block_idle(dead)) {
-            glt_block_settle(dead);
-        } else {
-            struct timespec t0;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            glt_block_settle(dead);
-            count_wait(s, &t0);
-        }
+        int busy = !glt_block_idle(dead); /* counted: a wait here blocks the trainer for the GPU */
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        glt_block_settle(dead);
+        if (busy) count_wait(s, &t0);
         s->spare[set] = dead; /* only this thread (the reader) touches spare[] */
     }
     if (s->backend != GLT_BACKEND_CUDA || !s->set_pending[set]) return GLT_OK;

@@ -242,6 +242,40 @@ def test_shared_slots_on_each_gpu(dev):
 
 
 @pytest.mark.parametrize("dev", DEVICES, ids=lambda d: f"gpu{d}")
+def test_zero_copy_views_on_each_gpu(dev):
+    """Zero-copy reads of slots on GPU `dev` while torch works on the other GPU: every pixel of every view exact,
+    the view on `dev` (the slots themselves), the previous step's view intact while the loop keeps it, the
+    caller's device left alone, and a view consumed on a side stream of `dev` holding its set from the writers."""
+    from test_slots import H, W, Workers, expected
+
+    previous = torch.cuda.current_device()
+    torch.cuda.set_device(1 - dev)
+    slots = gltensor.SharedSlots(3, (W, H), backend="cuda", cuda_device=dev)
+    workers = Workers(slots)
+    side = torch.cuda.Stream(device=dev)
+    try:
+        prev = None
+        for step in range(4):
+            workers.all("step", step)
+            with torch.cuda.stream(side):  # handed to torch on a stream of `dev`
+                t = torch.from_dlpack(slots.read(copy=False))
+            assert t.device == torch.device("cuda", dev)
+            assert t.stride() == (slots.slot_bytes, slots.row_pitch, 4, 1)
+            assert torch.cuda.current_device() == 1 - dev, "the library changed the caller's current device"
+            side.synchronize()
+            np.testing.assert_array_equal(t.cpu().numpy(), expected(3, step), err_msg=f"step {step}")
+            if prev is not None:
+                np.testing.assert_array_equal(prev.cpu().numpy(), expected(3, step - 1), err_msg=f"step {step - 1}")
+            prev = t
+        del t, prev
+    finally:
+        workers.close()
+        slots.close()
+        torch.cuda.synchronize(dev)
+        torch.cuda.set_device(previous)
+
+
+@pytest.mark.parametrize("dev", DEVICES, ids=lambda d: f"gpu{d}")
 def test_frame_memory_reused_on_another_stream_of_each_gpu(contexts, dev):
     """tests/test_slots.py's reuse test on GPU `dev`, torch working on the other GPU: a frame consumed on `dev`'s
     default stream, its memory reused by a read on a side stream of `dev`, which must wait for that consumer."""
