@@ -204,8 +204,58 @@ static void store(const glt_format *fmt, const glt_out_spec *s, int kind, const 
     }
 }
 
+/* Channel selection without a dtype change (the common reads: RGBA8 slots read as RGB, CHW for a CNN): the
+ * stored elements move as they are, so one loop per element size does what store() does per element. */
+#define MOVE_CHANNELS(T)                                                                                         \
+    do {                                                                                                         \
+        const T *in = (const T *)row;                                                                            \
+        if (s->order == GLT_LAYOUT_CHW) {                                                                        \
+            for (int c = 0; c < s->channels; ++c) {                                                              \
+                T *o = (T *)(out_row + (size_t)c * dst_plane);                                                   \
+                const T *p = in + s->map[c];                                                                     \
+                for (int x = 0; x < width; ++x) o[x] = p[(size_t)x * n];                                         \
+            }                                                                                                    \
+        } else if (s->channels == 3) { /* RGBA stored, RGB asked: the usual observation */                     \
+            T *o = (T *)out_row;                                                                                 \
+            const int m0 = s->map[0], m1 = s->map[1], m2 = s->map[2];                                            \
+            for (int x = 0; x < width; ++x, o += 3, in += n) {                                                   \
+                o[0] = in[m0];                                                                                   \
+                o[1] = in[m1];                                                                                   \
+                o[2] = in[m2];                                                                                   \
+            }                                                                                                    \
+        } else {                                                                                                 \
+            T *o = (T *)out_row;                                                                                 \
+            const int k = s->channels;                                                                           \
+            for (int x = 0; x < width; ++x, o += k, in += n)                                                     \
+                for (int c = 0; c < k; ++c) o[c] = in[s->map[c]];                                                \
+        }                                                                                                        \
+    } while (0)
+
+static int move_rows(const glt_format *fmt, const glt_out_spec *s, const void *src, ptrdiff_t src_stride, int width,
+                     int height, void *dst, size_t dst_pitch, size_t dst_plane) {
+    if (s->out_type != GLT_OUT_SAME) return 0;
+    size_t es = glt_dtype_size(fmt->dtype), n = (size_t)fmt->channels;
+    if (es != 1 && es != 2 && es != 4) return 0;
+    for (int y = 0; y < height; ++y) {
+        const unsigned char *row = (const unsigned char *)src + (ptrdiff_t)y * src_stride;
+        unsigned char *out_row = (unsigned char *)dst + (size_t)y * dst_pitch;
+        if (s->raw) {
+            memcpy(out_row, row, (size_t)width * n * es);
+        } else if (es == 1) {
+            MOVE_CHANNELS(uint8_t);
+        } else if (es == 2) {
+            MOVE_CHANNELS(uint16_t);
+        } else {
+            MOVE_CHANNELS(uint32_t);
+        }
+    }
+    return 1;
+}
+#undef MOVE_CHANNELS
+
 void glt_convert_host(const glt_format *fmt, const glt_out_spec *s, const void *src, ptrdiff_t src_stride,
                       int width, int height, void *dst, size_t dst_pitch, size_t dst_plane) {
+    if (move_rows(fmt, s, src, src_stride, width, height, dst, dst_pitch, dst_plane)) return;
     size_t src_px = (size_t)fmt->channels * glt_dtype_size(fmt->dtype);
     size_t es = glt_dtype_size(s->dtype);
     int kind = s->kind;

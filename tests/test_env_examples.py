@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+import gltensor
+
 pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 
@@ -30,5 +32,10 @@ def test_sb3_slots_bench(tmp_path):
                       "--json", "b.json", tmp_path=tmp_path)
     assert "| N | size | SubprocVecEnv" in out
     (r,) = json.loads((tmp_path / "b.json").read_text())
-    assert r["exact"] and r["same_obs_after_steps"] and r["n_envs"] == 2
-    assert r["SubprocVecEnv"]["us_per_step"] > 0 and r["SlotVecEnv"]["us_per_step"] > 0
+    measured = ["SlotVecEnv[cpu]"] + (["SlotVecEnv[cuda]"] if gltensor.cuda_available() else [])
+    assert sorted(r["speedup"]) == sorted(measured) and r["n_envs"] == 2
+    assert all(r["exact"][p] for p in measured), r["exact"]
+    assert r["SubprocVecEnv"]["us_per_step"] > 0
+    for p in measured:
+        assert r[p]["us_per_step"] > 0 and r[p]["backend"] == p[len("SlotVecEnv["):-1]
+    assert list(r["skipped"]) == ([] if gltensor.cuda_available() else ["cuda"])

@@ -77,8 +77,11 @@ for step in "$@"; do
             > "$OUT/gymnasium_slots.log" 2>&1; echo "gymnasium_slots exit $?"; tail -6 "$OUT/gymnasium_slots.log"
         timeout 150 python3 examples/sb3_slots.py --envs 4 --size 64 --timesteps 256 --backend cuda \
             > "$OUT/sb3_slots.log" 2>&1; echo "sb3_slots exit $?"; tail -6 "$OUT/sb3_slots.log"
-        timeout 240 python3 examples/sb3_slots.py --bench --envs-list 4 16 --size 84 --steps 100 --backend cuda \
-            --json "$OUT/sb3_bench.json" > "$OUT/sb3_bench.log" 2>&1; echo "sb3 bench exit $?"; tail -14 "$OUT/sb3_bench.log" ;;
+        for size in ${SB3_SIZES:-84}; do  # the stock SubprocVecEnv, SlotVecEnv on host slots and on CUDA slots
+            timeout 240 python3 examples/sb3_slots.py --bench --envs-list 4 16 --size $size --steps 100 \
+                --json "$OUT/sb3_bench_$size.json" > "$OUT/sb3_bench_$size.log" 2>&1; echo "sb3 bench ${size}² exit $?"
+            grep "^|" "$OUT/sb3_bench_$size.log"
+        done ;;
     bench)
         (make lib CUDA_ARCHS=90 && make -C benchmarks/c) > "$OUT/make.log" 2>&1
         timeout 200 python3 -m gltensor.bench single --json "$OUT/single.json" > "$OUT/single.log" 2>&1; tail -28 "$OUT/single.log"

@@ -230,45 +230,65 @@ class SlotVecEnv(SubprocVecEnv):
             slots.close()
 
 
-def bench(make_env, n_envs=4, steps=200, *, make_slot_env=None, start_method=None, backend="auto", warmup=10,
-          repeats=3):
-    """µs per step of the stock SubprocVecEnv and of SlotVecEnv over the same environments, in this run.
+def bench(make_env, n_envs=4, steps=200, *, make_slot_env=None, start_method=None, backends=("cpu", "cuda"),
+          warmup=10, repeats=3):
+    """µs per step of the stock SubprocVecEnv and of SlotVecEnv on each of `backends`, over the same
+    environments, in this run.
 
     `make_env(k)` returns env k's constructor (a picklable callable) for SubprocVecEnv (host observations);
     `make_slot_env(k)` the same environment for SlotVecEnv (e.g. returning GLImages; default: `make_env`). A
     step: the same actions for every env, step, and the observation batch as NumPy (what SB3's rollout
-    collection does). ``exact``: the two paths' first observations are equal. Returns a dict (medians of
-    `repeats` runs of `steps` steps)."""
+    collection does). All vector envs live at once and their timed runs alternate (stock, then each backend,
+    `repeats` times), so a drift of the machine moves every path alike. A backend this process cannot use
+    (CUDA without a usable device) is listed in ``skipped`` with the reason. Returns a dict: per path
+    ("SubprocVecEnv", "SlotVecEnv[cpu]", "SlotVecEnv[cuda]") the median µs per step of `repeats` runs of
+    `steps` steps; ``speedup`` (stock / slots, per backend); ``exact`` (every path's first and last
+    observations equal the stock class's)."""
     import statistics
     import time
 
-    results, first, last = {}, {}, {}
-    for name, cls in (("SubprocVecEnv", SubprocVecEnv), ("SlotVecEnv", SlotVecEnv)):
-        kwargs = {"backend": backend} if cls is SlotVecEnv else {}
-        make = make_slot_env if cls is SlotVecEnv and make_slot_env is not None else make_env
-        venv = cls([make(k) for k in range(n_envs)], start_method=start_method, **kwargs)
-        try:
+    from . import cuda_available
+
+    venvs, skipped = {}, {}
+    try:
+        venvs["SubprocVecEnv"] = SubprocVecEnv([make_env(k) for k in range(n_envs)], start_method=start_method)
+        for backend in backends:
+            if backend == "cuda" and not cuda_available():
+                skipped[backend] = "no usable CUDA device in this process"
+                continue
+            make = make_slot_env if make_slot_env is not None else make_env
+            venvs[f"SlotVecEnv[{backend}]"] = SlotVecEnv([make(k) for k in range(n_envs)], start_method=start_method,
+                                                         backend=backend)
+        actions = None
+        first, last, runs = {}, {}, {name: [] for name in venvs}
+        for name, venv in venvs.items():
             venv.seed(0)
             venv.action_space.seed(0)
             first[name] = np.array(venv.reset())
-            actions = [np.stack([venv.action_space.sample() for _ in range(n_envs)]) for _ in range(16)]
+            if actions is None:  # the same actions for every path
+                actions = [np.stack([venv.action_space.sample() for _ in range(n_envs)]) for _ in range(16)]
             for i in range(warmup):
                 venv.step(actions[i % 16])
-            runs = []
-            for _ in range(repeats):
+        for _ in range(repeats):
+            for name, venv in venvs.items():
                 start = time.perf_counter()
                 for i in range(steps):
-                    obs, *_ = venv.step(actions[i % 16])
-                runs.append((time.perf_counter() - start) / steps * 1e6)
-            results[name] = {"us_per_step": statistics.median(runs), "runs_us": runs,
-                             "obs_shape": list(obs.shape), "obs_bytes": int(obs.nbytes)}
-            last[name] = np.array(obs)
-            if cls is SlotVecEnv:
-                results[name]["backend"] = venv.slots.backend
-        finally:
+                    obs, *_ = venv.step(actions[(warmup + i) % 16])
+                runs[name].append((time.perf_counter() - start) / steps * 1e6)
+                last[name] = np.array(obs)
+        results = {}
+        for name, venv in venvs.items():
+            results[name] = {"us_per_step": statistics.median(runs[name]), "runs_us": runs[name],
+                             "obs_shape": list(last[name].shape), "obs_bytes": int(last[name].nbytes)}
+            if isinstance(venv, SlotVecEnv):
+                results[name]["backend"] = venv.backend
+    finally:
+        for venv in venvs.values():
             venv.close()
-    exact = bool(np.array_equal(first["SubprocVecEnv"], first["SlotVecEnv"]))
-    return {"n_envs": n_envs, "steps": steps, "start_method": start_method or "forkserver", "exact": exact,
-            "same_obs_after_steps": bool(np.array_equal(last["SubprocVecEnv"], last["SlotVecEnv"])),
-            "speedup": results["SubprocVecEnv"]["us_per_step"] / results["SlotVecEnv"]["us_per_step"],
-            **results}
+    stock = results["SubprocVecEnv"]["us_per_step"]
+    slot_paths = [name for name in results if name != "SubprocVecEnv"]
+    return {"n_envs": n_envs, "steps": steps, "repeats": repeats, "start_method": start_method or "forkserver",
+            "exact": {name: bool(np.array_equal(first["SubprocVecEnv"], first[name])
+                                 and np.array_equal(last["SubprocVecEnv"], last[name])) for name in slot_paths},
+            "speedup": {name: stock / results[name]["us_per_step"] for name in slot_paths},
+            "skipped": skipped, **results}
