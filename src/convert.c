@@ -205,29 +205,32 @@ static void store(const glt_format *fmt, const glt_out_spec *s, int kind, const 
 }
 
 /* Channel selection without a dtype change (the common reads: RGBA8 slots read as RGB, CHW for a CNN): the
- * stored elements move as they are, so one loop per element size does what store() does per element. */
-#define MOVE_CHANNELS(T)                                                                                         \
+ * stored elements move as they are, so one loop per element size does what store() does per element. ES is a
+ * constant in each expansion, so every memcpy is one load and one store, and no pointer is assumed aligned
+ * (a caller's out= array may start anywhere). */
+#define MOVE_CHANNELS(ES)                                                                                        \
     do {                                                                                                         \
-        const T *in = (const T *)row;                                                                            \
+        const unsigned char *in = row;                                                                           \
+        const size_t px = n * (ES);                                                                              \
         if (s->order == GLT_LAYOUT_CHW) {                                                                        \
             for (int c = 0; c < s->channels; ++c) {                                                              \
-                T *o = (T *)(out_row + (size_t)c * dst_plane);                                                   \
-                const T *p = in + s->map[c];                                                                     \
-                for (int x = 0; x < width; ++x) o[x] = p[(size_t)x * n];                                         \
+                unsigned char *o = out_row + (size_t)c * dst_plane;                                              \
+                const unsigned char *p = in + (size_t)s->map[c] * (ES);                                          \
+                for (int x = 0; x < width; ++x, o += (ES), p += px) memcpy(o, p, (ES));                          \
             }                                                                                                    \
-        } else if (s->channels == 3) { /* RGBA stored, RGB asked: the usual observation */                     \
-            T *o = (T *)out_row;                                                                                 \
-            const int m0 = s->map[0], m1 = s->map[1], m2 = s->map[2];                                            \
-            for (int x = 0; x < width; ++x, o += 3, in += n) {                                                   \
-                o[0] = in[m0];                                                                                   \
-                o[1] = in[m1];                                                                                   \
-                o[2] = in[m2];                                                                                   \
+        } else if (s->channels == 3) { /* e.g. RGBA stored, RGB asked: the usual observation */                \
+            unsigned char *o = out_row;                                                                          \
+            const size_t m0 = (size_t)s->map[0] * (ES), m1 = (size_t)s->map[1] * (ES), m2 = (size_t)s->map[2] * (ES); \
+            for (int x = 0; x < width; ++x, o += 3 * (ES), in += px) {                                           \
+                memcpy(o, in + m0, (ES));                                                                        \
+                memcpy(o + (ES), in + m1, (ES));                                                                 \
+                memcpy(o + 2 * (ES), in + m2, (ES));                                                             \
             }                                                                                                    \
         } else {                                                                                                 \
-            T *o = (T *)out_row;                                                                                 \
+            unsigned char *o = out_row;                                                                          \
             const int k = s->channels;                                                                           \
-            for (int x = 0; x < width; ++x, o += k, in += n)                                                     \
-                for (int c = 0; c < k; ++c) o[c] = in[s->map[c]];                                                \
+            for (int x = 0; x < width; ++x, in += px)                                                            \
+                for (int c = 0; c < k; ++c, o += (ES)) memcpy(o, in + (size_t)s->map[c] * (ES), (ES));           \
         }                                                                                                        \
     } while (0)
 
@@ -242,11 +245,11 @@ static int move_rows(const glt_format *fmt, const glt_out_spec *s, const void *s
         if (s->raw) {
             memcpy(out_row, row, (size_t)width * n * es);
         } else if (es == 1) {
-            MOVE_CHANNELS(uint8_t);
+            MOVE_CHANNELS(1);
         } else if (es == 2) {
-            MOVE_CHANNELS(uint16_t);
+            MOVE_CHANNELS(2);
         } else {
-            MOVE_CHANNELS(uint32_t);
+            MOVE_CHANNELS(4);
         }
     }
     return 1;

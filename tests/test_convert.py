@@ -565,3 +565,18 @@ def test_bad_options_in_batch_and_atlas(make_texture, closing):
             reader(dtype="float64")
         with pytest.raises(ValueError):
             reader(layout="nchw")
+
+
+@pytest.mark.parametrize("layout", ["hwc", "chw"])
+def test_channel_pick_into_unaligned_out(layout, make_texture, capture):
+    """The CPU backend moves stored 16-bit elements without assuming alignment: a caller's out= array may start
+    at an odd address (numpy allows it), and the channel pick must still land every element exactly (UBSan's
+    alignment check runs this in CI)."""
+    fmt, img, ref = make_source(make_texture, "RGBA16", seed=11)
+    cap = capture(img, backend="cpu")
+    want, _ = convert(ref, fmt, "bgr", None, layout, True)
+    raw = np.zeros(want.nbytes + 1, np.uint8)
+    out = np.ndarray(want.shape, dtype=want.dtype, buffer=raw, offset=1)
+    assert not out.flags.aligned
+    assert cap.read(out=out, channels="bgr", layout=layout) is out
+    assert_array_equal(out, want)
