@@ -21,6 +21,9 @@
 #include "cuda_device.h"
 
 #include <cuda.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +229,13 @@ glt_status glt_cuda_vmm_export(glt_cuda_vmm *m, int *fd) {
     int out = -1;
     CUresult r = drv.MemExportToShareableHandle(&out, m->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemExportToShareableHandle", "exporting the shared slots");
+    /* Close-on-exec: a program the trainer starts must not inherit (and keep alive) the GPU allocation. */
+    if (fcntl(out, F_SETFD, FD_CLOEXEC) != 0) {
+        int err = errno;
+        close(out);
+        return glt_fail(GLT_INVALID_ARGUMENT, "making the shared slots' memory descriptor close-on-exec failed (%s)",
+                        strerror(err));
+    }
     *fd = out;
     return GLT_OK;
 }

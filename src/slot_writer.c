@@ -23,8 +23,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+
+#ifndef GLT_SYS_PIDFD_OPEN
+#define GLT_SYS_PIDFD_OPEN 434 /* the same number on every architecture (Linux 5.3) */
+#endif
 
 /* How a write moves the pixels (GLTENSOR_SLOTS_WRITE; auto picks shader where possible, else copy). */
 typedef enum write_mode {
@@ -34,8 +42,15 @@ typedef enum write_mode {
 } write_mode;
 
 struct glt_slot_writer {
-    glt_slots_header *h; /* the control memory, mapped */
-    size_t control_bytes;
+    const glt_slots_header *h; /* the trainer's header page, mapped read-only */
+    glt_slots_geometry g;      /* checked at attach; the header's geometry is never read again */
+    glt_slot_record *rec;      /* this slot's record: the one page of the control memory mapped writable */
+    char *pixels[3];           /* CPU backend: this slot of each set, mapped writable (nothing else is) */
+    int trainer_pid;
+    uint64_t trainer_start;
+    int trainer_pidfd;         /* -1 where the kernel has no pidfd: /proc, at most every 100 ms */
+    double trainer_checked;    /* when /proc last said the trainer runs (CLOCK_MONOTONIC, s) */
+    uint64_t start;            /* this process's start time, written into the record with its pid */
     unsigned slot;
     const glt_format *fmt;
     glt_backend backend;
@@ -56,8 +71,22 @@ struct glt_slot_writer {
     uint64_t direct_writes; /* shader writes that read the caller's texture itself (no blit) */
 };
 
-static glt_status map_header(int fd, glt_slots_header **out, size_t *bytes) {
+static void unmap_all(glt_slot_writer *w) {
+    if (w->h) munmap((void *)w->h, (size_t)w->g.page);
+    if (w->rec) munmap(w->rec, (size_t)w->g.page);
+    for (int k = 0; k < 3; ++k)
+        if (w->pixels[k]) munmap(w->pixels[k], (size_t)w->g.slot_bytes);
+    w->h = NULL;
+    w->rec = NULL;
+    memset(w->pixels, 0, sizeof w->pixels);
+}
+
+/* Maps what this worker may see (the header, read-only) and write (its record and, on the CPU backend, its slot
+ * of each set), after checking the header's geometry against the descriptor's size: nothing is mapped or placed
+ * by a geometry the trainer could not have made. */
+static glt_status map_control(glt_slot_writer *w, int fd, int slot) {
     glt_slots_header probe;
+    errno = 0;
     if (pread(fd, &probe, sizeof probe, 0) != (ssize_t)sizeof probe)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "the control descriptor %d is not gltensor's shared-slot memory (%s); pass the descriptors "
@@ -69,12 +98,44 @@ static glt_status map_header(int fd, glt_slots_header **out, size_t *bytes) {
                         "expected %#llx, %u): the trainer and this worker must run the same gltensor",
                         fd, (unsigned long long)probe.magic, probe.version, (unsigned long long)GLT_SLOTS_MAGIC,
                         GLT_SLOTS_VERSION);
-    void *p = mmap(NULL, probe.control_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-        return glt_fail(GLT_OUT_OF_MEMORY, "mapping the slots' shared memory (%llu bytes) failed (%s)",
-                        (unsigned long long)probe.control_bytes, strerror(errno));
-    *out = p;
-    *bytes = probe.control_bytes;
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return glt_fail(GLT_INVALID_ARGUMENT, "fstat of the slots' control descriptor %d failed (%s)", fd,
+                        strerror(errno));
+    const char *bad = glt_slots_geometry_check(&probe.geo, (uint64_t)st.st_size, glt_page_size());
+    if (bad)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "the shared slots' header (descriptor %d) describes no layout the trainer could have made (%s): "
+                        "it was overwritten; the trainer must make new slots",
+                        fd, bad);
+    w->g = probe.geo;
+    w->trainer_pid = probe.trainer_pid;
+    w->trainer_start = probe.trainer_start;
+    if (slot < 0 || (unsigned)slot >= w->g.count)
+        return glt_fail(GLT_INVALID_ARGUMENT, "slot %d does not exist: the trainer made %u slots (0 to %u)", slot,
+                        w->g.count, w->g.count - 1);
+    const char *what = "header";
+    void *p = mmap(NULL, (size_t)w->g.page, PROT_READ, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) {
+        w->h = p;
+        what = "record";
+        p = mmap(NULL, (size_t)w->g.page, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                 (off_t)(w->g.record_offset + (uint64_t)slot * w->g.record_stride));
+    }
+    if (p != MAP_FAILED) {
+        w->rec = p;
+        what = "pixels";
+        for (unsigned set = 0; set < w->g.buffers && w->g.backend == GLT_BACKEND_CPU && p != MAP_FAILED; ++set) {
+            p = mmap(NULL, (size_t)w->g.slot_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                     (off_t)(w->g.data_offset + glt_slot_offset(&w->g, set, (unsigned)slot)));
+            if (p != MAP_FAILED) w->pixels[set] = p;
+        }
+    }
+    if (p == MAP_FAILED) {
+        int err = errno;
+        unmap_all(w);
+        return glt_fail(GLT_OUT_OF_MEMORY, "mapping the %s of shared slot %d failed (%s)", what, slot, strerror(err));
+    }
     return GLT_OK;
 }
 
@@ -152,20 +213,20 @@ static glt_status import_memory(glt_slot_writer *w, const glt_gl *gl, int memory
                         strerror(errno));
     glt_gl_drain_errors(gl);
     gl->CreateMemoryObjectsEXT(1, &w->memory_object);
-    gl->ImportMemoryFdEXT(w->memory_object, (GLuint64)w->h->memory_bytes, GL_HANDLE_TYPE_OPAQUE_FD_EXT, fd);
+    gl->ImportMemoryFdEXT(w->memory_object, (GLuint64)w->g.memory_bytes, GL_HANDLE_TYPE_OPAQUE_FD_EXT, fd);
     GLenum err = gl->GetError();
     if (err != GL_NO_ERROR) {
         close(fd); /* not imported: still ours */
         return glt_fail(GLT_GL_ERROR,
                         "glImportMemoryFdEXT of the shared slots (%llu bytes) failed with %s; the trainer and this "
                         "worker must use the same GPU and driver",
-                        (unsigned long long)w->h->memory_bytes, glt_gl_error_name(err));
+                        (unsigned long long)w->g.memory_bytes, glt_gl_error_name(err));
     }
     GLint prev = 0;
     gl->GetIntegerv(GL_PIXEL_PACK_BUFFER_BINDING, &prev);
     gl->GenBuffers(1, &w->buffer);
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->buffer);
-    gl->BufferStorageMemEXT(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->memory_bytes, w->memory_object, 0);
+    gl->BufferStorageMemEXT(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->g.memory_bytes, w->memory_object, 0);
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)prev);
     err = gl->GetError();
     if (err != GL_NO_ERROR)
@@ -203,7 +264,7 @@ static glt_status choose_mode(glt_slot_writer *w, const glt_gl *gl) {
     /* A CPU-slot writer without a GL context writes host arrays only (GL writes attach again in a context). */
     if (w->gl_context.api == GLT_API_NONE) w->mode = WRITE_COPY;
     if (w->mode != WRITE_SHADER) return GLT_OK;
-    return glt_slot_packer_create(w->fmt, w->h->width, w->h->height, &w->packer);
+    return glt_slot_packer_create(w->fmt, w->g.width, w->g.height, &w->packer);
 }
 
 glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer **out) {
@@ -214,20 +275,31 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
     if (st != GLT_OK) return st;
     glt_slot_writer *w = calloc(1, sizeof *w);
     if (!w) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    st = map_header(d->control_fd, &w->h, &w->control_bytes);
+    w->trainer_pidfd = -1;
+    st = map_control(w, d->control_fd, d->slot);
     if (st != GLT_OK) {
         free(w);
         return st;
     }
-    if (d->slot < 0 || (unsigned)d->slot >= w->h->count) {
-        st = glt_fail(GLT_INVALID_ARGUMENT, "slot %d does not exist: the trainer made %u slots (0 to %u)", d->slot,
-                      w->h->count, w->h->count - 1);
+    w->slot = (unsigned)d->slot;
+    w->backend = (glt_backend)w->g.backend;
+    w->fmt = glt_format_find(w->g.gl_internal_format);
+    w->start = glt_process_start_time((int)getpid());
+#ifdef __linux__
+    /* The trainer named once and for all (a reused pid is another process); a pidfd is readable once it exited,
+     * zombie or not. Opened before the identity check, so that the pid cannot change hands in between. */
+    w->trainer_pidfd = (int)syscall(GLT_SYS_PIDFD_OPEN, w->trainer_pid, 0);
+    if (w->trainer_pidfd >= 0 && fcntl(w->trainer_pidfd, F_SETFD, FD_CLOEXEC) != 0) {
+        close(w->trainer_pidfd);
+        w->trainer_pidfd = -1;
+    }
+#endif
+    if (!glt_process_running(w->trainer_pid, w->trainer_start)) {
+        st = glt_fail(GLT_CLOSED, "attaching to shared slot %d: the trainer process (pid %d) has exited; stop this "
+                                  "worker", d->slot, w->trainer_pid);
         glt_slot_writer_destroy(w);
         return st;
     }
-    w->slot = (unsigned)d->slot;
-    w->backend = (glt_backend)w->h->backend;
-    w->fmt = glt_format_find(w->h->gl_internal_format);
     const glt_gl *gl = glt_gl_load();
     if (!gl || !w->fmt) {
         glt_slot_writer_destroy(w);
@@ -264,7 +336,8 @@ void glt_slot_writer_destroy(glt_slot_writer *w) {
         if (glt_gl_context_enter(w->gl_context, &saved)) release_gl(w);
         glt_gl_context_leave(&saved);
     }
-    if (w->h) munmap(w->h, w->control_bytes);
+    unmap_all(w);
+    if (w->trainer_pidfd >= 0) close(w->trainer_pidfd);
     free(w);
 }
 
@@ -272,9 +345,9 @@ glt_status glt_slot_writer_get_info(const glt_slot_writer *w, glt_slot_writer_in
     if (!w || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_get_info: NULL argument");
     info->size = sizeof *info;
     info->slot = (int)w->slot;
-    info->count = (int)w->h->count;
-    info->width = w->h->width;
-    info->height = w->h->height;
+    info->count = (int)w->g.count;
+    info->width = w->g.width;
+    info->height = w->g.height;
     info->channels = w->fmt->channels;
     info->dtype = w->fmt->dtype;
     info->format_name = w->fmt->name;
@@ -287,16 +360,37 @@ glt_status glt_slot_writer_get_info(const glt_slot_writer *w, glt_slot_writer_in
     return GLT_OK;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Whether the trainer still runs: its pidfd (one poll, no /proc), else /proc at most every 100 ms (a trainer that
+ * died is then noticed within 100 ms of writes). A zombie trainer is gone. */
+static int trainer_running(glt_slot_writer *w) {
+    if (w->trainer_pidfd >= 0) {
+        struct pollfd p = {w->trainer_pidfd, POLLIN, 0};
+        int r = poll(&p, 1, 0);
+        if (r >= 0) return r == 0;
+    }
+    double t = now_s();
+    if (w->trainer_checked && t - w->trainer_checked < 0.1) return 1;
+    if (!glt_process_running(w->trainer_pid, w->trainer_start)) return 0;
+    w->trainer_checked = t;
+    return 1;
+}
+
 /* Writes are refused once the trainer is gone: its memory may be freed, and nobody would read them. */
-static glt_status check_trainer(const glt_slot_writer *w) {
+static glt_status check_trainer(glt_slot_writer *w) {
     if (atomic_load(&w->h->closed))
         return glt_fail(GLT_CLOSED,
                         "shared slot %u: the trainer (pid %d) closed the slots; this worker's writes go nowhere: "
                         "stop the worker, or attach it to the trainer's new slots",
-                        w->slot, w->h->trainer_pid);
-    if (!glt_process_alive(w->h->trainer_pid))
+                        w->slot, w->trainer_pid);
+    if (!trainer_running(w))
         return glt_fail(GLT_CLOSED, "shared slot %u: the trainer process (pid %d) has exited; stop this worker",
-                        w->slot, w->h->trainer_pid);
+                        w->slot, w->trainer_pid);
     return GLT_OK;
 }
 
@@ -340,7 +434,7 @@ static void ensure_target(const glt_slot_writer *w, const glt_gl *gl, GLuint *fb
     gl->GetIntegerv(GL_RENDERBUFFER_BINDING, &prev);
     gl->GenRenderbuffers(1, rb);
     gl->BindRenderbuffer(GL_RENDERBUFFER, *rb);
-    gl->RenderbufferStorage(GL_RENDERBUFFER, w->fmt->internal_format, w->h->width, w->h->height);
+    gl->RenderbufferStorage(GL_RENDERBUFFER, w->fmt->internal_format, w->g.width, w->g.height);
     gl->BindRenderbuffer(GL_RENDERBUFFER, (GLuint)prev);
     gl->GenFramebuffers(1, fbo);
 }
@@ -403,23 +497,31 @@ static glt_status wait_gl(const glt_gl *gl, unsigned slot) {
                     r == GL_TIMEOUT_EXPIRED ? "not done after 10 s: the GPU is hung or lost" : "glClientWaitSync failed");
 }
 
-/* Starts a write: the record says who writes; returns the trainer's read count, whose set is written. */
+/* Starts a write (the protocol in slots_shared.h): the record's seq goes odd, then the trainer's read count is
+ * loaded, whose set is written. Both seq_cst: the trainer's claim of a set relies on that order. */
 static uint64_t begin_write(glt_slot_writer *w) {
-    glt_slot_record *rec = &w->h->slots[w->slot];
-    atomic_store(&rec->writer_pid, (int32_t)getpid());
-    atomic_store(&rec->writing, 1u);
-    return atomic_load(&w->h->reads);
+    glt_slot_record *rec = w->rec;
+    atomic_store_explicit(&rec->writer_pid, (int32_t)getpid(), memory_order_relaxed);
+    atomic_store_explicit(&rec->writer_start, w->start, memory_order_relaxed);
+    atomic_store_explicit(&rec->writing, 1u, memory_order_relaxed);
+    /* Odd whatever was there (the record is this process's own memory: a wild write may have left anything). */
+    uint64_t seq = atomic_load_explicit(&rec->seq, memory_order_relaxed);
+    atomic_store_explicit(&rec->seq, seq | 1u, memory_order_seq_cst);
+    return atomic_load_explicit(&w->h->reads, memory_order_seq_cst);
 }
 
-/* Ends it: fresh for the read after `reads` when the copy is complete, left stale otherwise. */
+/* Ends it: fresh for the read after `reads` when the copy is complete; a failed write leaves the slot stale
+ * (written = reads is never fresh), even where an earlier write of this step had made it fresh. */
 static void end_write(glt_slot_writer *w, uint64_t reads, int done) {
-    glt_slot_record *rec = &w->h->slots[w->slot];
+    glt_slot_record *rec = w->rec;
+    atomic_store_explicit(&rec->written, done ? reads + 1 : reads, memory_order_relaxed);
     if (done) {
-        atomic_store(&rec->written, reads + 1);
-        atomic_fetch_add(&rec->writes, 1);
+        atomic_fetch_add_explicit(&rec->writes, 1, memory_order_relaxed);
         w->writes++;
     }
-    atomic_store(&rec->writing, 0u);
+    atomic_store_explicit(&rec->writing, 0u, memory_order_relaxed);
+    uint64_t seq = atomic_load_explicit(&rec->seq, memory_order_relaxed);
+    atomic_store_explicit(&rec->seq, (seq | 1u) + 1u, memory_order_release);
 }
 
 static glt_status check_source(const glt_slot_writer *w, GLuint name, GLenum target, const glt_format *src,
@@ -432,11 +534,11 @@ static glt_status check_source(const glt_slot_writer *w, GLuint name, GLenum tar
                         w->fmt->name,
                         src->depth ? "depth images are not slot formats (write a colour image)"
                                    : "integer formats go only into integer slots, and colour formats into colour slots");
-    if (r->width != w->h->width || r->height != w->h->height)
+    if (r->width != w->g.width || r->height != w->g.height)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "%s %u: the image (or region) written is %dx%d, but shared slot %u is %dx%d; pass "
                         "region=(x, y, %d, %d) or render at the slots' size",
-                        kind, name, r->width, r->height, w->slot, w->h->width, w->h->height, w->h->width, w->h->height);
+                        kind, name, r->width, r->height, w->slot, w->g.width, w->g.height, w->g.width, w->g.height);
     return GLT_OK;
 }
 
@@ -450,9 +552,9 @@ static void ensure_stage(glt_slot_writer *w, const glt_gl *gl) {
     gl->GenBuffers(1, &w->stage);
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, w->stage);
     if (gl->BufferStorage)
-        gl->BufferStorage(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, NULL, 0);
+        gl->BufferStorage(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->g.slot_bytes, NULL, 0);
     else
-        gl->BufferData(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->h->slot_bytes, NULL, 0x88EA /* GL_STREAM_COPY */);
+        gl->BufferData(GL_PIXEL_PACK_BUFFER, (GLsizeiptr)w->g.slot_bytes, NULL, 0x88EA /* GL_STREAM_COPY */);
     gl->BindBuffer(GL_PIXEL_PACK_BUFFER, (GLuint)prev);
 }
 
@@ -497,11 +599,12 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
     if (st != GLT_OK) return st;
 
     uint64_t reads = begin_write(w);
-    unsigned set = (unsigned)(reads % w->h->buffers);
+    unsigned set = (unsigned)(reads % w->g.buffers);
     write_state saved;
     state_push(gl, &saved);
     glt_gl_drain_errors(gl);
     int x = r.x, y = r.y;
+    GLenum read_err = GL_NO_ERROR;
     /* The shader write reads the caller's texture itself where that is exact: no blit, no framebuffer. */
     GLuint direct = w->mode == WRITE_SHADER && glt_slot_packer_reads_directly(w->packer, name, target, samples, src)
                         ? name
@@ -512,26 +615,25 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
     int flip_blit = w->mode != WRITE_SHADER && w->backend == GLT_BACKEND_CUDA;
     if (!direct) st = bind_source(w, gl, name, target, samples, &r, flip_blit, &x, &y);
     if (st == GLT_OK) {
-        uint64_t offset = glt_slot_offset(w->h, set, w->slot);
-        uint64_t bytes = w->h->row_pitch * (uint64_t)r.height;
+        uint64_t offset = glt_slot_offset(&w->g, set, w->slot);
+        uint64_t bytes = w->g.row_pitch * (uint64_t)r.height;
         if (w->mode == WRITE_SHADER) {
             w->direct_writes += direct != 0;
             if (w->backend == GLT_BACKEND_CUDA) {
-                glt_slot_packer_run(w->packer, direct, x, y, w->buffer, offset, w->h->row_pitch, 0);
+                glt_slot_packer_run(w->packer, direct, x, y, w->buffer, offset, w->g.row_pitch, 0);
             } else {
                 ensure_stage(w, gl);
-                glt_slot_packer_run(w->packer, direct, x, y, w->stage, 0, w->h->row_pitch, 1);
+                glt_slot_packer_run(w->packer, direct, x, y, w->stage, 0, w->g.row_pitch, 1);
                 GLint prev = 0;
                 gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev); /* the binding query shares the target's enum */
                 gl->BindBuffer(GL_COPY_READ_BUFFER, w->stage);
-                gl->GetBufferSubData(GL_COPY_READ_BUFFER, 0, (GLsizeiptr)bytes,
-                                     (char *)w->h + w->h->data_offset + offset);
+                gl->GetBufferSubData(GL_COPY_READ_BUFFER, 0, (GLsizeiptr)bytes, w->pixels[set]);
                 gl->BindBuffer(GL_COPY_READ_BUFFER, (GLuint)prev);
             }
         } else {
             size_t bpp = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels;
             gl->PixelStorei(GL_PACK_ALIGNMENT, 1);
-            gl->PixelStorei(GL_PACK_ROW_LENGTH, (GLint)(w->h->row_pitch / bpp));
+            gl->PixelStorei(GL_PACK_ROW_LENGTH, (GLint)(w->g.row_pitch / bpp));
             gl->PixelStorei(GL_PACK_SKIP_ROWS, 0);
             gl->PixelStorei(GL_PACK_SKIP_PIXELS, 0);
             gl->PixelStorei(GL_PACK_SWAP_BYTES, 0);
@@ -546,10 +648,12 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
                 dst = (void *)(uintptr_t)offset;
             } else {
                 gl->BindBuffer(GL_PIXEL_PACK_BUFFER, 0);
-                dst = (char *)w->h + w->h->data_offset + offset;
+                dst = w->pixels[set];
             }
             gl->ReadPixels(x, y, r.width, r.height, w->fmt->read_format, w->fmt->read_type, dst);
-            if (w->backend == GLT_BACKEND_CPU) reverse_rows(dst, w->h->row_pitch, r.height);
+            /* Rows reversed only after a read that worked (a failed one left the slot as it was). */
+            read_err = gl->GetError();
+            if (w->backend == GLT_BACKEND_CPU && read_err == GL_NO_ERROR) reverse_rows(dst, w->g.row_pitch, r.height);
             if (staged) {
                 GLint prev_read = 0, prev_write = 0;
                 gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev_read);
@@ -567,7 +671,7 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
             gl->BindFramebuffer(GL_READ_FRAMEBUFFER, w->read_fbo);
             attach(gl, GL_READ_FRAMEBUFFER, 0, target == GL_RENDERBUFFER ? GL_RENDERBUFFER : GL_TEXTURE_2D);
         }
-        GLenum err = gl->GetError();
+        GLenum err = read_err != GL_NO_ERROR ? read_err : gl->GetError();
         if (err != GL_NO_ERROR)
             st = glt_fail(GLT_GL_ERROR,
                           "writing %s %u (%s) into shared slot %u (%s) failed with %s; the slot keeps its last "
@@ -583,7 +687,7 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
 
 glt_status glt_slot_writer_write_host(glt_slot_writer *w, const void *pixels, size_t row_stride) {
     if (!w || !pixels) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write_host: NULL argument");
-    size_t row = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels * (size_t)w->h->width;
+    size_t row = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels * (size_t)w->g.width;
     if (row_stride < row)
         return glt_fail(GLT_INVALID_ARGUMENT, "shared slot %u: rows of %zu bytes are %zu bytes apart, less than a row",
                         w->slot, row, row_stride);
@@ -599,21 +703,21 @@ glt_status glt_slot_writer_write_host(glt_slot_writer *w, const void *pixels, si
     }
     if (st != GLT_OK) return st;
     uint64_t reads = begin_write(w);
-    unsigned set = (unsigned)(reads % w->h->buffers);
-    uint64_t offset = glt_slot_offset(w->h, set, w->slot);
-    int height = w->h->height;
+    unsigned set = (unsigned)(reads % w->g.buffers);
+    uint64_t offset = glt_slot_offset(&w->g, set, w->slot);
+    int height = w->g.height;
     /* Host images come top row first, as slots hold them. */
     if (w->backend == GLT_BACKEND_CPU) {
-        char *slot = (char *)w->h + w->h->data_offset + offset;
+        char *slot = w->pixels[set];
         for (int y = 0; y < height; ++y)
-            memcpy(slot + (size_t)y * w->h->row_pitch, (const char *)pixels + (size_t)y * row_stride, row);
+            memcpy(slot + (size_t)y * w->g.row_pitch, (const char *)pixels + (size_t)y * row_stride, row);
     } else {
         GLint prev = 0;
         gl->GetIntegerv(GL_COPY_WRITE_BUFFER, &prev); /* the binding query shares the target's enum */
         gl->BindBuffer(GL_COPY_WRITE_BUFFER, w->buffer);
         glt_gl_drain_errors(gl);
         for (int y = 0; y < height; ++y)
-            gl->BufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)(offset + (size_t)y * w->h->row_pitch),
+            gl->BufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)(offset + (size_t)y * w->g.row_pitch),
                               (GLsizeiptr)row, (const char *)pixels + (size_t)y * row_stride);
         gl->BindBuffer(GL_COPY_WRITE_BUFFER, (GLuint)prev);
         GLenum err = gl->GetError();

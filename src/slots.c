@@ -52,11 +52,16 @@
 #define GLT_SYS_MEMFD_CREATE 279
 #endif
 
-#define MAX_SLOTS 4096
-#define MAX_SIDE 32768
+#define MAX_SLOTS GLT_SLOTS_MAX_COUNT
+#define MAX_SIDE GLT_SLOTS_MAX_SIDE
+#define PID_LIMIT 4194304 /* PID_MAX_LIMIT: no process has a larger pid */
 
 struct glt_slots {
     glt_slots_header *h; /* the control memory, mapped */
+    glt_slots_geometry g; /* the trainer's own copy: nothing is sized or placed from the shared header */
+    uint64_t reads;       /* the trainer's own read count (published in the header for the workers) */
+    uint64_t *seen;       /* each record's seq when the read in progress checked it (slots_shared.h) */
+    int pid;              /* the trainer: a forked child's copy of this object frees only its own mappings */
     size_t control_bytes;
     int control_fd;
     const glt_format *fmt;
@@ -78,9 +83,9 @@ struct glt_slots {
     glt_block *spare[3];   /* a settled view block of each set, handed out again by its next view */
 };
 
-int glt_process_alive(int pid) {
-    if (pid <= 0) return 0;
-    return kill(pid, 0) == 0 || errno == EPERM;
+/* Slot i's record: the trainer's layout, never the header's. */
+static glt_slot_record *record_of(const glt_slots *s, unsigned i) {
+    return (glt_slot_record *)((char *)s->h + s->g.record_offset + (size_t)i * s->g.record_stride);
 }
 
 const glt_format *glt_slot_format(unsigned gl_internal_format) {
@@ -126,9 +131,10 @@ static glt_status check_desc(const glt_slots_desc *d, const glt_format **fmt) {
     return *fmt ? GLT_OK : GLT_UNSUPPORTED_FORMAT;
 }
 
-/* The memfd both sides map: header, slot records, and (CPU backend) the pixels. */
+/* The memfd both sides map: the header page, one page per slot record, and (CPU backend) the pixels. */
 static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
-    size_t head = align_up(sizeof(glt_slots_header) + sizeof(glt_slot_record) * (size_t)count, GLT_SLOT_ALIGN);
+    size_t page = (size_t)s->g.page;
+    size_t head = page + page * (size_t)count;
     size_t total = head + pixel_bytes;
 #ifdef GLT_SYS_MEMFD_CREATE
     int fd = (int)syscall(GLT_SYS_MEMFD_CREATE, "gltensor-slots", MFD_CLOEXEC);
@@ -159,8 +165,10 @@ static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
     s->h = p;
     s->control_fd = fd;
     s->control_bytes = total;
-    s->h->data_offset = pixel_bytes ? head : 0;
-    s->h->control_bytes = total;
+    s->g.record_offset = page;
+    s->g.record_stride = page;
+    s->g.data_offset = pixel_bytes ? head : 0;
+    s->g.control_bytes = total;
     return GLT_OK;
 }
 
@@ -180,7 +188,7 @@ static void free_cuda(glt_slots *s) {
         s->set_done[k] = NULL;
     }
     if (s->textures) {
-        for (unsigned i = 0; i < s->h->buffers * s->h->count; ++i) glt_cuda_texture_destroy(s->cuda_device, s->textures[i]);
+        for (unsigned i = 0; i < s->g.buffers * s->g.count; ++i) glt_cuda_texture_destroy(s->cuda_device, s->textures[i]);
         free(s->textures);
         s->textures = NULL;
     }
@@ -190,21 +198,22 @@ static void free_cuda(glt_slots *s) {
 
 static glt_status setup_cuda(glt_slots *s) {
     glt_slots_header *h = s->h;
-    glt_status st = glt_cuda_vmm_alloc(s->cuda_device, (size_t)h->buffers * h->count * h->slot_bytes, &s->vmm);
+    const glt_slots_geometry *g = &s->g;
+    glt_status st = glt_cuda_vmm_alloc(s->cuda_device, (size_t)g->buffers * g->count * g->slot_bytes, &s->vmm);
     if (st != GLT_OK) return st;
-    h->memory_bytes = glt_cuda_vmm_size(s->vmm);
+    s->g.memory_bytes = glt_cuda_vmm_size(s->vmm);
     st = glt_cuda_device_identity(s->cuda_device, h->device_uuid, h->device_name, sizeof h->device_name);
     if (st != GLT_OK) return st;
-    s->textures = calloc((size_t)h->buffers * h->count, sizeof *s->textures);
+    s->textures = calloc((size_t)g->buffers * g->count, sizeof *s->textures);
     if (!s->textures) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     char *base = glt_cuda_vmm_ptr(s->vmm);
-    for (unsigned set = 0; set < h->buffers; ++set)
-        for (unsigned i = 0; i < h->count; ++i) {
-            st = glt_cuda_pitched_texture(s->cuda_device, base + glt_slot_offset(h, set, i), h->width, h->height,
-                                          h->row_pitch, s->fmt, &s->textures[set * h->count + i]);
+    for (unsigned set = 0; set < g->buffers; ++set)
+        for (unsigned i = 0; i < g->count; ++i) {
+            st = glt_cuda_pitched_texture(s->cuda_device, base + glt_slot_offset(g, set, i), g->width, g->height,
+                                          g->row_pitch, s->fmt, &s->textures[set * g->count + i]);
             if (st != GLT_OK) return st;
         }
-    for (unsigned k = 0; k < h->buffers; ++k) {
+    for (unsigned k = 0; k < g->buffers; ++k) {
         st = glt_cuda_event_create(s->cuda_device, &s->set_done[k]);
         if (st != GLT_OK) return st;
     }
@@ -235,26 +244,36 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     size_t bpp = glt_dtype_size(fmt->dtype) * (size_t)fmt->channels;
     size_t pitch = align_up((size_t)d->width * bpp, GLT_SLOT_PITCH_ALIGN);
     static const size_t aligns[] = {GLT_SLOT_ALIGN, 64u << 10, 2u << 20};
-    size_t slot_bytes = align_up(pitch * (size_t)d->height, aligns[glt_env_choice(GLT_ENV_SLOTS_ALIGN)]);
+    size_t page = (size_t)glt_page_size();
+    size_t align = aligns[glt_env_choice(GLT_ENV_SLOTS_ALIGN)];
+    /* Host slots are page-aligned too: each worker maps only its own slot of each set writable. */
+    if (s->backend == GLT_BACKEND_CPU && align < page) align = page;
+    size_t slot_bytes = align_up(pitch * (size_t)d->height, align);
     size_t pixels = slot_bytes * (size_t)d->count * (size_t)d->buffers;
-    st = map_control(s, d->count, s->backend == GLT_BACKEND_CPU ? pixels : 0);
+    s->pid = (int)getpid();
+    s->g.backend = (uint32_t)s->backend;
+    s->g.count = (uint32_t)d->count;
+    s->g.buffers = (uint32_t)d->buffers;
+    s->g.width = d->width;
+    s->g.height = d->height;
+    s->g.gl_internal_format = fmt->internal_format;
+    s->g.page = page;
+    s->g.row_pitch = pitch;
+    s->g.slot_bytes = slot_bytes;
+    s->g.memory_bytes = pixels;
+    s->seen = calloc((size_t)d->count, sizeof *s->seen);
+    st = s->seen ? map_control(s, d->count, s->backend == GLT_BACKEND_CPU ? pixels : 0)
+                 : glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     if (st != GLT_OK) {
+        free(s->seen);
         free(s);
         return st;
     }
     glt_slots_header *h = s->h;
     h->version = GLT_SLOTS_VERSION;
-    h->backend = (uint32_t)s->backend;
-    h->count = (uint32_t)d->count;
-    h->buffers = (uint32_t)d->buffers;
-    h->width = d->width;
-    h->height = d->height;
-    h->gl_internal_format = fmt->internal_format;
     h->cuda_device = s->cuda_device;
-    h->trainer_pid = (int32_t)getpid();
-    h->row_pitch = pitch;
-    h->slot_bytes = slot_bytes;
-    h->memory_bytes = pixels;
+    h->trainer_pid = (int32_t)s->pid;
+    h->trainer_start = glt_process_start_time(s->pid);
     if (s->backend == GLT_BACKEND_CUDA) {
         st = setup_cuda(s);
     } else {
@@ -274,19 +293,33 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
         glt_slots_destroy(s);
         return st;
     }
-    /* Last: a worker that maps the header before this (it cannot: no fd has left yet) would refuse it. */
+    /* Last: the workers' copy of the geometry (memory_bytes is known now), then the magic, without which a
+     * worker refuses the header (none can map it yet: no fd has left). */
+    h->geo = s->g;
     h->magic = GLT_SLOTS_MAGIC;
     *out = s;
     return GLT_OK;
 }
 
 static void slots_free(glt_slots *s) {
+    if (s->pid != (int)getpid()) {
+        /* A forked child's copy (a worker started with fork that inherited the trainer's object), freed when the
+         * child dropped it and its last inherited view died: the memory, the CUDA objects and the closed flag are
+         * the trainer's, and CUDA must not be called here. */
+        if (s->h) munmap(s->h, s->control_bytes);
+        if (s->control_fd >= 0) close(s->control_fd);
+        pthread_mutex_destroy(&s->lock);
+        free(s->seen);
+        free(s);
+        return;
+    }
     retire_views(s);
     if (s->backend == GLT_BACKEND_CUDA && s->h) free_cuda(s);
     glt_pool_release(s->pool);
     if (s->h) munmap(s->h, s->control_bytes);
     if (s->control_fd >= 0) close(s->control_fd);
     pthread_mutex_destroy(&s->lock);
+    free(s->seen);
     free(s);
 }
 
@@ -297,26 +330,18 @@ static void slots_unref(glt_slots *s) {
 
 void glt_slots_destroy(glt_slots *s) {
     if (!s) return;
-    if (s->h && s->h->trainer_pid != (int32_t)getpid()) {
-        /* A forked child's copy (a worker started with fork that inherited the trainer's object): the memory,
-         * the CUDA objects and the closed flag are the trainer's, and CUDA must not be called here. */
-        munmap(s->h, s->control_bytes);
-        if (s->control_fd >= 0) close(s->control_fd);
-        pthread_mutex_destroy(&s->lock);
-        free(s);
-        return;
-    }
-    if (s->h) atomic_store(&s->h->closed, 1u);
+    /* In a forked child the views it inherited still hold references: the last of them frees (slots_free). */
+    if (s->h && s->pid == (int)getpid()) atomic_store(&s->h->closed, 1u);
     slots_unref(s);
 }
 
 glt_status glt_slots_get_info(const glt_slots *s, glt_slots_info *info) {
     if (!s || !info) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_get_info: NULL argument");
     info->size = sizeof *info;
-    const glt_slots_header *h = s->h;
-    info->count = (int)h->count;
-    info->width = h->width;
-    info->height = h->height;
+    const glt_slots_geometry *g = &s->g;
+    info->count = (int)g->count;
+    info->width = g->width;
+    info->height = g->height;
     info->channels = s->fmt->channels;
     info->dtype = s->fmt->dtype;
     info->gl_internal_format = s->fmt->internal_format;
@@ -324,14 +349,14 @@ glt_status glt_slots_get_info(const glt_slots *s, glt_slots_info *info) {
     info->backend = s->backend;
     info->backend_reason = s->backend_reason;
     info->cuda_device = s->backend == GLT_BACKEND_CUDA ? s->cuda_device : -1;
-    info->buffers = (int)h->buffers;
+    info->buffers = (int)g->buffers;
     info->read_waits = s->read_waits;
     info->read_wait_us = s->read_wait_us;
-    info->slot_bytes = h->slot_bytes;
-    info->row_pitch = h->row_pitch;
-    info->memory_bytes = h->memory_bytes;
-    info->reads = atomic_load(&((glt_slots_header *)h)->reads);
-    memcpy(info->device_uuid, h->device_uuid, sizeof info->device_uuid);
+    info->slot_bytes = g->slot_bytes;
+    info->row_pitch = g->row_pitch;
+    info->memory_bytes = g->memory_bytes;
+    info->reads = s->reads;
+    memcpy(info->device_uuid, s->h->device_uuid, sizeof info->device_uuid);
     return GLT_OK;
 }
 
@@ -353,53 +378,101 @@ glt_status glt_slots_export(glt_slots *s, int *memory_fd, int *control_fd) {
     return GLT_OK;
 }
 
-static glt_slot_state state_of(const glt_slots_header *h, unsigned i, uint64_t reads, int *pid_out) {
-    glt_slot_record *r = (glt_slot_record *)&h->slots[i];
-    int pid = atomic_load(&r->writer_pid);
+/* What slot i's record says at read `reads`, checked as input from another process: any value out of range
+ * makes the slot stale, and `why` (when given) says which and what was wrong. *seq_out: the record's seq. */
+static glt_slot_state state_of(const glt_slots *s, unsigned i, uint64_t reads, int *pid_out, uint64_t *seq_out,
+                               char *why, size_t why_size) {
+    glt_slot_record *r = record_of(s, i);
+    uint64_t seq = atomic_load_explicit(&r->seq, memory_order_acquire);
+    uint64_t written = atomic_load_explicit(&r->written, memory_order_acquire);
+    int pid = atomic_load_explicit(&r->writer_pid, memory_order_relaxed);
+    uint64_t start = atomic_load_explicit(&r->writer_start, memory_order_relaxed);
     if (pid_out) *pid_out = pid;
-    int writing = atomic_load(&r->writing) != 0;
-    uint64_t written = atomic_load(&r->written);
-    if ((writing || written != reads + 1) && pid && !glt_process_alive(pid)) return GLT_SLOT_WRITER_GONE;
-    if (writing) return GLT_SLOT_WRITING;
-    return written == reads + 1 ? GLT_SLOT_FRESH : GLT_SLOT_STALE;
+    if (seq_out) *seq_out = seq;
+    if (why && why_size) why[0] = '\0';
+    const char *bad = NULL;
+    char detail[160];
+    if (pid < 0 || pid > PID_LIMIT || (!pid && (seq || written))) {
+        snprintf(detail, sizeof detail, "its record names pid %d, which no writer can have", pid);
+        bad = detail;
+    } else if (written > reads + 1) {
+        snprintf(detail, sizeof detail, "its record says it was written for read %llu, but only %llu reads were done",
+                 (unsigned long long)written, (unsigned long long)reads);
+        bad = detail;
+    }
+    if (bad) {
+        if (why && why_size) snprintf(why, why_size, "its record is corrupt (%s): its worker wrote outside its image", bad);
+        if (pid_out && (pid < 0 || pid > PID_LIMIT)) *pid_out = 0;
+        return GLT_SLOT_STALE;
+    }
+    int fresh = !(seq & 1) && written == reads + 1;
+    /* The process checks (a read of /proc) only where the slot is not fresh: never on the read's fast path. */
+    if (!fresh && pid && !glt_process_running(pid, start)) return GLT_SLOT_WRITER_GONE;
+    if (seq & 1) return GLT_SLOT_WRITING;
+    return fresh ? GLT_SLOT_FRESH : GLT_SLOT_STALE;
 }
 
 glt_status glt_slots_state(const glt_slots *s, int slot, glt_slot_state *state, int *writer_pid) {
     if (!s || !state) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_state: NULL argument");
-    if (slot < 0 || (unsigned)slot >= s->h->count)
+    if (slot < 0 || (unsigned)slot >= s->g.count)
         return glt_fail(GLT_INVALID_ARGUMENT, "slot %d does not exist: there are %u slots (0 to %u)", slot,
-                        s->h->count, s->h->count - 1);
-    *state = state_of(s->h, (unsigned)slot, atomic_load(&s->h->reads), writer_pid);
+                        s->g.count, s->g.count - 1);
+    *state = state_of(s, (unsigned)slot, s->reads, writer_pid, NULL, NULL, 0);
     return GLT_OK;
 }
 
-/* GLT_STALE_SLOT naming every slot that is not fresh and why, or GLT_OK. */
-static glt_status check_fresh(const glt_slots *s, uint64_t reads) {
+/* GLT_STALE_SLOT naming every slot that is not fresh and why, or GLT_OK; notes each record's seq in s->seen. */
+static glt_status check_fresh(glt_slots *s, uint64_t reads) {
     char msg[900];
     size_t used = 0;
     int bad = 0;
-    for (unsigned i = 0; i < s->h->count; ++i) {
+    for (unsigned i = 0; i < s->g.count; ++i) {
         int pid = 0;
-        glt_slot_state st = state_of(s->h, i, reads, &pid);
+        char corrupt[240];
+        glt_slot_state st = state_of(s, i, reads, &pid, &s->seen[i], corrupt, sizeof corrupt);
         if (st == GLT_SLOT_FRESH) continue;
         if (++bad > 6) continue;
-        const char *why = st == GLT_SLOT_WRITING ? "a write by pid %d is under way"
-                          : st == GLT_SLOT_WRITER_GONE
-                              ? "its writer (pid %d) has exited"
-                              : (pid ? "its writer (pid %d) has not written since the last read" : "never written%.0d");
-        if (used < sizeof msg) used += (size_t)snprintf(msg + used, sizeof msg - used, "%sslot %u: ", bad > 1 ? "; " : "", i);
-        if (used < sizeof msg) used += (size_t)snprintf(msg + used, sizeof msg - used, why, pid);
+        char why[280];
+        if (corrupt[0])
+            snprintf(why, sizeof why, "%s", corrupt);
+        else if (st == GLT_SLOT_WRITING)
+            snprintf(why, sizeof why, "a write by pid %d is under way", pid);
+        else if (st == GLT_SLOT_WRITER_GONE)
+            snprintf(why, sizeof why, "its writer (pid %d) has exited", pid);
+        else if (pid)
+            snprintf(why, sizeof why, "its writer (pid %d) has not written since the last read", pid);
+        else
+            snprintf(why, sizeof why, "never written");
+        if (used < sizeof msg)
+            used += (size_t)snprintf(msg + used, sizeof msg - used, "%sslot %u: %s", bad > 1 ? "; " : "", i, why);
     }
     if (!bad) return GLT_OK;
     return glt_fail(GLT_STALE_SLOT,
                     "%d of %u shared slots were not written since the last read (%s%s); every worker must write its "
                     "slot once per step before the trainer reads (restart the workers that died; the other slots' "
                     "images are intact)",
-                    bad, s->h->count, msg, bad > 6 ? "; ..." : "");
+                    bad, s->g.count, msg, bad > 6 ? "; ..." : "");
 }
 
+/* Step 2/3 of the protocol (slots_shared.h): GLT_STALE_SLOT naming the first slot whose record's seq moved since
+ * check_fresh (a write began meanwhile and may be in the set being read), or GLT_OK. */
+static glt_status check_unmoved(glt_slots *s) {
+    for (unsigned i = 0; i < s->g.count; ++i) {
+        glt_slot_record *r = record_of(s, i);
+        uint64_t seq = atomic_load_explicit(&r->seq, memory_order_seq_cst);
+        if (seq == s->seen[i]) continue;
+        int pid = atomic_load_explicit(&r->writer_pid, memory_order_relaxed);
+        return glt_fail(GLT_STALE_SLOT,
+                        "slot %u: its worker (pid %d) began another write while the trainer read the slots, into the "
+                        "images being read; the read is refused rather than return a frame mixing two writes (write "
+                        "each slot once per step, before the read; that write, once complete, is fresh for the next "
+                        "read)",
+                        i, pid > 0 && pid <= PID_LIMIT ? pid : 0);
+    }
+    return GLT_OK;
+}
 static glt_status copy_cuda(glt_slots *s, unsigned set, const glt_read_dest *d, int flip, void *stream) {
-    const glt_slots_header *h = s->h;
+    const glt_slots_geometry *h = &s->g;
     glt_gather_item local[64];
     glt_gather_item *items = h->count <= 64 ? local : malloc(sizeof *items * h->count);
     if (!items) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
@@ -431,8 +504,8 @@ static glt_status copy_cuda(glt_slots *s, unsigned set, const glt_read_dest *d, 
 }
 
 static void copy_host(glt_slots *s, unsigned set, const glt_read_dest *d, int flip) {
-    const glt_slots_header *h = s->h;
-    const char *base = (const char *)h + h->data_offset;
+    const glt_slots_geometry *h = &s->g;
+    const char *base = (const char *)s->h + h->data_offset;
     ptrdiff_t pitch = (ptrdiff_t)h->row_pitch;
     for (unsigned i = 0; i < h->count; ++i) {
         const char *slot = base + glt_slot_offset(h, set, i);
@@ -458,13 +531,13 @@ static glt_status check_not_viewed(glt_slots *s, unsigned set) {
     int busy = s->view[set] != NULL;
     pthread_mutex_unlock(&s->lock);
     if (!busy) return GLT_OK;
-    unsigned sets = s->h->buffers;
+    unsigned sets = s->g.buffers;
     return glt_fail(GLT_SLOTS_BUSY,
                     "this read would let the workers overwrite the %u shared slots of set %u, which a zero-copy view "
                     "(read(copy=False) / glt_slots_read_view) from %u reads ago still holds: with %u sets, a read "
                     "finds at most %u earlier view(s) alive, so at most %u views may be alive at once; drop the "
                     "older view, copy what you keep (.clone()), or create the slots with more buffers (at most 3)",
-                    s->h->count, set, sets - 1, sets, sets - 2, sets - 1);
+                    s->g.count, set, sets - 1, sets, sets - 2, sets - 1);
 }
 
 /* The workers may enter `set` once every read of it is complete: the copy that last read it, and the work the
@@ -499,12 +572,12 @@ static glt_status release_set(glt_slots *s, unsigned set) {
  * workers finished (c->note: the read count, whose set is read). */
 static glt_status prepare_read(glt_slots *s, glt_read_call *c) {
     if (!s) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_read: slots is NULL");
-    glt_slots_header *h = s->h;
-    if (h->trainer_pid != (int32_t)getpid())
+    const glt_slots_geometry *g = &s->g;
+    if (s->pid != (int)getpid())
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "shared slots are read by the process that created them (pid %d), not by this one (pid %d, a "
                         "forked copy): workers write, the trainer reads",
-                        h->trainer_pid, (int)getpid());
+                        s->pid, (int)getpid());
     if (s->backend == GLT_BACKEND_CUDA) {
         c->stream = c->opts.cuda_stream ? c->opts.cuda_stream : glt_pool_stream(s->pool);
         if (c->opts.cuda_stream) {
@@ -512,33 +585,52 @@ static glt_status prepare_read(glt_slots *s, glt_read_call *c) {
             if (st != GLT_OK) return st;
         }
     }
-    uint64_t reads = atomic_load(&h->reads);
+    uint64_t reads = s->reads;
     glt_status st = check_fresh(s, reads);
-    if (st == GLT_OK) st = check_not_viewed(s, (unsigned)((reads + 1) % h->buffers));
+    if (st == GLT_OK) st = check_not_viewed(s, (unsigned)((reads + 1) % g->buffers));
     if (st != GLT_OK) return st;
     c->note = reads;
     c->fmt = s->fmt;
     c->pool = s->pool;
     snprintf(c->what, sizeof c->what, "shared slots");
     glt_dest_shape shape = {s->backend == GLT_BACKEND_CUDA ? GLT_MEMORY_CUDA : GLT_MEMORY_HOST, s->cuda_device, NULL,
-                            (int)h->count, h->height, h->width};
+                            (int)g->count, g->height, g->width};
     c->shape = shape;
     return GLT_OK;
 }
 
+/* Step 2 of the protocol (slots_shared.h), buffers >= 2: lets the workers into the next set and claims set
+ * reads % buffers from them; refused (nothing changed) when a write began since check_fresh. */
+static glt_status claim_set(glt_slots *s, uint64_t reads) {
+    glt_status st = release_set(s, (unsigned)((reads + 1) % s->g.buffers));
+    if (st != GLT_OK) return st;
+    atomic_store_explicit(&s->h->reads, reads + 1, memory_order_seq_cst);
+    st = check_unmoved(s);
+    if (st != GLT_OK) atomic_store_explicit(&s->h->reads, reads, memory_order_seq_cst);
+    return st;
+}
+
 static glt_status copy_read(void *obj, const glt_read_call *c, const glt_read_dest *d) {
     glt_slots *s = obj;
-    glt_slots_header *h = s->h;
     uint64_t reads = c->note;
-    unsigned set = (unsigned)(reads % h->buffers);
-    glt_status st = GLT_OK;
+    unsigned sets = s->g.buffers, set = (unsigned)(reads % sets);
+    glt_status st = sets > 1 ? claim_set(s, reads) : GLT_OK;
+    if (st != GLT_OK) return st;
     if (s->backend == GLT_BACKEND_CUDA)
         st = copy_cuda(s, set, d, c->opts.flip != 0, c->stream);
     else
         copy_host(s, set, d, c->opts.flip != 0);
-    /* Workers write set (reads + 1) % buffers next: with one set, this read's own copy. */
-    if (st == GLT_OK) st = release_set(s, (unsigned)((reads + 1) % h->buffers));
-    if (st == GLT_OK) atomic_store(&h->reads, reads + 1);
+    if (sets == 1) {
+        /* Step 3: the workers' next set is this one; the copy must be complete (release_set waits for it on the
+         * GPU) and no write may have begun during it. */
+        if (st == GLT_OK) st = release_set(s, 0);
+        if (st == GLT_OK) st = check_unmoved(s);
+        if (st == GLT_OK) atomic_store_explicit(&s->h->reads, reads + 1, memory_order_seq_cst);
+    } else if (st != GLT_OK) {
+        /* Nothing was read: the workers go back to this read's set (writes begun meanwhile are stale). */
+        atomic_store_explicit(&s->h->reads, reads, memory_order_seq_cst);
+    }
+    if (st == GLT_OK) s->reads = reads + 1;
     return st;
 }
 
@@ -588,8 +680,8 @@ glt_status glt_slots_read_view(glt_slots *s, const glt_read_options *opts, glt_f
     glt_status st = glt_read_begin_frame(&c, "glt_slots_read_view", opts, out);
     if (st == GLT_OK) st = prepare_read(s, &c);
     if (st != GLT_OK) return st;
-    glt_slots_header *h = s->h;
-    if (h->buffers < 2)
+    const glt_slots_geometry *g = &s->g;
+    if (g->buffers < 2)
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "a zero-copy read needs slots with buffers=2 or 3: with one set the workers' next step would "
                         "overwrite the view (these slots have buffers=1; read with copy=True)");
@@ -598,32 +690,33 @@ glt_status glt_slots_read_view(glt_slots *s, const glt_read_options *opts, glt_f
     if (st == GLT_OK) st = check_view_options(s, &c.opts, &spec);
     if (st != GLT_OK) return st;
     uint64_t reads = c.note;
-    unsigned set = (unsigned)(reads % h->buffers);
-    char *base = s->backend == GLT_BACKEND_CUDA ? glt_cuda_vmm_ptr(s->vmm) : (char *)h + h->data_offset;
+    unsigned set = (unsigned)(reads % g->buffers);
+    /* Claimed first: from here on no worker writes this set until a later read lets them in again. */
+    st = claim_set(s, reads);
+    if (st != GLT_OK) return st;
+    char *base = s->backend == GLT_BACKEND_CUDA ? glt_cuda_vmm_ptr(s->vmm) : (char *)s->h + g->data_offset;
     glt_block *b = s->spare[set]; /* the set's last view block, settled: its events are reused */
     s->spare[set] = NULL;
     if (!b)
-        st = glt_block_wrap(s->pool, base + glt_slot_offset(h, set, 0), (size_t)h->count * h->slot_bytes, view_died,
+        st = glt_block_wrap(s->pool, base + glt_slot_offset(g, set, 0), (size_t)g->count * g->slot_bytes, view_died,
                             s, &b);
-    if (st != GLT_OK) return st;
+    if (st != GLT_OK) {
+        atomic_store_explicit(&s->h->reads, reads, memory_order_seq_cst); /* nothing read: the set goes back */
+        return st;
+    }
     atomic_fetch_add(&s->refs, 1); /* dropped by view_died */
     pthread_mutex_lock(&s->lock);
     s->view[set] = b;
     pthread_mutex_unlock(&s->lock);
     glt_frame *f = NULL;
-    st = glt_frame_wrap(b, c.stream, c.shape.memory, c.shape.cuda_device, s->fmt, (int)h->count, h->height, h->width,
-                        h->row_pitch, h->slot_bytes, &f);
+    st = glt_frame_wrap(b, c.stream, c.shape.memory, c.shape.cuda_device, s->fmt, (int)g->count, g->height, g->width,
+                        g->row_pitch, g->slot_bytes, &f);
     if (st != GLT_OK) {
         glt_pool_give_back(b); /* as if its frame died: the set goes back to the workers' rotation */
+        atomic_store_explicit(&s->h->reads, reads, memory_order_seq_cst);
         return st;
     }
-    /* The set the workers write next: the copy or the views that read it last are done with it. */
-    st = release_set(s, (unsigned)((reads + 1) % h->buffers));
-    if (st != GLT_OK) {
-        glt_frame_destroy(f);
-        return st;
-    }
-    atomic_store(&h->reads, reads + 1);
+    s->reads = reads + 1;
     *out = f;
     return GLT_OK;
 }

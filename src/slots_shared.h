@@ -1,12 +1,45 @@
 /*
- * What the trainer (slots.c) and its workers (slot_writer.c) share: the layout of the control memory both
- * map, and where each slot lives. The control memory is a memfd: the header below, one record per slot and,
- * on the CPU backend, the slots' pixels after them. On the CUDA backend the pixels are a separate allocation
- * of the trainer's GPU, exported as a file descriptor.
+ * What the trainer (slots.c) and its workers (slot_writer.c) share, and the protocol between them.
  *
- * Each field a process writes while the other may read it is atomic (both processes are x86-64 or another
- * 64-bit target where 64-bit atomics are lock-free). The header's geometry is written once, before any fd
- * leaves the trainer, and only read afterwards.
+ * Trust: a worker runs engine code that can make wild writes; the trainer holds hours of training state. So
+ * nothing that sizes or places memory is ever read by the trainer from memory a worker can write: the trainer
+ * keeps its own copy of the geometry (glt_slots_geometry) from creation on. The control memory (a memfd) is laid
+ * out in pages so that each worker maps writable only what it must write:
+ *   page 0                the header: geometry, the trainer's read count and closed flag. Written by the trainer
+ *                         only; workers map it PROT_READ (a wild write there kills the worker, not the others),
+ *                         copy the geometry once at attach and check it against the descriptors' sizes.
+ *   record_offset + i * record_stride   slot i's record (one page each): written by slot i's worker only, mapped
+ *                         writable by that worker alone. The trainer treats every field as untrusted input: a
+ *                         value out of range makes that slot stale with a message naming it, nothing else.
+ *   data_offset           CPU backend: the pixels, set by set; each worker maps writable only its own slot of
+ *                         each set (slots are page-aligned). CUDA backend: the pixels are the trainer's GPU
+ *                         memory, exported as a descriptor (close-on-exec) and imported by the workers' GL.
+ * A worker that ignores all this (maps the descriptor again itself) can still write anything into the memfd;
+ * the trainer still never crashes or reads out of bounds (it sizes nothing from it), but other slots' images
+ * are then only as safe as that worker is honest.
+ *
+ * Freshness and torn frames, per slot record (a seqlock plus a claim of the set being read):
+ *   worker write:  seq <- odd (seq_cst); r <- header.reads (seq_cst); write set r % buffers;
+ *                  written <- r + 1 on success, r on failure (never fresh); seq <- even (release).
+ *   trainer read r (private count r; header.reads == r):
+ *     1. for each slot: q_i <- seq (acquire); fresh iff q_i even and written == r + 1 (else: stale, named).
+ *     2. with buffers >= 2: the set the workers write next ((r + 1) % buffers) is released (the copy or view
+ *        that read it last is done), then header.reads <- r + 1 (seq_cst): writers that start from now on
+ *        write another set. Then each seq is loaded again (seq_cst): if one moved since step 1, a writer
+ *        started before the claim and may be writing set r % buffers: header.reads goes back to r and the read
+ *        is refused naming the slot (that write, once complete, is fresh for the next read). Otherwise no
+ *        writer can touch set r % buffers until the trainer itself lets them in again (release_set), so the
+ *        copy (synchronous on the CPU, queued on the GPU) and a zero-copy view of it see whole writes.
+ *        Why it holds: a writer's seq store and load of reads, and the trainer's store of reads and reload of
+ *        seq, are all seq_cst: either the trainer's reload sees the writer's odd seq, or the writer's load
+ *        sees r + 1 (Dekker).
+ *     3. with buffers == 1 the workers' next set is the one being read: the copy is done first (on the GPU,
+ *        waited for), then the seqs are checked again (moved: refused, naming the slot), then reads <- r + 1.
+ * The trainer commits its private read count only when the read succeeds.
+ *
+ * Processes are named by pid and start time (/proc/<pid>/stat), so that a reused pid is not taken for the
+ * writer or the trainer; a zombie counts as gone. Both are read on the slow paths only (a stale slot; a
+ * worker's write checks the trainer through a pidfd where the kernel has them, else at most every 100 ms).
  */
 #ifndef GLT_SLOTS_SHARED_H
 #define GLT_SLOTS_SHARED_H
@@ -14,40 +47,55 @@
 #include "internal.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define GLT_SLOTS_MAGIC 0x73746f6c73746c67ull /* "gltslots" */
-#define GLT_SLOTS_VERSION 1u
+#define GLT_SLOTS_VERSION 2u
+
+/* Bounds a geometry must respect (the trainer's checks at creation; a worker's checks at attach). */
+#define GLT_SLOTS_MAX_COUNT 4096
+#define GLT_SLOTS_MAX_SIDE 32768
+
+/* Everything that sizes or places memory. The trainer's copy is the truth; the header's is what workers see. */
+typedef struct glt_slots_geometry {
+    uint32_t backend; /* glt_backend: CUDA or CPU */
+    uint32_t count, buffers;
+    int32_t width, height;
+    uint32_t gl_internal_format;
+    uint64_t page;          /* the unit of the layout (>= the system page size) */
+    uint64_t row_pitch;     /* bytes between a slot's rows (GL_PACK_ROW_LENGTH * pixel size) */
+    uint64_t slot_bytes;    /* one slot, padded to GLT_SLOT_ALIGN (and to `page` on the CPU backend) */
+    uint64_t memory_bytes;  /* the pixel allocation: buffers * count * slot_bytes, rounded up as CUDA needs */
+    uint64_t record_offset; /* where slot 0's record is in the control memory */
+    uint64_t record_stride; /* one page per record */
+    uint64_t data_offset;   /* CPU backend: where the pixels start in the control memory; 0 on CUDA */
+    uint64_t control_bytes; /* the control memory's size */
+} glt_slots_geometry;
 
 typedef struct glt_slot_record {
+    _Atomic uint64_t seq;        /* odd while a write is under way (see the protocol above) */
     /* The trainer's read count when the slot was last written, plus one: fresh while it equals reads + 1. */
     _Atomic uint64_t written;
-    _Atomic uint32_t writing;    /* 1 from the start of a write until its copy is complete */
     _Atomic int32_t writer_pid;  /* the process that wrote (or is writing) last; 0: never written */
+    _Atomic uint32_t writing;    /* 1 from the start of a write until its copy is complete (diagnostics) */
+    _Atomic uint64_t writer_start; /* the writer's start time (/proc/<pid>/stat field 22): a reused pid differs */
     _Atomic uint64_t writes;     /* writes done, for diagnostics */
 } glt_slot_record;
 
 typedef struct glt_slots_header {
     uint64_t magic;
     uint32_t version;
-    uint32_t backend; /* glt_backend: CUDA or CPU */
-    uint32_t count, buffers;
-    int32_t width, height;
-    uint32_t gl_internal_format;
-    int32_t cuda_device;   /* the trainer's ordinal, for messages (ordinals differ between processes) */
-    int32_t trainer_pid;
     uint32_t pad_;
-    uint64_t row_pitch;    /* bytes between a slot's rows (GL_PACK_ROW_LENGTH * pixel size) */
-    uint64_t slot_bytes;   /* one slot, padded to GLT_SLOT_ALIGN */
-    uint64_t memory_bytes; /* the pixel allocation: buffers * count * slot_bytes, rounded up as CUDA needs */
-    uint64_t data_offset;  /* CPU backend: where the pixels start in the control memory */
-    uint64_t control_bytes;
+    glt_slots_geometry geo;
+    int32_t cuda_device; /* the trainer's ordinal, for messages (ordinals differ between processes) */
+    int32_t trainer_pid;
+    uint64_t trainer_start; /* the trainer's start time (/proc/<pid>/stat field 22); 0: unknown */
     uint8_t device_uuid[16]; /* CUDA backend: the GPU's UUID, compared with the worker's GL device */
     char device_name[96];
     _Atomic uint32_t closed; /* the trainer closed the slots: writes fail */
     uint32_t pad2_;
-    _Atomic uint64_t reads;  /* reads done: the set workers write is reads % buffers */
-    glt_slot_record slots[];
+    _Atomic uint64_t reads; /* reads done: the set workers write is reads % buffers */
 } glt_slots_header;
 
 /* Every slot starts on this boundary: CUDA texture objects over pitched memory need 512 bytes. */
@@ -57,16 +105,26 @@ typedef struct glt_slots_header {
 #define GLT_SLOT_PITCH_ALIGN 256u
 
 /* Byte offset of slot i of buffer set `set` inside the pixel memory. */
-static inline uint64_t glt_slot_offset(const glt_slots_header *h, unsigned set, unsigned i) {
-    return ((uint64_t)set * h->count + i) * h->slot_bytes;
+static inline uint64_t glt_slot_offset(const glt_slots_geometry *g, unsigned set, unsigned i) {
+    return ((uint64_t)set * g->count + i) * g->slot_bytes;
 }
+
+/* slots_trust.c: NULL when `g` is a geometry the trainer could have made (bounds, alignment, sizes that add up,
+ * every offset inside control_bytes, which must equal `control_file_bytes`, the control memfd's size), else what
+ * is wrong. `page`: this process's page size (the layout's unit must be a multiple of it). */
+const char *glt_slots_geometry_check(const glt_slots_geometry *g, uint64_t control_file_bytes, uint64_t page);
+
+/* A process's identity: 1 when `pid` runs (not a zombie) and, where `start` is not 0, started at `start` (a
+ * reused pid is another process). Reads /proc/<pid>/stat; kill(pid, 0) where /proc is missing. */
+int glt_process_running(int pid, uint64_t start);
+/* This process's start time (/proc/self/stat field 22, clock ticks since boot), 0 where unknown. */
+uint64_t glt_process_start_time(int pid);
+/* The system page size, at least 4096. */
+uint64_t glt_page_size(void);
 
 /* The slot formats: a capturable colour format of 1, 2 or 4 channels (CUDA textures have no 3-channel
  * form). NULL, with a message naming the allowed ones, otherwise. */
 const glt_format *glt_slot_format(unsigned gl_internal_format);
-
-/* 1 when the process exists (kill(pid, 0) succeeds or is refused for permission). */
-int glt_process_alive(int pid);
 
 /* slot_pack.c: a slot write by compute shader (see there for why). The GL context current at creation must be
  * current at every run and at destruction. */
