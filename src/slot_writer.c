@@ -23,16 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#ifndef GLT_SYS_PIDFD_OPEN
-#define GLT_SYS_PIDFD_OPEN 434 /* the same number on every architecture (Linux 5.3) */
-#endif
 
 /* How a write moves the pixels (GLTENSOR_SLOTS_WRITE; auto picks shader where possible, else copy). */
 typedef enum write_mode {
@@ -48,7 +44,6 @@ struct glt_slot_writer {
     char *pixels[3];           /* CPU backend: this slot of each set, mapped writable (nothing else is) */
     int trainer_pid;
     uint64_t trainer_start;
-    int trainer_pidfd;         /* -1 where the kernel has no pidfd: /proc, at most every 100 ms */
     double trainer_checked;    /* when /proc last said the trainer runs (CLOCK_MONOTONIC, s) */
     uint64_t start;            /* this process's start time, written into the record with its pid */
     unsigned slot;
@@ -275,7 +270,6 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
     if (st != GLT_OK) return st;
     glt_slot_writer *w = calloc(1, sizeof *w);
     if (!w) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    w->trainer_pidfd = -1;
     st = map_control(w, d->control_fd, d->slot);
     if (st != GLT_OK) {
         free(w);
@@ -285,15 +279,6 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
     w->backend = (glt_backend)w->g.backend;
     w->fmt = glt_format_find(w->g.gl_internal_format);
     w->start = glt_process_start_time((int)getpid());
-#ifdef __linux__
-    /* The trainer named once and for all (a reused pid is another process); a pidfd is readable once it exited,
-     * zombie or not. Opened before the identity check, so that the pid cannot change hands in between. */
-    w->trainer_pidfd = (int)syscall(GLT_SYS_PIDFD_OPEN, w->trainer_pid, 0);
-    if (w->trainer_pidfd >= 0 && fcntl(w->trainer_pidfd, F_SETFD, FD_CLOEXEC) != 0) {
-        close(w->trainer_pidfd);
-        w->trainer_pidfd = -1;
-    }
-#endif
     if (!glt_process_running(w->trainer_pid, w->trainer_start)) {
         st = glt_fail(GLT_CLOSED, "attaching to shared slot %d: the trainer process (pid %d) has exited; stop this "
                                   "worker", d->slot, w->trainer_pid);
@@ -337,7 +322,6 @@ void glt_slot_writer_destroy(glt_slot_writer *w) {
         glt_gl_context_leave(&saved);
     }
     unmap_all(w);
-    if (w->trainer_pidfd >= 0) close(w->trainer_pidfd);
     free(w);
 }
 
@@ -366,14 +350,11 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* Whether the trainer still runs: its pidfd (one poll, no /proc), else /proc at most every 100 ms (a trainer that
- * died is then noticed within 100 ms of writes). A zombie trainer is gone. */
+/* Whether the trainer still runs: kill(pid, 0) at every write (a reaped trainer is noticed at once), its
+ * /proc/<pid>/stat at most every 100 ms (a zombie, or its pid reused by another process: noticed within 100 ms).
+ * No descriptor is held for it, and no file is read on most writes. */
 static int trainer_running(glt_slot_writer *w) {
-    if (w->trainer_pidfd >= 0) {
-        struct pollfd p = {w->trainer_pidfd, POLLIN, 0};
-        int r = poll(&p, 1, 0);
-        if (r >= 0) return r == 0;
-    }
+    if (kill(w->trainer_pid, 0) != 0 && errno != EPERM) return 0;
     double t = now_s();
     if (w->trainer_checked && t - w->trainer_checked < 0.1) return 1;
     if (!glt_process_running(w->trainer_pid, w->trainer_start)) return 0;

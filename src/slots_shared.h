@@ -38,8 +38,8 @@
  * The trainer commits its private read count only when the read succeeds.
  *
  * Processes are named by pid and start time (/proc/<pid>/stat), so that a reused pid is not taken for the
- * writer or the trainer; a zombie counts as gone. Both are read on the slow paths only (a stale slot; a
- * worker's write checks the trainer through a pidfd where the kernel has them, else at most every 100 ms).
+ * writer or the trainer; a zombie counts as gone. /proc is read on slow paths only: by the trainer for a slot
+ * that is not fresh; by a worker's write at most every 100 ms (kill(pid, 0) at every write).
  */
 #ifndef GLT_SLOTS_SHARED_H
 #define GLT_SLOTS_SHARED_H

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: tests bench-ab procs slots memcheck-slots vecenvs bench convert suite quick quickclears depth engines panda3d
+#   bash tools/gpu_verify.sh STEP...   steps: tests bench-ab procs slots memcheck-slots trust memcheck-trust vecenvs bench convert suite quick quickclears depth engines panda3d
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
@@ -72,6 +72,25 @@ for step in "$@"; do
             --log-file "$OUT/memcheck_slots.txt" python3 -m pytest -q -p no:cacheprovider -k "(cuda and (every_pixel or RGBA16F or callers or never_overwritten or view)) or frees_the_device or dead_views" tests/test_slots.py tests/test_slot_views.py \
             > "$OUT/memcheck_slots.log" 2>&1; echo "memcheck-slots: exit $? (99: the tool found errors)"
         tail -2 "$OUT/memcheck_slots.log"; grep -E "ERROR SUMMARY|LEAK SUMMARY" "$OUT/memcheck_slots.txt" | tail -3 ;;
+    trust) # issue 34 on the CUDA backend: the torn-frame race (copies for TRUST_RACE_COPIES s, views for
+           # TRUST_RACE_VIEWS s: 5 minutes together), then the fuzz of what a worker can write (100,000 mutations)
+        GLTENSOR_RACE_SECONDS=${TRUST_RACE_COPIES:-210} timeout 330 python3 -m pytest -q -s -rfEs -p no:cacheprovider \
+            -k "cuda and copies" tests/test_slots_race.py > "$OUT/trust_race_copies.log" 2>&1
+        GLTENSOR_RACE_SECONDS=${TRUST_RACE_VIEWS:-90} timeout 210 python3 -m pytest -q -s -rfEs -p no:cacheprovider \
+            -k "cuda and views" tests/test_slots_race.py > "$OUT/trust_race_views.log" 2>&1
+        grep -hE "^(copies|views):|^(FAILED|ERROR)|passed|failed" "$OUT"/trust_race_*.log
+        GLTENSOR_FUZZ_MUTATIONS=${TRUST_MUTATIONS:-100000} timeout 300 python3 -m pytest -q -s -rfEs -p no:cacheprovider \
+            -k cuda tests/test_slots_trust.py > "$OUT/trust_fuzz.log" 2>&1
+        grep -E "mutations|^(FAILED|ERROR)|passed|failed" "$OUT/trust_fuzz.log" | tail -10 ;;
+    memcheck-trust) # issue 34: the fuzz and a short race on the CUDA backend under memcheck (the trainer's reads
+                    # of slots whose records and pixels a worker garbled)
+        GLTENSOR_UNDER_SANITIZER=1 GLTENSOR_FUZZ_MUTATIONS=${TRUST_MUTATIONS:-2000} GLTENSOR_RACE_SECONDS=10 \
+            timeout 420 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
+            --log-file "$OUT/memcheck_trust.txt" python3 -m pytest -q -s -p no:cacheprovider -k cuda \
+            tests/test_slots_trust.py tests/test_slots_race.py > "$OUT/memcheck_trust.log" 2>&1
+        echo "memcheck-trust: exit $? (99: the tool found errors)"
+        grep -E "mutations|^(copies|views):|passed|failed" "$OUT/memcheck_trust.log" | tail -6
+        grep -E "ERROR SUMMARY|LEAK SUMMARY" "$OUT/memcheck_trust.txt" | tail -3 ;;
     vecenvs) # issue 21: the two vector-env examples end to end on the CUDA backend (train, then SB3's bench)
         timeout 150 python3 examples/gymnasium_slots.py --envs 4 --size 64 --steps 200 --backend cuda \
             > "$OUT/gymnasium_slots.log" 2>&1; echo "gymnasium_slots exit $?"; tail -6 "$OUT/gymnasium_slots.log"
