@@ -110,7 +110,13 @@ static glt_status map_control(glt_slot_writer *w, int fd, int slot) {
         return glt_fail(GLT_INVALID_ARGUMENT, "slot %d does not exist: the trainer made %u slots (0 to %u)", slot,
                         w->g.count, w->g.count - 1);
     const char *what = "header";
-    void *p = mmap(NULL, (size_t)w->g.page, PROT_READ, MAP_SHARED, fd, 0);
+    /* The header through a read-only descriptor of the same memfd: a mapping this process cannot make writable
+     * (mprotect refuses with EACCES), not just one it did not. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int ro = open(path, O_RDONLY | O_CLOEXEC);
+    void *p = mmap(NULL, (size_t)w->g.page, PROT_READ, MAP_SHARED, ro >= 0 ? ro : fd, 0);
+    if (ro >= 0) close(ro);
     if (p != MAP_FAILED) {
         w->h = p;
         what = "record";

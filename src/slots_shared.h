@@ -6,8 +6,9 @@
  * keeps its own copy of the geometry (glt_slots_geometry) from creation on. The control memory (a memfd) is laid
  * out in pages so that each worker maps writable only what it must write:
  *   page 0                the header: geometry, the trainer's read count and closed flag. Written by the trainer
- *                         only; workers map it PROT_READ (a wild write there kills the worker, not the others),
- *                         copy the geometry once at attach and check it against the descriptors' sizes.
+ *                         only; workers map it PROT_READ through a read-only descriptor of the memfd (a mapping
+ *                         mprotect cannot make writable; a wild write there kills the worker, not the others),
+ *                         copy the geometry once at attach and check it against the descriptor's size.
  *   record_offset + i * record_stride   slot i's record (one page each): written by slot i's worker only, mapped
  *                         writable by that worker alone. The trainer treats every field as untrusted input: a
  *                         value out of range makes that slot stale with a message naming it, nothing else.
