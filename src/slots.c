@@ -395,7 +395,8 @@ static glt_slot_state state_of(const glt_slots *s, unsigned i, uint64_t reads, i
     if (pid < 0 || pid > PID_LIMIT || (!pid && (seq || written))) {
         snprintf(detail, sizeof detail, "its record names pid %d, which no writer can have", pid);
         bad = detail;
-    } else if (written > reads + 1) {
+    } else if (written > reads + 2) {
+        /* reads + 2: a write that began during a read refused by the claim (slots_shared.h) saw reads + 1. */
         snprintf(detail, sizeof detail, "its record says it was written for read %llu, but only %llu reads were done",
                  (unsigned long long)written, (unsigned long long)reads);
         bad = detail;
@@ -405,6 +406,9 @@ static glt_slot_state state_of(const glt_slots *s, unsigned i, uint64_t reads, i
         if (pid_out && (pid < 0 || pid > PID_LIMIT)) *pid_out = 0;
         return GLT_SLOT_STALE;
     }
+    if (written == reads + 2 && why && why_size && !(seq & 1))
+        snprintf(why, why_size, "its last write (pid %d) began during a refused read and went to the next step's "
+                                "images: write again", pid);
     int fresh = !(seq & 1) && written == reads + 1;
     /* The process checks (a read of /proc) only where the slot is not fresh: never on the read's fast path. */
     if (!fresh && pid && !glt_process_running(pid, start)) return GLT_SLOT_WRITER_GONE;
@@ -428,12 +432,12 @@ static glt_status check_fresh(glt_slots *s, uint64_t reads) {
     int bad = 0;
     for (unsigned i = 0; i < s->g.count; ++i) {
         int pid = 0;
-        char corrupt[240];
+        char corrupt[240]; /* what is wrong with the record, or why else it is stale, when the state says too little */
         glt_slot_state st = state_of(s, i, reads, &pid, &s->seen[i], corrupt, sizeof corrupt);
         if (st == GLT_SLOT_FRESH) continue;
         if (++bad > 6) continue;
         char why[280];
-        if (corrupt[0])
+        if (corrupt[0] && st != GLT_SLOT_WRITER_GONE)
             snprintf(why, sizeof why, "%s", corrupt);
         else if (st == GLT_SLOT_WRITING)
             snprintf(why, sizeof why, "a write by pid %d is under way", pid);

@@ -86,8 +86,8 @@ class Race:
         return 255 * (self.step & 1)
 
     def refused(self, err):
-        # The refusal names the slot (or slots) it refuses.
-        assert re.search(r"slot \d", str(err)), str(err)
+        # The refusal names the slot (or slots) it refuses, and an honest worker's record is never taken for corrupt.
+        assert re.search(r"slot \d", str(err)) and "corrupt" not in str(err), str(err)
         self.stale += 1
 
     def close(self):
