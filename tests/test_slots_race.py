@@ -19,7 +19,7 @@ SIDE = 512
 SECONDS = float(os.environ.get("GLTENSOR_RACE_SECONDS", "5"))
 
 
-def rewrite(handle, backend, side, stop, ready):
+def rewrite(handle, backend, side, pause, stop, ready):
     """Worker: rewrites its slot all 0 / all 255, alternately, until `stop` is set."""
     ctx = handle.headless_context() if backend == "cuda" else None
     images = [np.zeros((side, side, 4), np.uint8), np.full((side, side, 4), 255, np.uint8)]
@@ -30,6 +30,8 @@ def rewrite(handle, backend, side, stop, ready):
         while not stop.is_set():
             k ^= 1
             handle.write_host(images[k])
+            if pause:
+                time.sleep(pause * (k + 1))  # gaps of two lengths: reads land at every phase of the writes
     except gltensor.ClosedError:
         pass
     finally:
@@ -59,7 +61,7 @@ class Race:
     """Slot 0 is rewritten by a spawned worker without pause; slot 1 by the trainer itself before each read, so
     that a read that returns must show slot 1 exactly as written then (the other slots' images stay exact)."""
 
-    def __init__(self, backend, count=2, side=SIDE, own=True):
+    def __init__(self, backend, count=2, side=SIDE, own=True, pause=0.0):
         self.slots = gltensor.SharedSlots(count, (side, side), backend=backend)
         self.own = [np.zeros((side, side, 4), np.uint8), np.full((side, side, 4), 255, np.uint8)] if own else None
         self.step = 0
@@ -69,7 +71,7 @@ class Race:
         readies = []
         for i in range(count - 1 if own else count):
             ready = ctx.Event()
-            p = ctx.Process(target=rewrite, args=(self.slots.handle(i), backend, side, self.stop, ready), daemon=True)
+            p = ctx.Process(target=rewrite, args=(self.slots.handle(i), backend, side, pause, self.stop, ready), daemon=True)
             p.start()
             self.procs.append(p)
             readies.append(ready)
@@ -135,7 +137,7 @@ def test_copies_are_never_torn(race):
 
 
 def test_views_stay_whole_while_they_live(race):
-    r = race(count=1, side=2048, own=False)
+    r = race(count=1, side=2048, own=False, pause=0.0005)
     end = time.monotonic() + SECONDS
     previous = None  # (view, its array, the values it showed when read returned)
     overwritten = views = 0
