@@ -294,31 +294,36 @@ def test_every_exported_descriptor_is_close_on_exec(slots):
             os.close(mem)
 
 
-def test_a_forked_child_drops_the_slots_before_an_inherited_view(slots):
-    # The child's copy of the slots is freed by the last of its references: the SharedSlots the child closes, then
+def test_a_forked_child_drops_the_slots_before_an_inherited_view(backend, gl):
+    # The child's copy of the slots is freed by the last of its references: the SharedSlots the child drops, then
     # the view it inherited (its death wrote into the freed object before: valgrind/ASan use after free).
     from conftest import fork_or_skip
 
     fork_or_skip("fork")
-    s = slots(3)
-    imgs = [np.full((H, W, 4), i + 1, np.uint8) for i in range(3)]
-    for i, img in enumerate(imgs):
-        s.write_host(i, img)
-    view = s.read(copy=False)
-    pid = os.fork()
-    if pid == 0:  # the child: no GL, no CUDA; only drops what it inherited, in the order of the bug
-        code = 1
-        try:
-            s.close()
-            del view
-            gc.collect()
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    np.testing.assert_array_equal(to_host(view), np.stack(imgs))  # the trainer's view is untouched
-    del view
+    s = gltensor.SharedSlots(3, (W, H), backend=backend)
+    try:
+        imgs = [np.full((H, W, 4), i + 1, np.uint8) for i in range(3)]
+        for i, img in enumerate(imgs):
+            s.write_host(i, img)
+        view = s.read(copy=False)
+        pid = os.fork()
+        if pid == 0:  # the child: no GL, no CUDA; drops what it inherited, in the order of the bug
+            code = 1
+            try:
+                del s
+                gc.collect()
+                del view
+                gc.collect()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        np.testing.assert_array_equal(to_host(view), np.stack(imgs))  # the trainer's view is untouched
+        del view
+    finally:
+        gc.collect()
+        s.close()
 
 
 def _write_once_and_exit(handle, backend):
