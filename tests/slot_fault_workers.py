@@ -137,7 +137,7 @@ def trainer(count, size, backend, conns, report):
 
 def cycler(conn):
     """A long-lived worker for the create/close cycles: each message is a fresh SlotHandle (None ends); it
-    writes pattern(slot, cycle), closes the handle and answers memfd_counts()."""
+    writes pattern(slot, cycle), closes the handle and answers memfd_counts() while attached and after."""
     ctx = None
     cycle = 0
     while True:
@@ -149,8 +149,9 @@ def cycler(conn):
                 ctx = _context_for(handle)
             width, height = handle.client.size
             handle.write_host(pattern(handle.slot, cycle, width, height))
+            attached = memfd_counts()
             handle.close()
-            conn.send(("ok", memfd_counts()))
+            conn.send(("ok", (attached, memfd_counts())))
         except Exception as e:  # noqa: BLE001
             conn.send(("error", type(e).__name__, str(e)))
         cycle += 1

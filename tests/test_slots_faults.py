@@ -4,7 +4,8 @@ a handle passed on to a grandchild. Each fault ends in a clear error within a bo
 (the vector env's own), never a hang; descriptors and mappings of the slots' memory are counted in every
 process and stay flat. docs/reliability.md's fault table names these tests.
 
-GLTENSOR_CYCLES sets the number of create/close cycles (300 by default; the GPU run uses 10000)."""
+GLTENSOR_CYCLES sets the number of create/close cycles (1000 by default, about 1 s on the CPU backend; the GPU
+run uses 10000)."""
 
 import functools
 import multiprocessing as mp
@@ -20,7 +21,7 @@ import slot_fault_workers
 from slot_fault_workers import memfd_counts, pattern
 
 W, H = 97, 61
-CYCLES = int(os.environ.get("GLTENSOR_CYCLES", "300"))
+CYCLES = int(os.environ.get("GLTENSOR_CYCLES", "1000"))
 SPAWN = mp.get_context("spawn")
 
 
@@ -98,7 +99,12 @@ def catch_mid_write(slots, k, pid, limit=30.0):
 # ------------------------------------------------------------------ a worker SIGKILLed mid-write
 
 
-def test_worker_killed_mid_write_is_named_and_nothing_waits(backend, procs):
+@pytest.mark.parametrize("reaped", [
+    True,
+    pytest.param(False, marks=pytest.mark.xfail(
+        strict=False, reason="needs trust-core (a zombie writer counts as alive: its write stays 'under way')")),
+], ids=["reaped", "zombie"])
+def test_worker_killed_mid_write_is_named_and_nothing_waits(backend, procs, reaped):
     # A large slot: a write is long, so the worker spends most of its time inside one (writing flag set).
     size = (2048, 1024)
     slots = gltensor.SharedSlots(2, size, backend=backend)
@@ -110,12 +116,21 @@ def test_worker_killed_mid_write_is_named_and_nothing_waits(backend, procs):
     assert lines[0].ask("write_loop") == ("ok", "looping")
     assert catch_mid_write(slots, 0, lines[0].pid), "never saw worker 0 inside a write in 30 s"
     os.kill(lines[0].pid, signal.SIGKILL)
-    lines[0].proc.join(10)
-    assert slots.state(0) == ("writer_gone", lines[0].pid)
+    if reaped:
+        lines[0].proc.join(10)
+    else:  # not reaped yet by its parent (this process): a zombie
+        while _state(lines[0].pid) != "Z":
+            time.sleep(0.01)
     start = time.monotonic()
-    with pytest.raises(gltensor.StaleSlotError, match=rf"slot 0: its writer \(pid {lines[0].pid}\) has exited"):
+    # Whatever the core makes of it, the read refuses at once, naming the slot (never waits, never a torn image).
+    with pytest.raises(gltensor.StaleSlotError, match=rf"slot 0: .*pid {lines[0].pid}") as refused:
         slots.read()
     assert time.monotonic() - start < 2.0
+    assert slots.state(1)[0] == "fresh"
+    lines[0].proc.join(10)
+    # The killed writer is named as such (a zombie too: its write will never end).
+    assert f"slot 0: its writer (pid {lines[0].pid}) has exited" in str(refused.value)
+    assert slots.state(0) == ("writer_gone", lines[0].pid)
     assert slots.state(1)[0] == "fresh"  # the other slot is untouched by the failed read
     # A new worker takes the slot over; every pixel of both slots is exact again.
     lines[0] = start_worker(slots, 0, procs)
@@ -281,7 +296,6 @@ def _counts_here():
     return memfd_counts()
 
 
-@pytest.mark.slow
 def test_create_close_cycles_with_a_worker_attaching_stay_flat(backend, procs):
     parent, child = SPAWN.Pipe()
     p = SPAWN.Process(target=slot_fault_workers.cycler, args=(child,), daemon=True)
@@ -302,15 +316,17 @@ def test_create_close_cycles_with_a_worker_attaching_stay_flat(backend, procs):
 
     warm = 5
     for i in range(warm):  # what the first uses load stays loaded
-        worker_first = cycle(i)
+        attached, worker_first = cycle(i)
+    assert attached[0] >= 1 and attached[1] >= 1, attached  # the count sees the slots' memory while attached
     trainer_first = _counts_here()
     start = time.monotonic()
     for i in range(warm, CYCLES):
-        worker_last = cycle(i)
+        attached_last, worker_last = cycle(i)
     elapsed = time.monotonic() - start
     trainer_last = _counts_here()
     parent.send(None)
     p.join(30)
+    assert attached_last == attached, (attached, attached_last)
     assert worker_first[:2] == (0, 0) and worker_last == worker_first, (worker_first, worker_last)
     assert trainer_last == trainer_first, (trainer_first, trainer_last)
     print(f"{CYCLES - warm} cycles in {elapsed:.1f} s ({elapsed / (CYCLES - warm) * 1e3:.2f} ms each); trainer "
