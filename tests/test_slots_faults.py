@@ -155,7 +155,7 @@ def test_stopped_worker_never_blocks_the_read(backend, procs):
     assert lines[1].ask("write", 1) == ("ok", None)
     start = time.monotonic()
     with pytest.raises(gltensor.StaleSlotError,
-                       match=rf"1 of 2 .*slot 0: its writer \(pid {lines[0].pid}\) has not written since the last read"):
+                       match=rf"1 of 2 .*slot 0: its writer \(pid {lines[0].pid}\) has not written since the last"):
         slots.read()
     assert time.monotonic() - start < 2.0
     os.kill(lines[0].pid, signal.SIGCONT)

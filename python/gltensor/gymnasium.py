@@ -192,9 +192,9 @@ class SlotBatch:
             if copy is False:
                 raise ValueError(f"the slots are in {frame.device} memory: a NumPy array of them needs a copy "
                                  "to the host (use copy=None or copy=True)")
-            arr = self.convert(frame)
-            if not isinstance(arr, np.ndarray):
-                arr = arr.cpu().numpy()
+            import torch
+
+            arr = torch.from_dlpack(frame).cpu().numpy()
             copy = None  # already a host copy of its own
         if copy is False:
             if dtype is not None and np.dtype(dtype) != arr.dtype:
@@ -259,7 +259,10 @@ def host_image_for_slot(arr, slot_format="rgba8", layout="hwc"):
         opaque = 255
     elif name in _FLOAT_SLOTS:
         slot_dtype = _FLOAT_SLOTS[name]
-        arr = (arr / np.float32(255.0)).astype(slot_dtype) if arr.dtype == np.uint8 else arr.astype(slot_dtype, copy=False)
+        if arr.dtype == np.uint8:
+            arr = (arr / np.float32(255.0)).astype(slot_dtype)
+        else:
+            arr = arr.astype(slot_dtype, copy=False)
         opaque = 1.0
     else:
         return arr
