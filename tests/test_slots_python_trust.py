@@ -229,7 +229,10 @@ def test_handles_unpickled_together_share_a_client_closed_with_the_last(backend)
 
 
 def _write_and_exit(handle, step):
+    ctx = handle.headless_context() if handle.client.backend == "cuda" else None  # CUDA host writes need GL
     handle.write_host(pattern(handle.slot, step))
+    if ctx is not None:
+        ctx.close()
 
 
 def test_latest_returns_the_same_frame_after_the_writer_exited(backend, gl):
@@ -243,7 +246,7 @@ def test_latest_returns_the_same_frame_after_the_writer_exited(backend, gl):
         p.join(120)
         assert p.exitcode == 0
     first = np.array(batch)
-    assert slots.states() == ["writer_gone", "writer_gone"] or "stale" in slots.states()
+    assert slots.states() == ["writer_gone", "writer_gone"]
     second = np.array(batch)  # the same step: the same frame (before: StaleSlotError, the exit taken for a write)
     np.testing.assert_array_equal(first, second)
     np.testing.assert_array_equal(second, np.stack([pattern(k, 4) for k in range(2)]))

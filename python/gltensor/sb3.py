@@ -231,26 +231,27 @@ class SlotVecEnv(SubprocVecEnv):
         if self.closed:
             return
         self.closed = True
+        remotes, processes = getattr(self, "remotes", ()), getattr(self, "processes", ())
         try:
             if self.waiting:  # a step_async without its step_wait: the workers' replies are still in the pipes
-                for remote in self.remotes:
+                for remote in remotes:
                     try:
                         if remote.poll(5):
                             remote.recv()
                     except (EOFError, OSError):
                         pass
                 self.waiting = False
-            for remote in self.remotes:
+            for remote in remotes:
                 try:
                     remote.send(("close", None))
                 except (BrokenPipeError, EOFError, OSError):
                     pass  # that worker is gone
-            for process in self.processes:
+            for process in processes:
                 process.join(10)
                 if process.is_alive():
                     process.kill()
                     process.join(5)
-            for remote in self.remotes:
+            for remote in remotes:
                 remote.close()
         finally:
             slots = getattr(self, "slots", None)
