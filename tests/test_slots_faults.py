@@ -199,10 +199,36 @@ def test_stopped_worker_in_async_vector_env_times_out_in_its_own_wait(backend, p
         envs.close(terminate=True)
 
 
+def test_killed_worker_in_async_vector_env(backend, procs):
+    """Gymnasium's step sends to the dead worker's pipe and fails at once (BrokenPipeError, the vector env's
+    own); the slots name the dead worker; close(terminate=True) ends the rest. Gymnasium leaves the slots to
+    the SlotBatch (envs.observations): closed by its close() or when it is collected."""
+    gymnasium = pytest.importorskip("gymnasium")
+    from slot_envs import PatternEnv
+
+    fns = [functools.partial(PatternEnv, backend=backend, read_as="numpy") for _ in range(2)]
+    envs = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True, context="spawn")
+    try:
+        envs.reset(seed=0)
+        dead = envs.processes[1].pid
+        os.kill(dead, signal.SIGKILL)
+        envs.processes[1].join(10)
+        start = time.monotonic()
+        with pytest.raises((BrokenPipeError, EOFError, ConnectionResetError)):
+            envs.step(np.zeros(2, dtype=np.int64))
+        assert time.monotonic() - start < 10
+        with pytest.raises(gltensor.StaleSlotError, match=rf"slot 1: its writer \(pid {dead}\) has exited"):
+            envs.observations.read()
+    finally:
+        envs.close(terminate=True)
+    envs.observations.close()
+    assert envs.observations.slots._core.closed
+
+
 # ------------------------------------------------------------------ the trainer SIGKILLed
 
 
-def start_trainer(backend, procs, count=2):
+def start_trainer(backend, procs, count=2, size=(W, H)):
     """A trainer in a process of its own, with `count` workers of its own (grandchildren of this test)."""
     lines, ends = [], []
     for _ in range(count):
@@ -210,7 +236,7 @@ def start_trainer(backend, procs, count=2):
         lines.append(Line(parent))
         ends.append(child)
     report, report_end = SPAWN.Pipe()
-    trainer = SPAWN.Process(target=slot_fault_workers.trainer, args=(count, (W, H), backend, ends, report_end))
+    trainer = SPAWN.Process(target=slot_fault_workers.trainer, args=(count, size, backend, ends, report_end))
     trainer.start()
     procs.append(trainer)
     for end in ends:
@@ -284,6 +310,40 @@ def test_trainer_killed_fails_every_workers_next_write(backend, procs, reaped):
             assert f"the trainer process (pid {trainer.pid}) has exited" in answer[2], answer
     finally:
         trainer.join(10)
+
+
+@pytest.mark.gpu
+@pytest.mark.alone
+def test_trainer_killed_frees_the_device_memory(procs):
+    """CUDA slots of 2 x 3 sets x 4096² RGBA8 (384 MiB): once the trainer is SIGKILLed and its workers have
+    closed their handles and exited, the device's free memory is back where it was (within 32 MiB). Reads the
+    whole device's free memory: run it with nothing else on the GPU."""
+    torch = pytest.importorskip("torch")
+    if not gltensor.cuda_available():
+        pytest.skip("no usable CUDA device")
+    mib = 1 << 20
+    torch.cuda.init()
+    free_before = torch.cuda.mem_get_info()[0]
+    trainer, lines, report = start_trainer("cuda", procs, size=(4096, 4096))
+    for line in lines:
+        assert line.ask("write", 0) == ("ok", None)
+    held = free_before - torch.cuda.mem_get_info()[0]
+    assert held >= 384 * mib, f"only {held / mib:.0f} MiB in use with the slots alive"
+    os.kill(trainer.pid, signal.SIGKILL)
+    trainer.join(10)
+    for line in lines:
+        assert line.ask("close", timeout=60)[0] == "ok"
+        line.conn.send(None)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        left = free_before - torch.cuda.mem_get_info()[0]
+        if left < 32 * mib and not any(os.path.exists(f"/proc/{line.pid}") and _state(line.pid) != "Z"
+                                       for line in lines):
+            break
+        time.sleep(0.2)
+    print(f"device memory in use: {held / mib:.0f} MiB with the slots, {left / mib:.1f} MiB after every process "
+          "exited")
+    assert left < 32 * mib, f"{left / mib:.0f} MiB still in use after the trainer and its workers exited"
 
 
 # ------------------------------------------------------------------ create/close cycles, counted in both processes
