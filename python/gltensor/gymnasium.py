@@ -40,7 +40,9 @@ Limits: ``shared_memory=True`` is required (without it the workers would pickle 
 GL context the trainer does not have). A partial reset (``options={'reset_mask': ...}``) leaves the other
 slots unwritten and the read refuses them (``StaleSlotError``). With ``autoreset_mode=SAME_STEP``,
 ``info['final_obs']`` travels through the pipe as the worker returned it (a ``GLImage`` there is only a
-name). Only this module imports gymnasium; ``import gltensor`` never does.
+name). ``AsyncVectorEnv.close()`` leaves the slots open (Gymnasium never closes its shared memory; a
+``copy=False`` batch still gives its last frame): ``envs.observations.close()`` frees them at once, else the
+garbage collector does. Only this module imports gymnasium; ``import gltensor`` never does.
 """
 
 from __future__ import annotations
