@@ -217,6 +217,14 @@ for step in "$@"; do
         timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_distributed_example.py -k two_nodes \
             > "$OUT/multinode_test.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/multinode_test.log" | tail -5 ;;
+    faults) # issue 34: faults across processes on both backends (worker SIGKILLed mid-write or SIGSTOPped, trainer
+            # SIGKILLed, a grandchild's handle, SB3/Gymnasium paths) and GLTENSOR_CYCLES create/close cycles with a
+            # worker attaching each time (memfd descriptors and mappings counted in both processes: flat), then the
+            # Python-side findings (tests/test_slots_python_trust.py). -s prints the cycle counts and times.
+        GLTENSOR_CYCLES=${GLTENSOR_CYCLES:-10000} timeout 360 python3 -m pytest -q -s -p no:cacheprovider -rfEsxX \
+            tests/test_slots_faults.py tests/test_slots_python_trust.py > "$OUT/faults.log" 2>&1
+        echo "faults: exit $?"
+        grep -E "^(FAILED|ERROR|XFAIL|XPASS)|passed|failed|cycles in|^E " "$OUT/faults.log" | tail -30 ;;
     reliability) # tests/reliability on the CUDA backend: bad input, lifetimes, threads, properties, fuzzing, the
                  # CI-size soak (20,000 reads, CPU and CUDA); the counts and drifts are printed (-s)
         timeout 470 python3 -m pytest -q -s -p no:cacheprovider -rfEs tests/reliability > "$OUT/reliability.log" 2>&1
@@ -249,6 +257,6 @@ for b in ours[:3]:
     print("\n".join(b.splitlines()[:12]))
 PY
         ;;
-    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d multigpu memcheck-multigpu scaling multinode reliability soak memcheck racecheck synccheck)"; exit 2 ;;
+    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d multigpu memcheck-multigpu scaling multinode reliability faults soak memcheck racecheck synccheck)"; exit 2 ;;
     esac
 done

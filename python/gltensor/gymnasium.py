@@ -40,7 +40,9 @@ Limits: ``shared_memory=True`` is required (without it the workers would pickle 
 GL context the trainer does not have). A partial reset (``options={'reset_mask': ...}``) leaves the other
 slots unwritten and the read refuses them (``StaleSlotError``). With ``autoreset_mode=SAME_STEP``,
 ``info['final_obs']`` travels through the pipe as the worker returned it (a ``GLImage`` there is only a
-name). Only this module imports gymnasium; ``import gltensor`` never does.
+name). ``AsyncVectorEnv.close()`` leaves the slots open (Gymnasium never closes its shared memory; a
+``copy=False`` batch still gives its last frame): ``envs.observations.close()`` frees them at once, else the
+garbage collector does. Only this module imports gymnasium; ``import gltensor`` never does.
 """
 
 from __future__ import annotations
@@ -148,8 +150,10 @@ class SlotBatch:
 
     def latest(self):
         """The current step's frame: read now if a worker wrote since the last read, else the frame read then
-        (a zero-copy view of the slots where ``zero_copy``, else a copy)."""
-        if self._frame is None or any(s != "stale" for s in self.slots.states()):
+        (a zero-copy view of the slots where ``zero_copy``, else a copy). Only a fresh write is new data: a
+        slot whose writer exited (a crash, ``AsyncVectorEnv.close()``) or is writing now leaves the frame of
+        this step as it was; the next step's read names such a slot (``StaleSlotError``)."""
+        if self._frame is None or any(s == "fresh" for s in self.slots.states()):
             return self.read(copy=not self.zero_copy)
         return self._frame
 
@@ -178,10 +182,29 @@ class SlotBatch:
         return self.latest().__dlpack_device__()
 
     def __array__(self, dtype=None, copy=None):
+        """NumPy 2's protocol: ``copy=True`` (``numpy.array(batch)``) returns an array of its own, which neither
+        aliases the slots nor holds a set of them (keep as many as you like); ``copy=None``
+        (``numpy.asarray``) may return the current frame itself (a zero-copy view of host slots: it holds
+        its set while it lives); ``copy=False`` raises ``ValueError`` where an array needs a copy (CUDA
+        slots, a dtype change)."""
         frame = self.latest()
-        arr = np.from_dlpack(frame) if frame.device == "cpu" else self.convert(frame)
-        if self.space.read_as != "numpy" and frame.device != "cpu":
-            arr = arr.cpu().numpy()
+        if frame.device == "cpu":
+            arr = np.from_dlpack(frame)
+        else:
+            if copy is False:
+                raise ValueError(f"the slots are in {frame.device} memory: a NumPy array of them needs a copy "
+                                 "to the host (use copy=None or copy=True)")
+            import torch
+
+            arr = torch.from_dlpack(frame).cpu().numpy()
+            copy = None  # already a host copy of its own
+        if copy is False:
+            if dtype is not None and np.dtype(dtype) != arr.dtype:
+                raise ValueError(f"the batch is {arr.dtype}: a {np.dtype(dtype)} array of it needs a copy "
+                                 "(use copy=None or copy=True)")
+            return arr
+        if copy:
+            return np.array(arr, dtype=dtype, copy=True)
         return np.asarray(arr, dtype=dtype)
 
     @property
@@ -213,18 +236,41 @@ def _slot_channels(fmt):
     return len(name) - len(name.lstrip("rgba"))
 
 
+_FLOAT_SLOTS = {"r16f": np.float16, "rg16f": np.float16, "rgba16f": np.float16,
+                "r32f": np.float32, "rg32f": np.float32, "rgba32f": np.float32}
+
+
+def _slot_name(fmt):
+    if isinstance(fmt, str):
+        return fmt.lower().removeprefix("gl_")
+    return next((k for k, v in SLOT_FORMATS.items() if v == fmt), None)
+
+
 def host_image_for_slot(arr, slot_format="rgba8", layout="hwc"):
-    """A host observation as an 8-bit slot stores it: (H, W, slot channels), top row first (the missing
-    channels of an RGB image in an RGBA slot are filled opaque; float images in [0, 1] are scaled)."""
+    """A host observation as an 8-bit or float slot stores it: (H, W, slot channels), top row first (the missing
+    channels of an RGB image in an RGBA slot are filled opaque: 255, or 1.0 in a float slot). Into 8-bit
+    slots float images in [0, 1] are scaled to [0, 255]; into float slots ('rgba16f', 'rgba32f', ...) uint8
+    images are scaled to [0, 1] and float ones converted to the slot's float type."""
     arr = np.asarray(arr)
     if layout == "chw":
         arr = arr.transpose(1, 2, 0)
-    if slot_format in ("rgba8", "rg8", "r8", 0x8058, 0x822B, 0x8229):
+    name = _slot_name(slot_format)
+    if name in ("rgba8", "rg8", "r8"):
         if arr.dtype.kind == "f":
             arr = np.clip(np.rint(arr * 255.0), 0, 255).astype(np.uint8)
-        missing = _slot_channels(slot_format) - arr.shape[2]
-        if missing > 0:
-            arr = np.concatenate([arr, np.full(arr.shape[:2] + (missing,), 255, np.uint8)], axis=2)
+        opaque = 255
+    elif name in _FLOAT_SLOTS:
+        slot_dtype = _FLOAT_SLOTS[name]
+        if arr.dtype == np.uint8:
+            arr = (arr / np.float32(255.0)).astype(slot_dtype)
+        else:
+            arr = arr.astype(slot_dtype, copy=False)
+        opaque = 1.0
+    else:
+        return arr
+    missing = _slot_channels(slot_format) - arr.shape[2]
+    if missing > 0:
+        arr = np.concatenate([arr, np.full(arr.shape[:2] + (missing,), opaque, arr.dtype)], axis=2)
     return arr
 
 

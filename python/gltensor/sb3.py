@@ -170,11 +170,11 @@ class SlotVecEnv(SubprocVecEnv):
             process.start()
             self.processes.append(process)
             work_remote.close()
-        self.remotes[0].send(("get_spaces", None))
-        space, action_space = self.remotes[0].recv()
-        if observation_space is not None:
-            space = observation_space
         try:
+            self.remotes[0].send(("get_spaces", None))
+            space, action_space = self.remotes[0].recv()
+            if observation_space is not None:
+                space = observation_space
             h, w, c, self.layout = slot_layout(space)
             # The handles travel through the pipes (by descriptor), after the workers started: the slots'
             # size comes from the workers' own observation space.
@@ -184,6 +184,7 @@ class SlotVecEnv(SubprocVecEnv):
             for remote in self.remotes:
                 remote.recv()
         except BaseException:
+            # close() never raises (a worker that died here must not hide why __init__ failed).
             self.close()
             raise
         self._read_options = {"channels": _CHANNELS[c], "layout": self.layout}
@@ -222,12 +223,40 @@ class SlotVecEnv(SubprocVecEnv):
         return self.read()
 
     def close(self):
+        """Stop the workers and free the slots; never raises for a worker that died (SIGKILL, crash), and
+        later calls do nothing. SB3's own close() sends each worker "close" and fails on the first dead one
+        (BrokenPipeError), leaving the others running and the slots (GPU memory) held: this one tells every
+        worker it can reach, waits for each a bounded time, kills those that do not exit, then closes the
+        slots."""
         if self.closed:
             return
-        super().close()
-        slots = getattr(self, "slots", None)
-        if slots is not None:
-            slots.close()
+        self.closed = True
+        remotes, processes = getattr(self, "remotes", ()), getattr(self, "processes", ())
+        try:
+            if self.waiting:  # a step_async without its step_wait: the workers' replies are still in the pipes
+                for remote in remotes:
+                    try:
+                        if remote.poll(5):
+                            remote.recv()
+                    except (EOFError, OSError):
+                        pass
+                self.waiting = False
+            for remote in remotes:
+                try:
+                    remote.send(("close", None))
+                except (BrokenPipeError, EOFError, OSError):
+                    pass  # that worker is gone
+            for process in processes:
+                process.join(10)
+                if process.is_alive():
+                    process.kill()
+                    process.join(5)
+            for remote in remotes:
+                remote.close()
+        finally:
+            slots = getattr(self, "slots", None)
+            if slots is not None:
+                slots.close()
 
 
 def bench(make_env, n_envs=4, steps=200, *, make_slot_env=None, start_method=None, backends=("cpu", "cuda"),

@@ -134,6 +134,11 @@ class SlotClient:
         self._fds = _Fds(memory_fd, control_fd)
         self.count, self.size, self.backend, self.device_uuid = count, size, backend, device_uuid
         self._writers = {}
+        # The handles of this process share one client (all of a SharedSlots', or all unpickled from one
+        # pickle): each holds a reference, and closing a handle closes the client only with the last one,
+        # unless a SharedSlots owns it (then its close() does).
+        self._handles = 0
+        self._owned = False
 
     @classmethod
     def _rebuild(cls, memory, control, count, size, backend, device_uuid=None):
@@ -142,7 +147,17 @@ class SlotClient:
             _mark_worker(device_uuid)
         return cls(mem, control.detach(), count, size, backend, device_uuid)
 
+    @property
+    def closed(self):
+        return self._fds.control_fd is None
+
+    def _check_open(self, what):
+        if self.closed:
+            raise _gltensor.ClosedError(f"{what}: this slot client was closed (its descriptors are gone); pickle "
+                                        "a handle of an open SharedSlots instead")
+
     def __reduce__(self):
+        self._check_open("cannot pickle the shared slots")
         mem = DupFd(self._fds.memory_fd) if self._fds.memory_fd >= 0 else None
         return (SlotClient._rebuild,
                 (mem, DupFd(self._fds.control_fd), self.count, self.size, self.backend, self.device_uuid))
@@ -193,31 +208,57 @@ class SlotClient:
         return self.writer(slot).write_host(np.ascontiguousarray(array))
 
     def close(self):
+        """Detach every writer and close this process's descriptors (idempotent)."""
         for w in self._writers.values():
             w.close()
         self._writers.clear()
         self._fds.close()
         self._fds.memory_fd = self._fds.control_fd = None
 
+    def _release_handle(self, slot):
+        """A handle of `slot` was closed: detach its writer; close the client with its last handle."""
+        self._handles -= 1
+        w = self._writers.pop(slot, None)
+        if w is not None:
+            w.close()
+        if self._handles <= 0 and not self._owned:
+            self.close()
+
 
 class SlotHandle:
-    """One slot, for the one worker that writes it: picklable into any ``multiprocessing`` start method."""
+    """One slot, for the one worker that writes it: picklable into any ``multiprocessing`` start method.
+
+    ``close()`` closes this handle only: the other handles of the same slots in this process (which share
+    one client) keep working; the descriptors close with the last handle (or with the trainer's
+    ``SharedSlots.close()``)."""
 
     def __init__(self, client, slot):
         self.client, self.slot = client, slot
+        self._closed = False
+        client._handles += 1
+
+    def _check_open(self, what):
+        if self._closed:
+            raise _gltensor.ClosedError(f"{what}: slot handle {self.slot} was closed")
 
     def __reduce__(self):
+        self._check_open("cannot pickle the handle")
         return (SlotHandle, (self.client, self.slot))
 
     def write(self, source, target=None, *, region=None):
         """``SlotClient.write`` for this handle's slot."""
+        self._check_open("cannot write")
         return self.client.write(self.slot, source, target, region=region)
 
     def write_host(self, array):
+        self._check_open("cannot write")
         return self.client.write_host(self.slot, array)
 
     def close(self):
-        self.client.close()
+        """Close this handle (idempotent); see the class doc."""
+        if not self._closed:
+            self._closed = True
+            self.client._release_handle(self.slot)
 
     def headless_context(self, **kwargs):
         """``SlotClient.headless_context``: a GL context on the slots' GPU, made without CUDA."""
@@ -259,6 +300,7 @@ class SharedSlots:
         uuid = self._core.device_uuid
         uuid = uuid if any(uuid) else None  # zeros: no CUDA here
         self._client = SlotClient(*self._core._export(), count, (width, height), self._core.backend, uuid)
+        self._client._owned = True  # closed by close() below, never by one of its handles
         if uuid:
             _LIVE_CUDA_UUIDS[id(self)] = self
 
@@ -299,6 +341,8 @@ class SharedSlots:
         return self._client.write_host(slot, array)
 
     def __reduce__(self):
+        if self._core.closed and os.getpid() == self._owner:
+            raise _gltensor.ClosedError("cannot pickle the SharedSlots: they were closed")
         return (SlotClient._rebuild, self._client.__reduce__()[1])
 
     def close(self):
