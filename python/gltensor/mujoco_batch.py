@@ -23,6 +23,7 @@ import numpy as np
 import gltensor
 
 from ._adapter import NotRenderedError
+from ._mujoco_tiles import TileSheet, max_sizes
 
 __all__ = ["BatchRenderer"]
 
@@ -132,18 +133,6 @@ def _scene_key(m):
     return tuple(int(getattr(m, a, 0)) for a in names)
 
 
-def _gl_limits():
-    """(GL_MAX_RENDERBUFFER_SIZE, GL_MAX_VIEWPORT_DIMS) of the current context, via PyOpenGL (MuJoCo's EGL and
-    OSMesa back ends import it already); None where PyOpenGL is missing."""
-    try:
-        from OpenGL import GL  # type: ignore
-    except Exception:  # pragma: no cover - PyOpenGL is a dependency of MuJoCo's EGL/OSMesa contexts
-        return None
-    size = int(GL.glGetIntegerv(GL.GL_MAX_RENDERBUFFER_SIZE))
-    dims = np.asarray(GL.glGetIntegerv(GL.GL_MAX_VIEWPORT_DIMS)).ravel()
-    return min(size, int(dims[0])), min(size, int(dims[1]))
-
-
 def grid_shape(n: int, height: int, width: int, max_width: int, max_height: int):
     """(rows, cols) of a near-square grid of n tiles that fits max_width x max_height, or None if none does."""
     if width > max_width or height > max_height:
@@ -182,7 +171,7 @@ class BatchRenderer:
 
     def __init__(self, model, n: int, height: int = 84, width: int = 84, *, camera=-1, depth: bool = False,
                  segmentation: bool = False, backend: str = "auto", cuda_device=None, max_geom: int = 10000,
-                 scene_option=None):
+                 scene_option=None, tiling: str = "exact"):
         mj = _require_mujoco()
         import torch
 
@@ -237,43 +226,61 @@ class BatchRenderer:
         self._option = scene_option if scene_option is not None else mj.MjvOption()
         self._cameras = self._resolve_cameras(camera, "camera")
 
-        # -- one GL context, one MjrContext with an offscreen buffer of rows x cols tiles
+        # -- one GL context, one MjrContext, one sheet of rows x cols tiles
+        if tiling not in ("exact", "viewport"):
+            raise gltensor.InvalidArgumentError(f"BatchRenderer: tiling must be 'exact' or 'viewport', got {tiling!r}")
+        self._tiling = tiling
         glc_cls = _gl_context_class(mj)
         self._glc = glc_cls(self._w, self._h)
-        self._glc.make_current()
-        limits = _gl_limits() or (16384, 16384)
-        grid = grid_shape(self._n, self._h, self._w, limits[0], limits[1])
-        if grid is None:
-            self._free_gl()
-            raise gltensor.InvalidArgumentError(
-                f"BatchRenderer: {self._n} tiles of {self._w}x{self._h} do not fit one offscreen buffer of this GL "
-                f"context (GL_MAX_RENDERBUFFER_SIZE / GL_MAX_VIEWPORT_DIMS: {limits[0]}x{limits[1]}); use several "
-                "BatchRenderers with fewer envs each")
-        self._rows, self._cols = grid
-        ctx_model = copy.copy(ref)  # only the copy's offscreen size changes; the envs' models stay untouched
-        ctx_model.vis.global_.offwidth = self._cols * self._w
-        ctx_model.vis.global_.offheight = self._rows * self._h
+        self._sheet = None
         try:
+            self._glc.make_current()
+            limits = max_sizes()
+            grid = grid_shape(self._n, self._h, self._w, limits[0], limits[1])
+            if grid is None:
+                raise gltensor.InvalidArgumentError(
+                    f"BatchRenderer: {self._n} tiles of {self._w}x{self._h} do not fit one renderbuffer of this GL "
+                    f"context (GL_MAX_RENDERBUFFER_SIZE / GL_MAX_VIEWPORT_DIMS: {limits[0]}x{limits[1]}); use "
+                    "several BatchRenderers with fewer envs each")
+            self._rows, self._cols = grid
+            sheet_w, sheet_h = self._cols * self._w, self._rows * self._h
+            if tiling == "viewport":
+                # Every env drawn into its own viewport of one big multisampled buffer, resolved once.
+                off = (sheet_w, sheet_h)
+            else:
+                # Every env drawn at (0, 0) of a buffer of the model's own offscreen size, as mujoco.Renderer
+                # draws it, then resolved into its tile of the sheet (see _mujoco_tiles for why).
+                off = (max(int(ref.vis.global_.offwidth), self._w), max(int(ref.vis.global_.offheight), self._h))
+            ctx_model = ref
+            if off != (int(ref.vis.global_.offwidth), int(ref.vis.global_.offheight)):
+                ctx_model = copy.copy(ref)  # only the copy's offscreen size changes; the envs' models stay as given
+                ctx_model.vis.global_.offwidth, ctx_model.vis.global_.offheight = off
             self._con = mj.MjrContext(ctx_model, mj.mjtFontScale.mjFONTSCALE_150.value)
             mj.mjr_setBuffer(mj.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
             con = self._con
             if not con.offFBO:
                 raise gltensor.InvalidArgumentError("MjrContext has no offscreen framebuffer (offFBO is 0)")
-            if (con.offWidth, con.offHeight) != (self._cols * self._w, self._rows * self._h):
+            if (con.offWidth, con.offHeight) != off:
                 raise gltensor.InvalidArgumentError(
-                    f"MjrContext made a {con.offWidth}x{con.offHeight} offscreen buffer, not the "
-                    f"{self._cols * self._w}x{self._rows * self._h} asked for")
+                    f"MjrContext made a {con.offWidth}x{con.offHeight} offscreen buffer, not the {off[0]}x{off[1]} "
+                    "asked for")
+            if tiling == "viewport":
+                source = con.offDepthStencil if self._depth else con.offColor
+            else:
+                self._sheet = TileSheet(sheet_w, sheet_h, self._depth)
+                source = self._sheet.rb
             if self._depth:
                 # Depth cannot go through an Atlas: read the grid as one depth image, split tiles in torch.
-                self._reader = gltensor.Capture(con.offDepthStencil, gltensor.GL_RENDERBUFFER, backend=backend,
-                                                cuda_device=cuda_device)
+                self._reader = gltensor.Capture(source, gltensor.GL_RENDERBUFFER, backend=backend,
+                                                cuda_device=cuda_device, region=(0, 0, sheet_w, sheet_h))
             else:
-                self._reader = gltensor.Atlas(con.offColor, gltensor.GL_RENDERBUFFER, tiles=(self._rows, self._cols),
+                self._reader = gltensor.Atlas(source, gltensor.GL_RENDERBUFFER, tiles=(self._rows, self._cols),
                                               tile_size=(self._h, self._w), count=self._n, backend=backend,
-                                              cuda_device=cuda_device)
+                                              cuda_device=cuda_device, region=(0, 0, sheet_w, sheet_h))
         except BaseException:
             self._free_gl()
             raise
+        self._origin = mj.MjrRect(0, 0, self._w, self._h)
         # Tile k: row k // cols from the top, column k % cols; GL's y grows upwards.
         self._rects = []
         for k in range(self._n):
@@ -437,23 +444,32 @@ class BatchRenderer:
         cams = self._resolve_cameras(cameras, "render: cameras")
         option = scene_option if scene_option is not None else self._option
         self._glc.make_current()
+        mj.mjr_setBuffer(mj.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)  # a read may have bound another
         special = self._depth or self._seg
+        sheet = self._sheet
+        rect_x = [r.left for r in self._rects]
+        rect_y = [r.bottom for r in self._rects]
         linear = [] if self._depth else None
         tables = [] if self._seg else None
         for k in range(self._n):
             scene = self._scene_of[k]
             mj.mjv_updateScene(self._models[k], ds[k], option, None, cams[k], mj.mjtCatBit.mjCAT_ALL.value, scene)
+            rect = self._rects[k] if sheet is None else self._origin
             if not special:
-                mj.mjr_render(self._rects[k], scene, self._con)
+                mj.mjr_render(rect, scene, self._con)
+                if sheet is not None:
+                    sheet.resolve_into(self._con.offFBO, self._w, self._h, rect_x[k], rect_y[k])
                 continue
             # As Renderer.render() in depth/segmentation mode: segmentation flags on for the draw, then restored.
             flags = scene.flags.copy()
             try:
                 scene.flags[mj.mjtRndFlag.mjRND_SEGMENT] = True
                 scene.flags[mj.mjtRndFlag.mjRND_IDCOLOR] = True
-                mj.mjr_render(self._rects[k], scene, self._con)
+                mj.mjr_render(rect, scene, self._con)
             finally:
                 np.copyto(scene.flags, flags)
+            if sheet is not None:
+                sheet.resolve_into(self._con.offFBO, self._w, self._h, rect_x[k], rect_y[k])
             if self._depth:
                 linear.append(self._depth_coefficients(self._models[k], bool(scene.camera[0].orthographic)))
             else:
@@ -578,6 +594,9 @@ class BatchRenderer:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        if getattr(self, "_sheet", None) is not None:
+            self._sheet.close()
+            self._sheet = None
         if self._con is not None:
             self._con.free()
             self._con = None
