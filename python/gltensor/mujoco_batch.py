@@ -126,6 +126,21 @@ def _context_mismatch(ref, m):
     return None
 
 
+def _render_flag(mj, flag):
+    """mjtRndFlag index from the enum, its int, or a name: "shadow", "mjRND_SHADOW" (any case)."""
+    if isinstance(flag, str):
+        name = flag if flag.upper().startswith("MJRND_") else "mjRND_" + flag
+        for member in mj.mjtRndFlag.__members__:
+            if member.upper() == name.upper() and member != "mjNRNDFLAG":
+                return int(getattr(mj.mjtRndFlag, member))
+        names = [m[6:].lower() for m in mj.mjtRndFlag.__members__ if m.startswith("mjRND_")]
+        raise gltensor.InvalidArgumentError(f"render_flags: no MuJoCo render flag {flag!r}; flags: {names}")
+    index = int(flag)
+    if not 0 <= index < int(mj.mjtRndFlag.mjNRNDFLAG):
+        raise gltensor.InvalidArgumentError(f"render_flags: {flag!r} is not an mjtRndFlag index")
+    return index
+
+
 def _scene_key(m):
     """Models with equal keys can share one MjvScene (its buffers are sized by these counts)."""
     names = ("nskin", "nskinvert", "nskinface", "nflex", "nflexvert", "nflexedge", "nflexelem", "nflexshelldata",
@@ -171,7 +186,7 @@ class BatchRenderer:
 
     def __init__(self, model, n: int, height: int = 84, width: int = 84, *, camera=-1, depth: bool = False,
                  segmentation: bool = False, backend: str = "auto", cuda_device=None, max_geom: int = 10000,
-                 scene_option=None, tiling: str = "exact"):
+                 scene_option=None, render_flags=None, tiling: str = "exact"):
         mj = _require_mujoco()
         import torch
 
@@ -223,6 +238,10 @@ class BatchRenderer:
             if key not in self._scenes:
                 self._scenes[key] = mj.MjvScene(m, maxgeom=int(max_geom))
             self._scene_of.append(self._scenes[key])
+        for flag, value in dict(render_flags or {}).items():
+            index = _render_flag(mj, flag)
+            for scene in self._scenes.values():
+                scene.flags[index] = bool(value)
         self._option = scene_option if scene_option is not None else mj.MjvOption()
         self._cameras = self._resolve_cameras(camera, "camera")
 
@@ -339,6 +358,17 @@ class BatchRenderer:
         return self._closed
 
     @property
+    def tiling(self) -> str:
+        return self._tiling
+
+    @property
+    def scenes(self):
+        """The MjvScene(s) the envs are drawn from (one per group of models with equal buffer sizes; one for a
+        shared model). Their ``flags`` (mjtRndFlag: shadow, reflection, skybox, fog, haze...) apply to every
+        env of the group, as ``renderer.scene.flags`` does to a mujoco.Renderer."""
+        return tuple(self._scenes.values())
+
+    @property
     def models(self):
         return tuple(self._models)
 
@@ -386,11 +416,8 @@ class BatchRenderer:
         if cameras is None:
             return self._cameras
         if isinstance(cameras, (str, int, np.integer, mj.MjvCamera)) and not isinstance(cameras, bool):
-            if self._shared_model and not isinstance(cameras, mj.MjvCamera):
-                one = self._camera_for(0, self._models[0], cameras, what)
-                if int(one.type) == int(mj.mjtCamera.mjCAMERA_FREE):
-                    return [one] * self._n  # the same free camera of the same model
-                return [one] * self._n
+            if self._shared_model or isinstance(cameras, mj.MjvCamera):
+                return [self._camera_for(0, self._models[0], cameras, what)] * self._n  # one camera, one model
             return [self._camera_for(k, self._models[k], cameras, what) for k in range(self._n)]
         try:
             seq = list(cameras)
