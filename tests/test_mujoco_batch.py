@@ -367,6 +367,31 @@ def test_dm_control_physics_batch(batch):
     assert_tiles_equal(got, np.stack([p.render(h, w, camera_id=c) for p, c in zip(physics, cams)]))
 
 
+def test_gymnasium_half_cheetah_batch(batch):
+    """Gymnasium's MuJoCo envs render through their own OffScreenViewer (a free camera it keeps): passing each
+    env's model, data and that camera gives env.render() per env, frame after frame."""
+    gym = pytest.importorskip("gymnasium")
+    n, h, w = 3, 84, 84
+    envs = [gym.make("HalfCheetah-v5", render_mode="rgb_array", width=w, height=h) for _ in range(n)]
+    try:
+        for k, env in enumerate(envs):
+            env.reset(seed=k)
+            env.action_space.seed(k)
+            env.render()  # makes the env's viewer and its camera
+        u = [env.unwrapped for env in envs]
+        r = batch([x.model for x in u], n, h, w, backend="cpu")
+        for _ in range(3):
+            for env in envs:
+                env.step(env.action_space.sample())
+            want = np.stack([env.render() for env in envs])
+            got = host(r.render_and_read([x.data for x in u], [x.mujoco_renderer.viewer.cam for x in u]))
+            check_content(want)
+            assert_tiles_equal(got, want)
+    finally:
+        for env in envs:
+            env.close()
+
+
 # ---------------------------------------------------------------------------------------------- viewport tiling
 
 
