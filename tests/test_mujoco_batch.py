@@ -345,7 +345,10 @@ def test_read_options(batch, backend):
 def test_dm_control_physics_batch(batch):
     suite = pytest.importorskip("dm_control.suite")
     n, h, w = 4, 61, 97
-    envs = [suite.load("cheetah", "run", task_kwargs={"random": k}) for k in range(n)]
+    try:
+        envs = [suite.load("cheetah", "run", task_kwargs={"random": k}) for k in range(n)]
+    except AttributeError as exc:  # dm_control 1.0.x indexes MjModel fields that MuJoCo 4 renamed (flex_vertedge)
+        pytest.skip(f"dm_control cannot load a task with MuJoCo {mujoco.__version__}: {exc}")
     rng = np.random.default_rng(0)
     for env in envs:
         env.reset()
