@@ -40,6 +40,7 @@ class TileSheet:
     def __init__(self, width: int, height: int, depth: bool):
         GL = self._GL = _gl()
         self.width, self.height, self.depth = int(width), int(height), bool(depth)
+        self._mask = GL.GL_DEPTH_BUFFER_BIT if self.depth else GL.GL_COLOR_BUFFER_BIT
         self.fbo = int(GL.glGenFramebuffers(1))
         self.rb = int(GL.glGenRenderbuffers(1))
         GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.rb)
@@ -59,21 +60,15 @@ class TileSheet:
 
     def resolve_into(self, src_fbo: int, width: int, height: int, x: int, y: int) -> None:
         """Copy (0, 0, width, height) of ``src_fbo`` (resolving its samples) to (x, y) of the sheet, exactly as
-        mjr_readPixels' GL_NEAREST blit into offFBO_r resolves it (the scissor that mjr_render leaves on would
-        clip a blit to another position: it is switched off for the blit and restored)."""
+        mjr_readPixels' GL_NEAREST blit into offFBO_r resolves it. The scissor test would clip a blit to another
+        position: mjr_render switches it on for its clear and off again, and it is switched off here too (a
+        call costs ~1 us; this runs once per env per frame, so it makes no state queries)."""
         GL = self._GL
-        scissor = bool(GL.glIsEnabled(GL.GL_SCISSOR_TEST))
-        if scissor:
-            GL.glDisable(GL.GL_SCISSOR_TEST)
+        GL.glDisable(GL.GL_SCISSOR_TEST)
         GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, src_fbo)
         GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self.fbo)
-        mask = GL.GL_DEPTH_BUFFER_BIT if self.depth else GL.GL_COLOR_BUFFER_BIT
-        if not self.depth:
-            GL.glReadBuffer(GL.GL_COLOR_ATTACHMENT0)
-        GL.glBlitFramebuffer(0, 0, width, height, x, y, x + width, y + height, mask, GL.GL_NEAREST)
+        GL.glBlitFramebuffer(0, 0, width, height, x, y, x + width, y + height, self._mask, GL.GL_NEAREST)
         GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, src_fbo)  # mjr_render draws into what is bound
-        if scissor:
-            GL.glEnable(GL.GL_SCISSOR_TEST)
 
     def close(self) -> None:
         GL = self._GL
