@@ -224,8 +224,8 @@ def test_frames_in_sequence_each_equal_renderer(batch):
 def test_per_env_models_domain_randomisation(batch):
     """One model per env: colours, light and a box's size differ per env; each tile shows its own."""
     n, h, w = 4, 61, 97
-    models = [make_model(rgba=[.1 + .2 * k, .9 - .2 * k, .5, 1], light=[.3 + .15 * k] * 3, box_size=[.1 + .05 * k, .2, .15])
-              for k in range(n)]
+    models = [make_model(rgba=[.1 + .2 * k, .9 - .2 * k, .5, 1], light=[.3 + .15 * k] * 3,
+                         box_size=[.1 + .05 * k, .2, .15]) for k in range(n)]
     datas = make_datas(models, seed=7)
     r = batch(models, n, h, w, camera="front", backend="cpu")
     got = host(r.render_and_read(datas))

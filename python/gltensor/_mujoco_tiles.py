@@ -13,6 +13,8 @@ GL entry points come from PyOpenGL, which MuJoCo's EGL and OSMesa contexts impor
 
 from __future__ import annotations
 
+import numpy as np
+
 import gltensor
 
 
@@ -29,7 +31,7 @@ def max_sizes():
     """(max width, max height) of a renderbuffer / viewport in the current GL context."""
     GL = _gl()
     size = int(GL.glGetIntegerv(GL.GL_MAX_RENDERBUFFER_SIZE))
-    dims = [int(v) for v in __import__("numpy").asarray(GL.glGetIntegerv(GL.GL_MAX_VIEWPORT_DIMS)).ravel()]
+    dims = [int(v) for v in np.asarray(GL.glGetIntegerv(GL.GL_MAX_VIEWPORT_DIMS)).ravel()]
     return min(size, dims[0]), min(size, dims[1])
 
 
