@@ -36,17 +36,22 @@ def max_sizes():
 
 
 class TileSheet:
-    """A framebuffer with one single-sample renderbuffer of ``width x height`` (colour RGBA8, or DEPTH32F_STENCIL8
-    for depth: the format of MuJoCo's offDepthStencil, which a depth blit needs) in the current GL context."""
+    """A framebuffer with one single-sample renderbuffer of ``width x height`` in the current GL context, of the
+    internal format of ``like`` (MuJoCo's offColor / offDepthStencil: a depth blit needs equal formats, and an
+    equal colour format keeps the resolve a copy), else RGBA8 / DEPTH32F_STENCIL8."""
 
-    def __init__(self, width: int, height: int, depth: bool):
+    def __init__(self, width: int, height: int, depth: bool, like: int = 0):
         GL = self._GL = _gl()
         self.width, self.height, self.depth = int(width), int(height), bool(depth)
         self._mask = GL.GL_DEPTH_BUFFER_BIT if self.depth else GL.GL_COLOR_BUFFER_BIT
         self.fbo = int(GL.glGenFramebuffers(1))
         self.rb = int(GL.glGenRenderbuffers(1))
-        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.rb)
         fmt = GL.GL_DEPTH32F_STENCIL8 if self.depth else GL.GL_RGBA8
+        if like:  # the format of the renderbuffer resolved into (a depth blit needs equal depth formats)
+            GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, like)
+            fmt = int(GL.glGetRenderbufferParameteriv(GL.GL_RENDERBUFFER, GL.GL_RENDERBUFFER_INTERNAL_FORMAT))
+        self.format = fmt
+        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.rb)
         GL.glRenderbufferStorage(GL.GL_RENDERBUFFER, fmt, self.width, self.height)
         GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
         previous = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))

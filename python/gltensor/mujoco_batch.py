@@ -297,7 +297,8 @@ class BatchRenderer:
             if tiling == "viewport":
                 source = con.offDepthStencil if self._depth else con.offColor
             else:
-                self._sheet = TileSheet(sheet_w, sheet_h, self._depth)
+                self._sheet = TileSheet(sheet_w, sheet_h, self._depth,
+                                        like=con.offDepthStencil if self._depth else con.offColor)
                 source = self._sheet.rb
             if self._depth:
                 # Depth cannot go through an Atlas: read the grid as one depth image, split tiles in torch.
