@@ -13,6 +13,8 @@ GL entry points come from PyOpenGL, which MuJoCo's EGL and OSMesa contexts impor
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 import gltensor
@@ -33,6 +35,21 @@ def max_sizes():
     size = int(GL.glGetIntegerv(GL.GL_MAX_RENDERBUFFER_SIZE))
     dims = [int(v) for v in np.asarray(GL.glGetIntegerv(GL.GL_MAX_VIEWPORT_DIMS)).ravel()]
     return min(size, dims[0]), min(size, dims[1])
+
+
+def grid_shape(n: int, height: int, width: int, max_width: int, max_height: int):
+    """(rows, cols) of a near-square grid of n tiles that fits max_width x max_height, or None if none does."""
+    if width > max_width or height > max_height:
+        return None
+    max_cols = max_width // width
+    cols = min(n, max_cols, max(1, math.ceil(math.sqrt(n * height / width))))
+    rows = math.ceil(n / cols)
+    if rows * height > max_height:  # widen until it fits
+        cols = min(n, max_cols)
+        rows = math.ceil(n / cols)
+        if rows * height > max_height:
+            return None
+    return rows, cols
 
 
 class TileSheet:

@@ -17,32 +17,16 @@ tile is bit-equal to ``Renderer.render()`` (``tiling="viewport"``, n viewports o
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
 
 import gltensor
 
 from ._adapter import NotRenderedError
-from ._mujoco_tiles import TileSheet, max_sizes
+from ._mujoco_models import as_data, as_model, context_mismatch, render_flag, scene_key
+from ._mujoco_tiles import TileSheet, grid_shape, max_sizes
 
-__all__ = ["BatchRenderer"]
-
-# The model fields that mjr_makeContext copies into the MjrContext (meshes, height fields, textures, skins,
-# planes' grids, materials' texture bindings, the map/quality/fog settings). Envs sharing one context must
-# agree on them; everything else (colours, sizes of non-plane geoms, lights, cameras, masses...) is read per
-# env by mjv_updateScene and may differ (domain randomisation).
-_CONTEXT_ARRAYS = (
-    "mesh_vert", "mesh_normal", "mesh_face", "mesh_facenormal", "mesh_texcoord", "mesh_facetexcoord",
-    "mesh_vertadr", "mesh_normaladr", "mesh_texcoordadr", "mesh_faceadr", "mesh_facenum", "mesh_graphadr",
-    "mesh_graph", "hfield_data", "hfield_size", "hfield_nrow", "hfield_ncol", "hfield_adr",
-    "tex_data", "tex_type", "tex_height", "tex_width", "tex_nchannel", "tex_adr", "tex_colorspace",
-    "mat_texid", "mat_texrepeat", "mat_texuniform",
-    "skin_vertadr", "skin_vertnum", "skin_texcoordadr", "skin_faceadr", "skin_facenum", "skin_face",
-    "skin_texcoord",
-)
-_CONTEXT_STRUCTS = ("global_", "quality", "map")  # model.vis.<name>
-
+__all__ = ["BatchRenderer", "grid_shape"]
 
 def _require_mujoco():
     try:
@@ -65,105 +49,6 @@ def _gl_context_class(mj):
             "MuJoCo has no OpenGL context class for this MUJOCO_GL; set MUJOCO_GL=egl (headless) before "
             "importing mujoco")
     return cls
-
-
-def _as_model(mj, obj, what):
-    """mujoco.MjModel from an MjModel, a dm_control model wrapper (.ptr) or a dm_control Physics (.model)."""
-    if isinstance(obj, mj.MjModel):
-        return obj
-    ptr = getattr(obj, "ptr", None)
-    if isinstance(ptr, mj.MjModel):
-        return ptr
-    model = getattr(obj, "model", None)
-    if model is not None and not isinstance(obj, mj.MjData):
-        ptr = getattr(model, "ptr", model)
-        if isinstance(ptr, mj.MjModel):
-            return ptr
-    raise TypeError(f"{what}: expected a mujoco.MjModel (or a dm_control Physics / model wrapper), "
-                    f"got {type(obj).__name__}")
-
-
-def _as_data(mj, obj, k):
-    """mujoco.MjData from an MjData, a dm_control data wrapper (.ptr) or a dm_control Physics (.data.ptr)."""
-    if isinstance(obj, mj.MjData):
-        return obj
-    ptr = getattr(obj, "ptr", None)
-    if isinstance(ptr, mj.MjData):
-        return ptr
-    data = getattr(obj, "data", None)
-    ptr = getattr(data, "ptr", data)
-    if isinstance(ptr, mj.MjData):
-        return ptr
-    raise TypeError(f"datas[{k}]: expected a mujoco.MjData or a dm_control Physics, got {type(obj).__name__}")
-
-
-def _struct_values(s):
-    return {a: np.asarray(getattr(s, a)).copy() for a in dir(s)
-            if not a.startswith("_") and not callable(getattr(s, a))}
-
-
-def _context_mismatch(ref, m):
-    """The first context-relevant field in which model m differs from ref, or None."""
-    for name in _CONTEXT_ARRAYS:
-        a, b = getattr(ref, name, None), getattr(m, name, None)
-        if a is None and b is None:
-            continue
-        if a is None or b is None or np.shape(a) != np.shape(b) or not np.array_equal(a, b):
-            return name
-    plane = int(_require_mujoco().mjtGeom.mjGEOM_PLANE)
-    planes_a, planes_b = np.asarray(ref.geom_type) == plane, np.asarray(m.geom_type) == plane
-    if planes_a.shape != planes_b.shape or not np.array_equal(planes_a, planes_b):
-        return "geom_type (planes)"
-    for name in ("geom_size", "geom_matid"):
-        if not np.array_equal(np.asarray(getattr(ref, name))[planes_a], np.asarray(getattr(m, name))[planes_b]):
-            return name + " (planes)"
-    if float(ref.stat.extent) != float(m.stat.extent):
-        return "stat.extent"
-    for name in _CONTEXT_STRUCTS:
-        va, vb = _struct_values(getattr(ref.vis, name)), _struct_values(getattr(m.vis, name))
-        for key in va:
-            if name == "global_" and key in ("offwidth", "offheight"):
-                continue  # the batch sizes its own buffer; the pixels drawn at (0, 0) do not depend on it
-            if not np.array_equal(va[key], vb.get(key)):
-                return f"vis.{name}.{key}"
-    return None
-
-
-def _render_flag(mj, flag):
-    """mjtRndFlag index from the enum, its int, or a name: "shadow", "mjRND_SHADOW" (any case)."""
-    if isinstance(flag, str):
-        name = flag if flag.upper().startswith("MJRND_") else "mjRND_" + flag
-        for member in mj.mjtRndFlag.__members__:
-            if member.upper() == name.upper() and member != "mjNRNDFLAG":
-                return int(getattr(mj.mjtRndFlag, member))
-        names = [m[6:].lower() for m in mj.mjtRndFlag.__members__ if m.startswith("mjRND_")]
-        raise gltensor.InvalidArgumentError(f"render_flags: no MuJoCo render flag {flag!r}; flags: {names}")
-    index = int(flag)
-    if not 0 <= index < int(mj.mjtRndFlag.mjNRNDFLAG):
-        raise gltensor.InvalidArgumentError(f"render_flags: {flag!r} is not an mjtRndFlag index")
-    return index
-
-
-def _scene_key(m):
-    """Models with equal keys can share one MjvScene (its buffers are sized by these counts)."""
-    names = ("nskin", "nskinvert", "nskinface", "nflex", "nflexvert", "nflexedge", "nflexelem", "nflexshelldata",
-             "nflexevpair", "nflextexcoord", "nflexface", "ngeom", "nbody", "nlight", "ncam")
-    return tuple(int(getattr(m, a, 0)) for a in names)
-
-
-def grid_shape(n: int, height: int, width: int, max_width: int, max_height: int):
-    """(rows, cols) of a near-square grid of n tiles that fits max_width x max_height, or None if none does."""
-    if width > max_width or height > max_height:
-        return None
-    max_cols = max_width // width
-    cols = min(n, max_cols, max(1, math.ceil(math.sqrt(n * height / width))))
-    rows = math.ceil(n / cols)
-    if rows * height > max_height:  # widen until it fits
-        cols = min(n, max_cols)
-        rows = math.ceil(n / cols)
-        if rows * height > max_height:
-            return None
-    return rows, cols
 
 
 class BatchRenderer:
@@ -223,14 +108,14 @@ class BatchRenderer:
             if len(model) != self._n:
                 raise gltensor.InvalidArgumentError(
                     f"BatchRenderer: {len(model)} models for n={self._n} envs; pass one model (shared) or n models")
-            models = [_as_model(mj, m, f"model[{k}]") for k, m in enumerate(model)]
+            models = [as_model(mj, m, f"model[{k}]") for k, m in enumerate(model)]
         else:
-            models = [_as_model(mj, model, "model")] * self._n
+            models = [as_model(mj, model, "model")] * self._n
         ref = models[0]
         for k, m in enumerate(models):
             if m is ref:
                 continue
-            field = _context_mismatch(ref, m)
+            field = context_mismatch(mj, ref, m)
             if field is not None:
                 raise gltensor.InvalidArgumentError(
                     f"BatchRenderer: env {k}'s model differs from env 0's in {field}, which MuJoCo uploads once per "
@@ -245,12 +130,12 @@ class BatchRenderer:
         self._scenes: dict = {}
         self._scene_of = []
         for m in models:
-            key = _scene_key(m)
+            key = scene_key(m)
             if key not in self._scenes:
                 self._scenes[key] = mj.MjvScene(m, maxgeom=int(max_geom))
             self._scene_of.append(self._scenes[key])
         for flag, value in dict(render_flags or {}).items():
-            index = _render_flag(mj, flag)
+            index = render_flag(mj, flag)
             for scene in self._scenes.values():
                 scene.flags[index] = bool(value)
         self._option = scene_option if scene_option is not None else mj.MjvOption()
@@ -460,7 +345,7 @@ class BatchRenderer:
                 f"render: {len(seq)} datas for a BatchRenderer of n={self._n} envs; pass exactly {self._n}")
         out = []
         for k, obj in enumerate(seq):
-            d = _as_data(mj, obj, k)
+            d = as_data(mj, obj, k)
             m = self._models[k]
             dm = getattr(d, "model", None)
             if dm is not None:
