@@ -27,7 +27,7 @@ import numpy as np
 
 import gltensor
 
-__all__ = ["RendererCapture", "NotRenderedError"]
+__all__ = ["RendererCapture", "BatchRenderer", "NotRenderedError"]
 
 
 def _require_mujoco():
@@ -206,3 +206,6 @@ class RendererCapture:
     def __repr__(self):
         state = "closed" if self.closed else self.backend
         return f"<gltensor.mujoco.RendererCapture {'depth' if self.depth else 'rgb'} {self.height}x{self.width} {state}>"
+
+
+from .mujoco_batch import BatchRenderer  # noqa: E402,F401  (N envs, one GL context, one read)

@@ -1,0 +1,85 @@
+"""The tile sheet of gltensor.mujoco.BatchRenderer: single-sample renderbuffers holding n tiles, filled by
+resolving MuJoCo's offscreen buffer one env at a time.
+
+Why a sheet and a resolve per env rather than n viewports of one big multisampled buffer: the GPU's rasteriser
+does not give bit-equal pixels for the same triangles drawn at another window position (the viewport transform
+and the attribute interpolation are evaluated in floating point relative to the window origin; Mesa llvmpipe
+and NVIDIA both differ by a few units, and a shadow-map comparison or a multisample coverage decision that
+flips turns that into tens). ``mujoco.Renderer`` always draws at (0, 0); drawing every env there too and
+copying its resolved pixels into tile k keeps each tile bit-equal to ``Renderer.render()``.
+
+GL entry points come from PyOpenGL, which MuJoCo's EGL and OSMesa contexts import already.
+"""
+
+from __future__ import annotations
+
+import gltensor
+
+
+def _gl():
+    try:
+        from OpenGL import GL  # type: ignore
+    except Exception as exc:  # pragma: no cover - PyOpenGL comes with MuJoCo's EGL/OSMesa back ends
+        raise ImportError("gltensor.mujoco.BatchRenderer needs PyOpenGL (pip install PyOpenGL), as MuJoCo's "
+                          "EGL back end does") from exc
+    return GL
+
+
+def max_sizes():
+    """(max width, max height) of a renderbuffer / viewport in the current GL context."""
+    GL = _gl()
+    size = int(GL.glGetIntegerv(GL.GL_MAX_RENDERBUFFER_SIZE))
+    dims = [int(v) for v in __import__("numpy").asarray(GL.glGetIntegerv(GL.GL_MAX_VIEWPORT_DIMS)).ravel()]
+    return min(size, dims[0]), min(size, dims[1])
+
+
+class TileSheet:
+    """A framebuffer with one single-sample renderbuffer of ``width x height`` (colour RGBA8, or DEPTH32F_STENCIL8
+    for depth: the format of MuJoCo's offDepthStencil, which a depth blit needs) in the current GL context."""
+
+    def __init__(self, width: int, height: int, depth: bool):
+        GL = self._GL = _gl()
+        self.width, self.height, self.depth = int(width), int(height), bool(depth)
+        self.fbo = int(GL.glGenFramebuffers(1))
+        self.rb = int(GL.glGenRenderbuffers(1))
+        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.rb)
+        fmt = GL.GL_DEPTH32F_STENCIL8 if self.depth else GL.GL_RGBA8
+        GL.glRenderbufferStorage(GL.GL_RENDERBUFFER, fmt, self.width, self.height)
+        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
+        previous = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self.fbo)
+        attach = GL.GL_DEPTH_STENCIL_ATTACHMENT if self.depth else GL.GL_COLOR_ATTACHMENT0
+        GL.glFramebufferRenderbuffer(GL.GL_DRAW_FRAMEBUFFER, attach, GL.GL_RENDERBUFFER, self.rb)
+        status = int(GL.glCheckFramebufferStatus(GL.GL_DRAW_FRAMEBUFFER))
+        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, previous)
+        if status != int(GL.GL_FRAMEBUFFER_COMPLETE):
+            self.close()
+            raise gltensor.GLError(f"BatchRenderer: the {width}x{height} tile sheet's framebuffer is incomplete "
+                                   f"(status 0x{status:04x}); try fewer or smaller tiles")
+
+    def resolve_into(self, src_fbo: int, width: int, height: int, x: int, y: int) -> None:
+        """Copy (0, 0, width, height) of ``src_fbo`` (resolving its samples) to (x, y) of the sheet, exactly as
+        mjr_readPixels' GL_NEAREST blit into offFBO_r resolves it (the scissor that mjr_render leaves on would
+        clip a blit to another position: it is switched off for the blit and restored)."""
+        GL = self._GL
+        scissor = bool(GL.glIsEnabled(GL.GL_SCISSOR_TEST))
+        if scissor:
+            GL.glDisable(GL.GL_SCISSOR_TEST)
+        GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, src_fbo)
+        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self.fbo)
+        mask = GL.GL_DEPTH_BUFFER_BIT if self.depth else GL.GL_COLOR_BUFFER_BIT
+        if not self.depth:
+            GL.glReadBuffer(GL.GL_COLOR_ATTACHMENT0)
+        GL.glBlitFramebuffer(0, 0, width, height, x, y, x + width, y + height, mask, GL.GL_NEAREST)
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, src_fbo)  # mjr_render draws into what is bound
+        if scissor:
+            GL.glEnable(GL.GL_SCISSOR_TEST)
+
+    def close(self) -> None:
+        GL = self._GL
+        if self.fbo:
+            GL.glDeleteFramebuffers(1, [self.fbo])
+            self.fbo = 0
+        if self.rb:
+            GL.glDeleteRenderbuffers(1, [self.rb])
+            self.rb = 0

@@ -1,0 +1,470 @@
+"""gltensor.mujoco.BatchRenderer: N MuJoCo envs drawn in one GL context into the tiles of one sheet and read at
+once must give, for every env, exactly the image ``mujoco.Renderer(model, H, W)`` gives after
+``update_scene(data, camera)`` and ``render()`` -- every pixel of every tile, for MuJoCo's default visuals
+(shadows, reflections, 4x MSAA) and light ones, shared and per-env models, fixed and free cameras, depth and
+segmentation, dm_control Physics; per backend (CUDA on the GPU machine).
+
+GLTENSOR_MUJOCO_BATCH_BIG=1 (or -m slow) adds N = 256.
+"""
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from numpy.testing import assert_array_equal  # noqa: E402
+
+mujoco = pytest.importorskip("mujoco")
+torch = pytest.importorskip("torch")
+
+import gltensor  # noqa: E402
+import gltensor.mujoco as gmj  # noqa: E402
+from gltensor.mujoco_batch import grid_shape  # noqa: E402
+
+if os.environ["MUJOCO_GL"].lower() != "egl":
+    pytest.skip("these tests use MuJoCo's EGL renderer (MUJOCO_GL=egl)", allow_module_level=True)
+
+XML = """
+<mujoco model="gltensor-batch">
+  <visual>
+    <quality offsamples="4"/>
+    <map fogstart="3" fogend="10"/>
+  </visual>
+  <asset>
+    <texture name="sky" type="skybox" builtin="gradient" rgb1=".3 .5 .7" rgb2="0 0 0" width="64" height="64"/>
+    <texture name="grid" type="2d" builtin="checker" rgb1=".2 .3 .4" rgb2=".8 .8 .7" width="64" height="64"/>
+    <material name="grid" texture="grid" texrepeat="4 4" reflectance=".2"/>
+    <mesh name="tetra" vertex="0 0 0  .3 0 0  0 .3 0  0 0 .3"/>
+  </asset>
+  <worldbody>
+    <light name="top" pos="0 0 4" dir="0 0 -1" diffuse=".8 .8 .8"/>
+    <light name="side" pos="2 -2 3" dir="-1 1 -1.2" diffuse=".4 .3 .3" directional="true"/>
+    <geom name="floor" type="plane" size="3 3 .1" material="grid"/>
+    <camera name="front" pos="0 -3 1.5" xyaxes="1 0 0 0 .45 .9"/>
+    <camera name="side" pos="3 0.3 1.2" xyaxes="-.1 1 0 -.3 0 1"/>
+    <camera name="ortho" pos="0 0 4" xyaxes="1 0 0 0 1 0" projection="orthographic" fovy="4"/>
+    <body name="box" pos="-.5 0 .8" euler="10 20 30">
+      <freejoint/>
+      <geom name="box" type="box" size=".25 .2 .15" rgba=".9 .2 .2 1"/>
+      <camera name="track" mode="trackcom" pos="0 -2 1" xyaxes="1 0 0 0 .45 .9"/>
+    </body>
+    <body name="ball" pos=".5 .3 1.2">
+      <freejoint/>
+      <geom name="ball" type="sphere" size=".22" rgba=".2 .8 .3 1"/>
+    </body>
+    <body name="tetra" pos=".6 -.7 .3">
+      <joint type="hinge" axis="0 0 1"/>
+      <geom type="mesh" mesh="tetra" rgba=".9 .8 .1 1"/>
+    </body>
+    <body name="pole" pos="0 -.6 .5">
+      <joint type="hinge" axis="1 0 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 .6" size=".06" rgba=".3 .4 .95 1"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+LIGHT = {"shadow": False, "reflection": False}
+VISUALS = {  # name -> (render flags, offsamples)
+    "default": ({}, 4),
+    "light": (LIGHT, 4),
+    "light-nomsaa": (LIGHT, 0),
+}
+BIG = os.environ.get("GLTENSOR_MUJOCO_BATCH_BIG") == "1"
+
+
+def make_model(offsamples=4, rgba=None, light=None, box_size=None):
+    m = mujoco.MjModel.from_xml_string(XML)
+    m.vis.quality.offsamples = offsamples
+    if rgba is not None:  # domain randomisation of what mjv_updateScene reads
+        m.geom_rgba[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "box")] = rgba
+    if light is not None:
+        m.light_diffuse[0] = light
+    if box_size is not None:
+        m.geom_size[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "box")] = box_size
+    return m
+
+
+def make_datas(models, seed=0, steps=3):
+    """One MjData per model, each in its own state (positions moved, a few steps simulated)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for m in models:
+        d = mujoco.MjData(m)
+        d.qpos[:3] += rng.uniform(-.3, .3, 3)
+        d.qpos[7:10] += rng.uniform(-.3, .3, 3)
+        d.qvel[:] = rng.uniform(-1, 1, m.nv)
+        for _ in range(steps):
+            mujoco.mj_step(m, d)
+        out.append(d)
+    return out
+
+
+def reference(models, datas, cameras, h, w, flags=None, mode="rgb", option=None):
+    """Each env's image from its own mujoco.Renderer (one per distinct model), as a user renders it."""
+    renderers = {}
+    images = []
+    try:
+        for m, d, cam in zip(models, datas, cameras):
+            r = renderers.get(id(m))
+            if r is None:
+                r = renderers[id(m)] = mujoco.Renderer(m, h, w)
+                for name, value in (flags or {}).items():
+                    r.scene.flags[getattr(mujoco.mjtRndFlag, "mjRND_" + name.upper())] = value
+                if mode == "depth":
+                    r.enable_depth_rendering()
+                elif mode == "segmentation":
+                    r.enable_segmentation_rendering()
+            r.update_scene(d, camera=cam, scene_option=option)
+            images.append(r.render().copy())
+    finally:
+        for r in renderers.values():
+            r.close()
+    return np.stack(images)
+
+
+def host(x):
+    return x.cpu().numpy()
+
+
+def assert_tiles_equal(got, want):
+    assert got.shape == want.shape, (got.shape, want.shape)
+    bad = [k for k in range(len(want)) if not np.array_equal(got[k], want[k])]
+    if bad:
+        k = bad[0]
+        diff = np.abs(got[k].astype(np.int64) - want[k].astype(np.int64))
+        pytest.fail(f"{len(bad)} of {len(want)} tiles differ from Renderer.render() (first: env {k}, "
+                    f"{int((diff > 0).sum())} values, max {diff.max()})")
+
+
+def check_content(images):
+    """The scenes are not trivial and not all equal (a tile showing another env's image would be caught)."""
+    for img in images:
+        assert len(np.unique(img.reshape(-1, img.shape[-1]), axis=0)) > 20
+        assert not np.array_equal(img, img[::-1])
+    if len(images) > 1:
+        assert not np.array_equal(images[0], images[1])
+
+
+@pytest.fixture
+def batch():
+    """batch(*args, **kw) -> BatchRenderer closed after the test."""
+    made = []
+
+    def make(*args, **kw):
+        r = gmj.BatchRenderer(*args, **kw)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.close()
+
+
+# ---------------------------------------------------------------------------------------------- exactness
+
+CASES = [  # (visuals, n, height, width, camera)
+    ("default", 1, 61, 97, "front"),
+    ("default", 4, 61, 97, "front"),
+    ("default", 16, 84, 84, -1),
+    ("light", 1, 61, 97, -1),
+    ("light", 4, 61, 97, "side"),
+    ("light", 16, 61, 97, "front"),
+    ("light", 64, 84, 84, "track"),
+    ("light-nomsaa", 4, 61, 97, "front"),
+    ("light-nomsaa", 16, 37, 150, "ortho"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=["-".join(map(str, c)) for c in CASES])
+def test_every_tile_equals_renderer(batch, backend, case):
+    visuals, n, h, w, camera = case
+    flags, samples = VISUALS[visuals]
+    model = make_model(samples)
+    datas = make_datas([model] * n, seed=n)
+    r = batch(model, n, h, w, camera=camera, render_flags=flags, backend=backend)
+    x = r.render_and_read(datas)
+    assert r.backend == backend and x.device.type == backend  # CUDA: the batch is on the GPU
+    got = host(x)
+    want = reference([model] * n, datas, [camera] * n, h, w, flags)
+    assert got.dtype == np.uint8 and got.shape == (n, h, w, 3) == r.shape
+    check_content(want)
+    assert_tiles_equal(got, want)
+
+
+@pytest.mark.skipif(not BIG, reason="N = 256 takes minutes on Mesa: set GLTENSOR_MUJOCO_BATCH_BIG=1")
+@pytest.mark.parametrize("visuals", ["default", "light"])
+def test_256_tiles_equal_renderer(batch, backend, visuals):
+    flags, samples = VISUALS[visuals]
+    model = make_model(samples)
+    n, h, w = 256, 84, 84
+    datas = make_datas([model] * n, seed=5, steps=1)
+    r = batch(model, n, h, w, camera="front", render_flags=flags, backend=backend)
+    got = host(r.render_and_read(datas))
+    assert_tiles_equal(got, reference([model] * n, datas, ["front"] * n, h, w, flags))
+
+
+def test_frames_in_sequence_each_equal_renderer(batch):
+    """State left by one render (the previous frame, other envs' draws) does not leak into the next."""
+    model = make_model()
+    n, h, w = 4, 61, 97
+    datas = make_datas([model] * n, seed=1)
+    r = batch(model, n, h, w, camera="front", render_flags=LIGHT, backend="cpu")
+    for step in range(3):
+        got = host(r.render_and_read(datas))
+        assert_tiles_equal(got, reference([model] * n, datas, ["front"] * n, h, w, LIGHT))
+        for d in datas:
+            mujoco.mj_step(model, d)
+    # an env with fewer geoms in view after one with many: a tile is the env's alone
+    datas[0].qpos[2] = 50.0
+    mujoco.mj_forward(model, datas[0])
+    assert_tiles_equal(host(r.render_and_read(datas)), reference([model] * n, datas, ["front"] * n, h, w, LIGHT))
+
+
+def test_per_env_models_domain_randomisation(batch):
+    """One model per env: colours, light and a box's size differ per env; each tile shows its own."""
+    n, h, w = 4, 61, 97
+    models = [make_model(rgba=[.1 + .2 * k, .9 - .2 * k, .5, 1], light=[.3 + .15 * k] * 3, box_size=[.1 + .05 * k, .2, .15])
+              for k in range(n)]
+    datas = make_datas(models, seed=7)
+    r = batch(models, n, h, w, camera="front", backend="cpu")
+    got = host(r.render_and_read(datas))
+    want = reference(models, datas, ["front"] * n, h, w)
+    check_content(want)
+    assert_tiles_equal(got, want)
+
+
+def test_per_env_cameras(batch):
+    """Cameras per env by name, id, -1 (free), MjvCamera; the constructor's default and a per-call override."""
+    model = make_model()
+    n, h, w = 5, 61, 97
+    datas = make_datas([model] * n, seed=2)
+    free = mujoco.MjvCamera()
+    mujoco.mjv_defaultFreeCamera(model, free)
+    free.azimuth, free.elevation, free.distance = 60.0, -30.0, 4.0
+    cams = ["side", 0, -1, free, "ortho"]
+    r = batch(model, n, h, w, camera=cams, render_flags=LIGHT, backend="cpu")
+    assert_tiles_equal(host(r.render_and_read(datas)), reference([model] * n, datas, cams, h, w, LIGHT))
+    cams2 = ["track", "front", 2, -1, 1]
+    assert_tiles_equal(host(r.render_and_read(datas, cams2)), reference([model] * n, datas, cams2, h, w, LIGHT))
+    assert_tiles_equal(host(r.render_and_read(datas, "side")), reference([model] * n, datas, ["side"] * n, h, w, LIGHT))
+    # the constructor's cameras again when render() names none
+    assert_tiles_equal(host(r.render_and_read(datas)), reference([model] * n, datas, cams, h, w, LIGHT))
+
+
+def test_scene_option(batch):
+    """scene_option= (constructor default and per render) reaches mjv_updateScene as in update_scene()."""
+    model = make_model()
+    n, h, w = 3, 61, 97
+    datas = make_datas([model] * n, seed=4)
+    opt = mujoco.MjvOption()
+    opt.frame = mujoco.mjtFrame.mjFRAME_BODY
+    opt.geomgroup[0] = 0  # the floor and the bodies' default group hidden: only frames stay
+    r = batch(model, n, h, w, camera="front", render_flags=LIGHT, scene_option=opt, backend="cpu")
+    want = reference([model] * n, datas, ["front"] * n, h, w, LIGHT, option=opt)
+    assert_tiles_equal(host(r.render_and_read(datas)), want)
+    plain = reference([model] * n, datas, ["front"] * n, h, w, LIGHT)
+    assert not np.array_equal(want, plain)
+    assert_tiles_equal(host(r.render_and_read(datas, scene_option=mujoco.MjvOption())), plain)
+
+
+def test_depth_equals_renderer(batch):
+    """Depth: (n, H, W) float32 distances equal to Renderer.render() in depth mode, every value, perspective and
+    orthographic cameras in one batch; layout chw, float16 and out= on the same read."""
+    model = make_model()
+    n, h, w = 4, 61, 97
+    datas = make_datas([model] * n, seed=6)
+    cams = ["front", "ortho", -1, "side"]
+    r = batch(model, n, h, w, camera=cams, depth=True, backend="cpu")
+    got = r.render_and_read(datas)
+    want = reference([model] * n, datas, cams, h, w, mode="depth")
+    assert got.dtype == torch.float32 and tuple(got.shape) == (n, h, w) == r.shape
+    assert np.unique(want).size > 100
+    assert_array_equal(host(got), want)
+    assert_array_equal(host(r.read(layout="chw")), want[:, None])
+    assert_array_equal(host(r.read(dtype="float16")), want.astype(np.float16))
+    out = torch.empty(n, h, w)
+    assert r.read(out=out) is out
+    assert_array_equal(out.numpy(), want)
+    with pytest.raises(gltensor.InvalidArgumentError, match="channels"):
+        r.read(channels="rgb")
+    with pytest.raises(gltensor.InvalidArgumentError, match="dtype"):
+        r.read(dtype="uint8")
+
+
+def test_segmentation_equals_renderer(batch):
+    model = make_model()
+    n, h, w = 4, 61, 97
+    datas = make_datas([model] * n, seed=8)
+    cams = ["front", "side", -1, "track"]
+    r = batch(model, n, h, w, camera=cams, segmentation=True, backend="cpu")
+    got = r.render_and_read(datas)
+    want = reference([model] * n, datas, cams, h, w, mode="segmentation")
+    assert got.dtype == torch.int32 and tuple(got.shape) == (n, h, w, 2) == r.shape
+    assert len(np.unique(want[..., 0])) >= 4 and (want == -1).any()
+    assert_array_equal(host(got), want)
+
+
+def test_read_options(batch, backend):
+    """Every read option through the one Atlas read: channels, dtype, layout, out= (and stream= on CUDA)."""
+    model = make_model()
+    n, h, w = 4, 61, 97
+    datas = make_datas([model] * n, seed=9)
+    r = batch(model, n, h, w, camera="front", render_flags=LIGHT, backend=backend)
+    r.render(datas)
+    want = reference([model] * n, datas, ["front"] * n, h, w, LIGHT)
+    assert_tiles_equal(host(r.read()), want)
+    assert_array_equal(host(r.read(channels="bgr")), want[..., ::-1])
+    assert_array_equal(host(r.read(channels=(2, 0))), want[..., [2, 0]])
+    assert_array_equal(host(r.read(dtype="float32")), want.astype(np.float32) / np.float32(255))
+    assert_array_equal(host(r.read(dtype=torch.float32, layout="chw")),
+                       (want.astype(np.float32) / np.float32(255)).transpose(0, 3, 1, 2))
+    assert_array_equal(host(r.read(layout="chw")), want.transpose(0, 3, 1, 2))
+    out = torch.empty((n, 3, h, w), dtype=torch.uint8, device=backend)
+    assert r.read(layout="chw", out=out) is out
+    assert_array_equal(host(out), want.transpose(0, 3, 1, 2))
+    if backend == "cuda":
+        s = torch.cuda.Stream()
+        x = r.read(stream=s)
+        s.synchronize()
+        assert_tiles_equal(host(x), want)
+    else:
+        with pytest.raises(gltensor.GLTensorError):
+            r.read(stream=1)
+    # each read is a new tensor that later renders do not overwrite
+    first = r.read()
+    datas[0].qpos[2] += .5
+    mujoco.mj_forward(model, datas[0])
+    r.render(datas)
+    assert_tiles_equal(host(first), want)
+
+
+# ---------------------------------------------------------------------------------------------- dm_control
+
+
+def test_dm_control_physics_batch(batch):
+    suite = pytest.importorskip("dm_control.suite")
+    n, h, w = 4, 61, 97
+    envs = [suite.load("cheetah", "run", task_kwargs={"random": k}) for k in range(n)]
+    rng = np.random.default_rng(0)
+    for env in envs:
+        env.reset()
+        spec = env.action_spec()
+        for _ in range(k_steps := 4):
+            env.step(rng.uniform(spec.minimum, spec.maximum, spec.shape))
+        assert k_steps == 4
+    physics = [env.physics for env in envs]
+    for cam in (0, 1, -1):
+        r = batch(physics, n, h, w, camera=cam, backend="cpu")
+        got = host(r.render_and_read(physics))
+        want = np.stack([p.render(h, w, camera_id=cam) for p in physics])
+        check_content(want)
+        assert_tiles_equal(got, want)
+    # per-env cameras as dm_control names them, and the physics' model objects instead of the Physics
+    cams = ["side", "back", 0, -1]
+    r = batch([p.model for p in physics], n, h, w, camera=cams, backend="cpu")
+    got = host(r.render_and_read(physics))
+    assert_tiles_equal(got, np.stack([p.render(h, w, camera_id=c) for p, c in zip(physics, cams)]))
+
+
+# ---------------------------------------------------------------------------------------------- viewport tiling
+
+
+def test_viewport_tiling_equals_renderer_drawn_at_the_same_position(batch):
+    """tiling="viewport" (n viewports of one multisampled buffer, one resolve) equals mujoco.Renderer only where
+    Renderer draws at the same window position: the rasteriser's result depends on it (see docs). Pinned here:
+    each tile equals a Renderer's own mjr_render at that tile's rectangle, and the tile at (0, 0) equals
+    Renderer.render()."""
+    model = make_model()
+    n, h, w = 4, 61, 97
+    datas = make_datas([model] * n, seed=10)
+    r = batch(model, n, h, w, camera="front", tiling="viewport", backend="cpu")
+    got = host(r.render_and_read(datas))
+    ref = mujoco.Renderer(model, h, w)
+    try:
+        for k, (x, y, tw, th) in enumerate(r.viewports):
+            ref.update_scene(datas[k], "front")
+            rect = mujoco.MjrRect(x, y, tw, th)
+            mujoco.mjr_render(rect, ref.scene, ref._mjr_context)
+            img = np.empty((th, tw, 3), np.uint8)
+            mujoco.mjr_readPixels(img, None, rect, ref._mjr_context)
+            assert_array_equal(got[k], img[::-1], err_msg=f"tile {k} at {(x, y)}")
+            if (x, y) == (0, 0):
+                assert_array_equal(got[k], ref.render())
+    finally:
+        ref.close()
+
+
+# ---------------------------------------------------------------------------------------------- API and errors
+
+
+def test_attributes_and_lifetime():
+    model = make_model()
+    with gmj.BatchRenderer(model, 6, 61, 97, backend="cpu") as r:
+        assert (r.n, r.height, r.width, r.backend, r.shape) == (6, 61, 97, "cpu", (6, 61, 97, 3))
+        assert r.grid[0] * r.grid[1] >= 6 and r.tiling == "exact" and not r.closed
+        assert "BatchRenderer" in repr(r) and "6" in repr(r)
+        assert len(set(r.viewports)) == 6
+        with pytest.raises(gmj.NotRenderedError):
+            r.read()
+    assert r.closed and "closed" in repr(r)
+    r.close()  # idempotent
+    with pytest.raises(gltensor.ClosedError):
+        r.render(make_datas([model] * 6))
+    with pytest.raises(gltensor.ClosedError):
+        r.read()
+
+
+def test_errors_name_the_env(batch):
+    model = make_model()
+    n = 3
+    datas = make_datas([model] * n)
+    r = batch(model, n, 61, 97, backend="cpu")
+    with pytest.raises(gltensor.InvalidArgumentError, match="2 datas .* n=3"):
+        r.render(datas[:2])
+    other = make_model()
+    with pytest.raises(gltensor.InvalidArgumentError, match=r"datas\[1\]"):
+        r.render([datas[0], mujoco.MjData(other), datas[2]])
+    with pytest.raises(gltensor.InvalidArgumentError, match="env 2.*'nope'.*front"):
+        r.render(datas, ["front", "side", "nope"])
+    with pytest.raises(gltensor.InvalidArgumentError, match="env 1.*out of range"):
+        r.render(datas, [0, 99, 0])
+    with pytest.raises(gltensor.InvalidArgumentError, match="2 cameras for 3"):
+        r.render(datas, ["front", "side"])
+    with pytest.raises(TypeError, match=r"datas\[0\]"):
+        r.render([object()] * n)
+    with pytest.raises(gltensor.InvalidArgumentError, match="'nope'"):
+        batch(model, n, 61, 97, camera="nope")
+    with pytest.raises(gltensor.InvalidArgumentError, match="n must be"):
+        batch(model, 0, 61, 97)
+    with pytest.raises(gltensor.InvalidArgumentError, match="cannot both"):
+        batch(model, 2, 61, 97, depth=True, segmentation=True)
+    with pytest.raises(gltensor.InvalidArgumentError, match="3 models for n=2"):
+        batch([model] * 3, 2, 61, 97)
+    with pytest.raises(gltensor.InvalidArgumentError, match="render flag"):
+        batch(model, 2, 61, 97, render_flags={"shadows_please": False})
+    with pytest.raises(gltensor.InvalidArgumentError, match="tiling"):
+        batch(model, 2, 61, 97, tiling="mosaic")
+    # per-env models must agree on what the one MjrContext uploads
+    odd = make_model()
+    odd.tex_data[:10] = 255 - odd.tex_data[:10]
+    with pytest.raises(gltensor.InvalidArgumentError, match="env 1.*tex_data"):
+        batch([model, odd], 2, 61, 97)
+    odd = make_model()
+    odd.vis.quality.shadowsize = 1024
+    with pytest.raises(gltensor.InvalidArgumentError, match="env 1.*vis.quality.shadowsize"):
+        batch([model, odd], 2, 61, 97)
+    # the state of r is untouched by the failed calls
+    assert_tiles_equal(host(r.render_and_read(datas)), reference([model] * n, datas, [-1] * n, 61, 97))
+
+
+def test_grid_limits(batch):
+    assert grid_shape(1, 84, 84, 16384, 16384) == (1, 1)
+    assert grid_shape(16, 84, 84, 16384, 16384) == (4, 4)
+    rows, cols = grid_shape(256, 61, 97, 16384, 16384)
+    assert rows * cols >= 256 and cols * 97 <= 16384 and rows * 61 <= 16384
+    assert grid_shape(10, 100, 100, 250, 16384) == (5, 2)  # narrow limit: fewer columns, more rows
+    assert grid_shape(10, 100, 100, 250, 400) is None
+    model = make_model()
+    with pytest.raises(gltensor.InvalidArgumentError, match="do not fit"):
+        batch(model, 4, 40000, 8, backend="cpu")
