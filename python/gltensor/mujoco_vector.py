@@ -100,22 +100,6 @@ def _free_camera(mujoco, renderer, data):
     return cam
 
 
-def _same_visuals(a, b):
-    """Whether two models draw the same way (same structure and every visual array equal): then one shared model
-    renders every environment's data and the batch renderer keeps one set of GL assets."""
-    if (a.nbody, a.ngeom, a.nmat, a.ntex, a.nmesh, a.ncam, a.nlight, a.nq) != \
-            (b.nbody, b.ngeom, b.nmat, b.ntex, b.nmesh, b.ncam, b.nlight, b.nq):
-        return False
-    for name in ("geom_type", "geom_size", "geom_rgba", "geom_matid", "geom_group", "geom_dataid", "mat_rgba",
-                 "mat_texid", "light_diffuse", "light_pos", "cam_fovy", "tex_data", "mesh_vert", "geom_pos",
-                 "geom_quat", "body_pos", "body_quat"):
-        x, y = getattr(a, name, None), getattr(b, name, None)
-        if x is not None and not np.array_equal(x, y):
-            return False
-    return str(a.vis.global_.offwidth) == str(b.vis.global_.offwidth) and \
-        a.vis.quality.shadowsize == b.vis.quality.shadowsize and a.vis.quality.offsamples == b.vis.quality.offsamples
-
-
 class MujocoVectorEnv(VectorEnv):
     """N Gymnasium MuJoCo environments stepped by a thread pool and rendered by one BatchRenderer.
 
@@ -124,18 +108,23 @@ class MujocoVectorEnv(VectorEnv):
     must be (or wrap) a ``gymnasium.envs.mujoco.MujocoEnv``; its wrappers stay (TimeLimit, the checkers).
     height, width: the pixels of each observation. camera: None renders what each environment's own
     ``render()`` would (its ``camera_id``/``camera_name``/``default_camera_config``); else a camera id or
-    name for every environment (-1: the free camera). threads: physics threads (default
+    name for every environment (-1: MuJoCo's default free camera), an ``MjvCamera``, or a sequence of one per
+    environment. Gymnasium's free camera (camera_id -1, e.g. HalfCheetah-v5) looks at the median geom
+    position of the first state its viewer renders; here that is the state after the first reset (seeded:
+    reproducible). ``AddRenderObservation``'s constructor renders after an unseeded ``reset()``, so the stock
+    recipe's free camera looks at a random state; pass ``camera=[its viewer's cam, ...]`` to reproduce it. threads: physics threads (default
     :func:`default_threads`). backend, cuda_device, scene_option: the BatchRenderer's (scene_option None: each
-    environment's ``visual_options`` as Gymnasium's viewer sets them). render_only: False adds the
-    environments' own observations ("state") beside "pixels". share_model: "auto" renders with the first
-    environment's model when every model draws the same (one set of GL assets); False passes every model.
+    environment's ``visual_options`` as Gymnasium's viewer sets them), render_flags (e.g. ``{"shadow": False,
+    "reflection": False}``: MuJoCo's shadow pass dominates the GPU time of a render, see docs/mujoco.md).
+    render_only: False adds the environments' own observations ("state") beside "pixels". Every environment's
+    own model renders it (randomised colours, sizes, lights stay per environment).
     """
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, env, num_envs=None, *, height=84, width=84, camera=None, threads=None, backend="auto",
                  cuda_device=None, autoreset_mode=AutoresetMode.NEXT_STEP, render_only=True, scene_option=None,
-                 share_model="auto", max_geom=None, **make_kwargs):
+                 render_flags=None, max_geom=None, **make_kwargs):
         import mujoco
 
         from .mujoco import BatchRenderer
@@ -171,22 +160,26 @@ class MujocoVectorEnv(VectorEnv):
         # What each environment's own renderer would draw: Gymnasium's MujocoRenderer resolved camera_id
         # (-1 for its free camera, set up at the first render) and its viewer's options.
         r0 = self.unwrapped_envs[0].mujoco_renderer
-        self._camera_ids = [e.mujoco_renderer.camera_id if camera is None else camera
-                            for e in self.unwrapped_envs]
+        if isinstance(camera, (list, tuple)):
+            if len(camera) != self.num_envs:
+                raise ValueError(f"camera: {len(camera)} cameras for {self.num_envs} environments")
+            self._camera_ids = list(camera)
+        else:
+            self._camera_ids = [e.mujoco_renderer.camera_id if camera is None else camera
+                                for e in self.unwrapped_envs]
         self._cams = [None] * self.num_envs
+        self._gym_camera = camera is None  # -1 is Gymnasium's free camera, placed as its viewer places it
         if scene_option is None:
             scene_option = mujoco.MjvOption()
             for flag, value in (getattr(r0, "_vopt", None) or {}).items():
                 scene_option.flags[flag] = value
-        models = [u.model for u in self.unwrapped_envs]
-        if share_model == "auto":
-            share_model = all(m is models[0] or _same_visuals(models[0], m) for m in models[1:])
-        model = models[0] if share_model else models
-        self.renderer = BatchRenderer(model, self.num_envs, self.height, self.width,
-                                      camera=-1 if camera is None else camera, backend=backend,
+        # Every env's own model: the renderer checks once that they share what MjrContext uploads, and
+        # mjv_updateScene reads each env's (randomised colours, sizes, lights stay per env).
+        self.renderer = BatchRenderer([u.model for u in self.unwrapped_envs], self.num_envs, self.height, self.width,
+                                      camera=-1, backend=backend,
                                       cuda_device=cuda_device,
                                       max_geom=max_geom or getattr(r0, "max_geom", 1000),
-                                      scene_option=scene_option)
+                                      scene_option=scene_option, render_flags=render_flags)
         self.threads = default_threads(self.num_envs) if threads is None else max(1, int(threads))
         self._pool = _Pool(self.num_envs, self.threads)
         self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
@@ -214,7 +207,7 @@ class MujocoVectorEnv(VectorEnv):
     def _cameras(self):
         cams = []
         for i, cid in enumerate(self._camera_ids):
-            if cid == -1 or cid is None:
+            if self._gym_camera and isinstance(cid, (int, np.integer)) and cid == -1:
                 if self._cams[i] is None:  # as Gymnasium's viewer: placed at the first render, then kept
                     u = self.unwrapped_envs[i]
                     self._cams[i] = _free_camera(self._mj, u.mujoco_renderer, u.data)
@@ -367,7 +360,7 @@ class DmControlBatch:
 
     def __init__(self, domain, task, num_envs, height=84, width=84, camera_id=0, *, seed=None, threads=None,
                  backend="auto", cuda_device=None, task_kwargs=None, environment_kwargs=None, scene_option=None,
-                 max_geom=10000):
+                 render_flags=None, max_geom=10000):
         from dm_control import suite
 
         from .mujoco import BatchRenderer
@@ -382,11 +375,9 @@ class DmControlBatch:
                 kw["random"] = int(seed) + k
             self.envs.append(suite.load(domain, task, task_kwargs=kw, environment_kwargs=environment_kwargs))
         self.physics = [e.physics for e in self.envs]
-        models = [p.model.ptr for p in self.physics]
-        model = models[0] if all(_same_visuals(models[0], m) for m in models[1:]) else models
-        self.renderer = BatchRenderer(model, self.num_envs, self.height, self.width, camera=camera_id,
+        self.renderer = BatchRenderer([p.model.ptr for p in self.physics], self.num_envs, self.height, self.width, camera=camera_id,
                                       backend=backend, cuda_device=cuda_device, max_geom=max_geom,
-                                      scene_option=scene_option)
+                                      scene_option=scene_option, render_flags=render_flags)
         self.threads = default_threads(self.num_envs) if threads is None else max(1, int(threads))
         self._pool = _Pool(self.num_envs, self.threads)
         self.action_spec = self.envs[0].action_spec()
@@ -432,6 +423,20 @@ class DmControlBatch:
         self.close()
 
 
+def _info_at(info, i, skip=()):
+    """Environment i's info out of a vector info dict (the inverse of VectorEnv._add_info): each key whose
+    "_key" mask is set for i, nested dicts likewise."""
+    out = {}
+    for k, v in info.items():
+        if k.startswith("_") or k in skip:
+            continue
+        mask = info.get("_" + k)
+        if mask is not None and not mask[i]:
+            continue
+        out[k] = _info_at(v, i) if isinstance(v, dict) else v[i]
+    return out
+
+
 def as_sb3(venv):
     """A Stable-Baselines3 ``VecEnv`` over a MujocoVectorEnv made with ``autoreset_mode=SAME_STEP`` (SB3's own
     autoreset: the observation after a finished episode is the new episode's, the last one is in
@@ -475,13 +480,11 @@ def as_sb3(venv):
             infos = []
             final = info.get("final_obs")
             for i in range(self.num_envs):
-                d = {k: v[i] for k, v in info.items() if not k.startswith("_") and k not in ("final_obs",
-                                                                                             "final_info")
-                     and info.get("_" + k, np.ones(self.num_envs, bool))[i]}
+                d = _info_at(info, i, skip=("final_obs", "final_info"))
                 if term[i] or trunc[i]:
                     d["terminal_observation"] = host(final[i])
                     d["TimeLimit.truncated"] = bool(trunc[i] and not term[i])
-                    d.update(info["final_info"][i] or {})
+                    d.update(_info_at(info.get("final_info", {}), i))
                 infos.append(d)
             return host(obs), rew.astype(np.float32), np.logical_or(term, trunc), infos
 
