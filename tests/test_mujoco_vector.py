@@ -173,3 +173,12 @@ def test_dm_control_batch_equals_physics_render():
             want = np.stack([p.render(H, W, camera_id=0) for p in batch.physics])
             np.testing.assert_array_equal(want, host(pixels), err_msg="step %d" % t)
         assert len({host(pixels)[k].tobytes() for k in range(n)}) == n
+
+
+def test_ppo_example_runs(tmp_path):
+    """examples/mujoco_batch_ppo.py trains end to end at a tiny size (the GPU machine runs it on CUDA tensors)."""
+    from test_upload_examples import run_example
+    out = run_example("mujoco_batch_ppo.py", "--envs", 2, "--steps", 64, "--rollout", 16, "--size", 48,
+                      tmp_path=tmp_path)
+    assert "update 2/2: 64 env steps" in out
+    assert "trained: 64 env steps of 2 envs" in out
