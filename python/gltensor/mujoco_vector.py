@@ -109,7 +109,7 @@ class MujocoVectorEnv(VectorEnv):
     height, width: the pixels of each observation. camera: None renders what each environment's own
     ``render()`` would (its ``camera_id``/``camera_name``/``default_camera_config``); else a camera id or
     name for every environment (-1: MuJoCo's default free camera), an ``MjvCamera``, or a sequence of one per
-    environment. Gymnasium's free camera (camera_id -1, e.g. HalfCheetah-v5) looks at the median geom
+    environment (None entries: that environment's own camera). Gymnasium's free camera (camera_id -1, e.g. HalfCheetah-v5) looks at the median geom
     position of the first state its viewer renders; here that is the state after the first reset (seeded:
     reproducible). ``AddRenderObservation``'s constructor renders after an unseeded ``reset()``, so the stock
     recipe's free camera looks at a random state; pass ``camera=[its viewer's cam, ...]`` to reproduce it. threads: physics threads (default
@@ -160,15 +160,13 @@ class MujocoVectorEnv(VectorEnv):
         # What each environment's own renderer would draw: Gymnasium's MujocoRenderer resolved camera_id
         # (-1 for its free camera, set up at the first render) and its viewer's options.
         r0 = self.unwrapped_envs[0].mujoco_renderer
-        if isinstance(camera, (list, tuple)):
-            if len(camera) != self.num_envs:
-                raise ValueError(f"camera: {len(camera)} cameras for {self.num_envs} environments")
-            self._camera_ids = list(camera)
-        else:
-            self._camera_ids = [e.mujoco_renderer.camera_id if camera is None else camera
-                                for e in self.unwrapped_envs]
+        cams = list(camera) if isinstance(camera, (list, tuple)) else [camera] * self.num_envs
+        if len(cams) != self.num_envs:
+            raise ValueError(f"camera: {len(cams)} cameras for {self.num_envs} environments")
+        # None: the environment's own camera; its -1 is Gymnasium's free camera, placed as its viewer places it
+        self._gym_camera = [c is None for c in cams]
+        self._camera_ids = [e.mujoco_renderer.camera_id if c is None else c for e, c in zip(self.unwrapped_envs, cams)]
         self._cams = [None] * self.num_envs
-        self._gym_camera = camera is None  # -1 is Gymnasium's free camera, placed as its viewer places it
         if scene_option is None:
             scene_option = mujoco.MjvOption()
             for flag, value in (getattr(r0, "_vopt", None) or {}).items():
@@ -207,7 +205,7 @@ class MujocoVectorEnv(VectorEnv):
     def _cameras(self):
         cams = []
         for i, cid in enumerate(self._camera_ids):
-            if self._gym_camera and isinstance(cid, (int, np.integer)) and cid == -1:
+            if self._gym_camera[i] and isinstance(cid, (int, np.integer)) and cid == -1:
                 if self._cams[i] is None:  # as Gymnasium's viewer: placed at the first render, then kept
                     u = self.unwrapped_envs[i]
                     self._cams[i] = _free_camera(self._mj, u.mujoco_renderer, u.data)

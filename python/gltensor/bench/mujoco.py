@@ -14,7 +14,8 @@ Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
   async        Gymnasium's AsyncVectorEnv: N spawned processes, each AddRenderObservation(make(id,
                render_mode="rgb_array")) with its own mujoco.Renderer, pixels through its shared memory, then
                torch.from_numpy(obs).to(device)
-  sync         SyncVectorEnv of the same envs in this process (--sync-max: largest N, default 16)
+  sync         SyncVectorEnv of the same envs in this process (--sync-max: largest N, default 16; above it the
+               check of the batch compares its first --sync-max envs with a SyncVectorEnv of that many)
   slots        AsyncVectorEnv + gltensor.gymnasium.SlotSpace: each worker writes its renderer's image into its
                slot, the trainer reads every slot once per step (a torch tensor on the slots' device)
   batch        gltensor.mujoco_vector.MujocoVectorEnv: one process, physics in min(N, cores) threads, one
@@ -132,11 +133,14 @@ class GymCase:
         self.envs, self.skipped = {}, {}
         want = [p for p in GYM_PATHS if p in args.paths]
         t0 = time.perf_counter()
-        if "sync" in want or "batch" in want:
-            if n <= args.sync_max or "batch" in want:
-                self.envs["sync"] = SyncVectorEnv([stock] * n)
-        if "sync" in want and n > args.sync_max:
+        self.ref_n = min(n, args.sync_max)  # the check's reference: the first min(N, --sync-max) envs
+        if "sync" in want and n <= args.sync_max:
+            self.envs["sync"] = SyncVectorEnv([stock] * n)
+        elif "sync" in want:
             self.skipped["sync"] = "N > --sync-max %d" % args.sync_max
+        self.ref = self.envs.get("sync")
+        if self.ref is None and any(p in want for p in ("batch", "batch-1t")):
+            self.ref = SyncVectorEnv([stock] * self.ref_n)
         if "async" in want:
             self.envs["async"] = AsyncVectorEnv([stock] * n, shared_memory=True, context="spawn")
         if "slots" in want:
@@ -144,8 +148,9 @@ class GymCase:
             self.envs["slots"] = AsyncVectorEnv([slot] * n, shared_memory=True, context="spawn")
         raw = functools.partial(make_gym, task, h, w, visuals, None)
         cams = None
-        if "sync" in self.envs:  # the stock viewers' free cameras (placed by AddRenderObservation's first render)
-            cams = [e.unwrapped.mujoco_renderer.viewer.cam for e in self.envs["sync"].envs]
+        if self.ref is not None:  # the stock viewers' free cameras (placed by AddRenderObservation's first render)
+            cams = [e.unwrapped.mujoco_renderer.viewer.cam for e in self.ref.envs]
+            cams += [None] * (n - len(cams))
         if any(p in want for p in ("batch", "render", "render+read")):
             self.envs["batch"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams, backend=args.backend)
         if "batch-1t" in want:
@@ -164,25 +169,24 @@ class GymCase:
 
     def check(self):
         """The batch's images equal SyncVectorEnv's (same seeds, same cameras); the slots' equal async's."""
-        torch = self.torch
-        if "sync" in self.envs:
-            ref, _ = self.envs["sync"].reset(seed=11)
+        if self.ref is not None:
+            k = self.ref_n
+            ref, _ = self.ref.reset(seed=11)
             for key in ("batch", "batch-1t"):
                 if key in self.envs:
                     got, _ = self.envs[key].reset(seed=11)
-                    if not np.array_equal(ref, got.cpu().numpy()):
+                    if not np.array_equal(ref, got[:k].cpu().numpy()):
                         raise CheckFailed("%s: reset images differ from SyncVectorEnv's (N=%d)" % (key, self.n))
             a = self.actions[0]
-            ref = self.envs["sync"].step(a)
+            ref = self.ref.step(a[:k])
             for key in ("batch", "batch-1t"):
                 if key in self.envs:
                     got = self.envs[key].step(a)
-                    if not np.array_equal(ref[0], got[0].cpu().numpy()) or not np.array_equal(ref[1], got[1]):
+                    if not np.array_equal(ref[0], got[0][:k].cpu().numpy()) or not np.array_equal(ref[1], got[1][:k]):
                         raise CheckFailed("%s: step images or rewards differ from SyncVectorEnv's (N=%d)"
                                           % (key, self.n))
         for key in self.envs:
             self.envs[key].reset(seed=11)
-        del torch
 
     def forward(self, x):
         torch = self.torch
@@ -220,6 +224,8 @@ class GymCase:
     def close(self):
         for e in self.envs.values():
             e.close()
+        if self.ref is not None and self.ref is not self.envs.get("sync"):
+            self.ref.close()
 
 
 def _glfinish(renderer):
