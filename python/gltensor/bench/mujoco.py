@@ -456,6 +456,9 @@ def main(argv=None):
             for p, why in case.skipped.items():
                 results.append({"task": task, "visuals": vis, "n": n, "path": p, "skipped": why})
             log("    " + ", ".join("%s %.0f" % (p, median(v)) for p, v in rates.items()) + " env-steps/s")
+            save_json(json_path, {"benchmark": "mujoco", "status": "partial: killed or still running",
+                                  "argv": list(sys.argv[1:] if argv is None else argv), "machine": info,
+                                  "results": results})  # a run cut by a time limit keeps its finished cases
     except CheckFailed as e:
         status = "check failed: %s" % e
         print("FAIL: %s" % e, file=sys.stderr)
