@@ -157,8 +157,13 @@ def test_sb3_ppo_runs():
 
 
 def test_dm_control_batch_equals_physics_render():
-    pytest.importorskip("dm_control")
+    suite = pytest.importorskip("dm_control.suite")
     from gltensor.mujoco_vector import DmControlBatch
+    try:
+        suite.load("cheetah", "run")
+    except AttributeError as exc:  # dm_control 1.0.x indexes MjModel fields that MuJoCo 4 renamed
+        import mujoco
+        pytest.skip(f"dm_control cannot load a task with MuJoCo {mujoco.__version__}: {exc}")
     n = 2
     with DmControlBatch("cheetah", "run", n, H, W, camera_id=0, seed=4, threads=2) as batch:
         steps, pixels = batch.reset()

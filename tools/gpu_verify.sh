@@ -3,6 +3,7 @@
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
 #   bash tools/gpu_verify.sh STEP...   steps: tests bench-ab procs slots memcheck-slots vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
+#                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
 #                                      reliability soak memcheck racecheck synccheck (issue 14; one per call)
@@ -139,6 +140,12 @@ for step in "$@"; do
             --visuals "${MUJOCO_VISUALS:-default,light}" --steps "${MUJOCO_STEPS:-50}" --rounds "${MUJOCO_ROUNDS:-3}" \
             --json "$OUT/mujoco.json" > "$OUT/mujoco.log" 2>&1; echo "bench rc $?"
         tail -45 "$OUT/mujoco.log" ;;
+    mujoco-batch) # issue 33: every tile of gltensor.mujoco.BatchRenderer equal to its env's own Renderer.render()
+                  # on both backends (CUDA: the batch on the GPU), N up to 256, MuJoCo's default and light visuals;
+                  # RendererCapture beside it. Carry the mujoco wheels in .whl (dm_control too, or its test skips).
+        GLTENSOR_MUJOCO_BATCH_BIG=1 MUJOCO_GL=egl timeout 540 python3 -m pytest -q -p no:cacheprovider -rfEs \
+            tests/test_mujoco_batch.py tests/test_mujoco.py > "$OUT/mujoco_batch.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed|^E  " "$OUT/mujoco_batch.log" | tail -40 ;;
     engines)
         timeout 420 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_panda3d_prc.py \
             tests/test_mujoco.py tests/test_moderngl.py tests/test_c_example.py > "$OUT/engines.log" 2>&1
@@ -244,6 +251,6 @@ for b in ours[:3]:
     print("\n".join(b.splitlines()[:12]))
 PY
         ;;
-    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d mujoco multigpu memcheck-multigpu scaling multinode reliability soak memcheck racecheck synccheck)"; exit 2 ;;
+    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d mujoco mujoco-batch multigpu memcheck-multigpu scaling multinode reliability soak memcheck racecheck synccheck)"; exit 2 ;;
     esac
 done

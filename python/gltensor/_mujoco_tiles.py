@@ -13,6 +13,8 @@ GL entry points come from PyOpenGL, which MuJoCo's EGL and OSMesa contexts impor
 
 from __future__ import annotations
 
+import numpy as np
+
 import gltensor
 
 
@@ -29,21 +31,27 @@ def max_sizes():
     """(max width, max height) of a renderbuffer / viewport in the current GL context."""
     GL = _gl()
     size = int(GL.glGetIntegerv(GL.GL_MAX_RENDERBUFFER_SIZE))
-    dims = [int(v) for v in __import__("numpy").asarray(GL.glGetIntegerv(GL.GL_MAX_VIEWPORT_DIMS)).ravel()]
+    dims = [int(v) for v in np.asarray(GL.glGetIntegerv(GL.GL_MAX_VIEWPORT_DIMS)).ravel()]
     return min(size, dims[0]), min(size, dims[1])
 
 
 class TileSheet:
-    """A framebuffer with one single-sample renderbuffer of ``width x height`` (colour RGBA8, or DEPTH32F_STENCIL8
-    for depth: the format of MuJoCo's offDepthStencil, which a depth blit needs) in the current GL context."""
+    """A framebuffer with one single-sample renderbuffer of ``width x height`` in the current GL context, of the
+    internal format of ``like`` (MuJoCo's offColor / offDepthStencil: a depth blit needs equal formats, and an
+    equal colour format keeps the resolve a copy), else RGBA8 / DEPTH32F_STENCIL8."""
 
-    def __init__(self, width: int, height: int, depth: bool):
+    def __init__(self, width: int, height: int, depth: bool, like: int = 0):
         GL = self._GL = _gl()
         self.width, self.height, self.depth = int(width), int(height), bool(depth)
+        self._mask = GL.GL_DEPTH_BUFFER_BIT if self.depth else GL.GL_COLOR_BUFFER_BIT
         self.fbo = int(GL.glGenFramebuffers(1))
         self.rb = int(GL.glGenRenderbuffers(1))
-        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.rb)
         fmt = GL.GL_DEPTH32F_STENCIL8 if self.depth else GL.GL_RGBA8
+        if like:  # the format of the renderbuffer resolved into (a depth blit needs equal depth formats)
+            GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, like)
+            fmt = int(GL.glGetRenderbufferParameteriv(GL.GL_RENDERBUFFER, GL.GL_RENDERBUFFER_INTERNAL_FORMAT))
+        self.format = fmt
+        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.rb)
         GL.glRenderbufferStorage(GL.GL_RENDERBUFFER, fmt, self.width, self.height)
         GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
         previous = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
@@ -59,21 +67,15 @@ class TileSheet:
 
     def resolve_into(self, src_fbo: int, width: int, height: int, x: int, y: int) -> None:
         """Copy (0, 0, width, height) of ``src_fbo`` (resolving its samples) to (x, y) of the sheet, exactly as
-        mjr_readPixels' GL_NEAREST blit into offFBO_r resolves it (the scissor that mjr_render leaves on would
-        clip a blit to another position: it is switched off for the blit and restored)."""
+        mjr_readPixels' GL_NEAREST blit into offFBO_r resolves it. The scissor test would clip a blit to another
+        position: mjr_render switches it on for its clear and off again, and it is switched off here too (a
+        call costs ~1 us; this runs once per env per frame, so it makes no state queries)."""
         GL = self._GL
-        scissor = bool(GL.glIsEnabled(GL.GL_SCISSOR_TEST))
-        if scissor:
-            GL.glDisable(GL.GL_SCISSOR_TEST)
+        GL.glDisable(GL.GL_SCISSOR_TEST)
         GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, src_fbo)
         GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self.fbo)
-        mask = GL.GL_DEPTH_BUFFER_BIT if self.depth else GL.GL_COLOR_BUFFER_BIT
-        if not self.depth:
-            GL.glReadBuffer(GL.GL_COLOR_ATTACHMENT0)
-        GL.glBlitFramebuffer(0, 0, width, height, x, y, x + width, y + height, mask, GL.GL_NEAREST)
+        GL.glBlitFramebuffer(0, 0, width, height, x, y, x + width, y + height, self._mask, GL.GL_NEAREST)
         GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, src_fbo)  # mjr_render draws into what is bound
-        if scissor:
-            GL.glEnable(GL.GL_SCISSOR_TEST)
 
     def close(self) -> None:
         GL = self._GL

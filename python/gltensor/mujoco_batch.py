@@ -1,22 +1,23 @@
-"""MuJoCo batch rendering: N environments, one GL context, one offscreen buffer of N tiles, one read.
+"""MuJoCo batch rendering: N environments, one GL context, one MjrContext, one sheet of N tiles, one read.
 
     import mujoco, gltensor.mujoco as gmj                         # MUJOCO_GL=egl
     r = gmj.BatchRenderer(model, n=16, height=84, width=84, camera="track")
     frames = r.render_and_read(datas)                            # (16, 84, 84, 3) uint8, tile k == env k
 
-Every env is drawn by MuJoCo's own ``mjv_updateScene`` + ``mjr_render`` into its tile (a viewport) of ONE
-``MjrContext`` whose multisampled offscreen buffer is a grid of ``rows x cols`` tiles; then the whole grid is
-resolved once and read once by a :class:`gltensor.Atlas` (colour) or a region :class:`gltensor.Capture`
-(depth), upright per tile, on the GPU with the CUDA backend. ``mujoco.Renderer`` does the same calls per env in
-its own GL context and reads each env back with ``mjr_readPixels``; here there is one context, one resolve and
-one copy for the batch. See :class:`BatchRenderer` for what equals ``Renderer.render()`` exactly.
+Every env is drawn by MuJoCo's own ``mjv_updateScene`` + ``mjr_render`` at (0, 0) of ONE ``MjrContext``'s
+multisampled offscreen buffer, exactly where ``mujoco.Renderer`` draws, and resolved (the GL_NEAREST blit
+``mjr_readPixels`` does) into its tile of a single-sample sheet of ``rows x cols`` tiles; the sheet is read once
+by a :class:`gltensor.Atlas` (colour) or one :class:`gltensor.Capture` split into tiles (depth), upright per
+tile, on the GPU with the CUDA backend. ``mujoco.Renderer`` does the same calls per env in its own GL context and
+reads each env back with ``mjr_readPixels``; here there is one context and one copy for the batch, and every
+tile is bit-equal to ``Renderer.render()`` (``tiling="viewport"``, n viewports of one buffer, is not: see
+``_mujoco_tiles``).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Sequence
 
 import numpy as np
 
@@ -109,8 +110,8 @@ def _context_mismatch(ref, m):
             continue
         if a is None or b is None or np.shape(a) != np.shape(b) or not np.array_equal(a, b):
             return name
-    planes_a = np.asarray(ref.geom_type) == int(_require_mujoco().mjtGeom.mjGEOM_PLANE)
-    planes_b = np.asarray(m.geom_type) == int(_require_mujoco().mjtGeom.mjGEOM_PLANE)
+    plane = int(_require_mujoco().mjtGeom.mjGEOM_PLANE)
+    planes_a, planes_b = np.asarray(ref.geom_type) == plane, np.asarray(m.geom_type) == plane
     if planes_a.shape != planes_b.shape or not np.array_equal(planes_a, planes_b):
         return "geom_type (planes)"
     for name in ("geom_size", "geom_matid"):
@@ -121,6 +122,8 @@ def _context_mismatch(ref, m):
     for name in _CONTEXT_STRUCTS:
         va, vb = _struct_values(getattr(ref.vis, name)), _struct_values(getattr(m.vis, name))
         for key in va:
+            if name == "global_" and key in ("offwidth", "offheight"):
+                continue  # the batch sizes its own buffer; the pixels drawn at (0, 0) do not depend on it
             if not np.array_equal(va[key], vb.get(key)):
                 return f"vis.{name}.{key}"
     return None
@@ -164,7 +167,7 @@ def grid_shape(n: int, height: int, width: int, max_width: int, max_height: int)
 
 
 class BatchRenderer:
-    """N MuJoCo environments rendered into the tiles of one offscreen buffer in one GL context, read at once.
+    """N MuJoCo environments rendered in one GL context into the tiles of one sheet, read at once.
 
     model: one ``mujoco.MjModel`` for all n envs, or a sequence of n models (domain randomisation: colours,
         sizes, lights, cameras may differ; meshes, textures, height fields, planes, ``vis.global/quality/map``
@@ -179,6 +182,13 @@ class BatchRenderer:
     backend / cuda_device: as for :class:`gltensor.Capture` ("auto": CUDA tensors when MuJoCo's EGL context
         runs on a CUDA device, else CPU tensors).
     max_geom: ``MjvScene`` size, as ``mujoco.Renderer``. scene_option: the default ``MjvOption``.
+    render_flags: {"shadow": False, "reflection": False, ...} (mjtRndFlag names or values) set on every scene
+        (``scenes`` gives them, as ``renderer.scene``).
+    tiling: "exact" (default): each env drawn at (0, 0) of the MjrContext's offscreen buffer, as
+        ``mujoco.Renderer`` draws, and resolved into its tile of a single-sample sheet (one blit per env);
+        "viewport": each env drawn into its own viewport of one n-tile multisampled buffer, resolved once --
+        equal to ``Renderer.render()`` only for the tile at (0, 0), since rasterisation depends on the window
+        position (docs/python-api.md, "BatchRenderer").
 
     Exactness: tile k equals ``mujoco.Renderer(model_k, height, width)`` after ``update_scene(data_k, camera_k,
     scene_option)`` and ``render()`` -- see docs/python-api.md ("BatchRenderer") for the measured cases.
@@ -197,7 +207,8 @@ class BatchRenderer:
         self._con = None
         self._reader = None
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise gltensor.InvalidArgumentError(f"BatchRenderer: n must be a positive int (the number of envs), got {n!r}")
+            raise gltensor.InvalidArgumentError(
+                f"BatchRenderer: n must be a positive int (the number of envs), got {n!r}")
         for label, v in (("height", height), ("width", width)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise gltensor.InvalidArgumentError(f"BatchRenderer: {label} must be a positive int, got {v!r}")
@@ -286,7 +297,8 @@ class BatchRenderer:
             if tiling == "viewport":
                 source = con.offDepthStencil if self._depth else con.offColor
             else:
-                self._sheet = TileSheet(sheet_w, sheet_h, self._depth)
+                self._sheet = TileSheet(sheet_w, sheet_h, self._depth,
+                                        like=con.offDepthStencil if self._depth else con.offColor)
                 source = self._sheet.rb
             if self._depth:
                 # Depth cannot go through an Atlas: read the grid as one depth image, split tiles in torch.

@@ -442,8 +442,16 @@ def main(argv=None):
     try:
         for kind, task, vis, n in cases:
             log("  %s %s N=%d ..." % (task, vis, n))
-            case = GymCase(args, torch, device, task, vis, n, log) if kind == "gym" else \
-                DmCase(args, torch, device, vis, n, log)
+            try:
+                case = GymCase(args, torch, device, task, vis, n, log) if kind == "gym" else \
+                    DmCase(args, torch, device, vis, n, log)
+            except (ImportError, AttributeError) as e:  # dm_control 1.0.x cannot load tasks on MuJoCo 4
+                why = "%s: %s" % (type(e).__name__, e)
+                log("    skipped: " + why)
+                paths = GYM_PATHS if kind == "gym" else DM_PATHS
+                results += [{"task": task, "visuals": vis, "n": n, "path": p, "skipped": why[:300]}
+                            for p in paths if p in args.paths]
+                continue
             try:
                 rates = run_case(case, args, sync, log)
             finally:
