@@ -13,6 +13,7 @@ import time
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
@@ -23,7 +24,7 @@ from gltensor.mujoco_vector import MujocoVectorEnv  # noqa: E402
 class Agent(nn.Module):
     """Nature-CNN encoder, a Gaussian policy head and a value head."""
 
-    def __init__(self, size, act_dim):
+    def __init__(self, size: int, act_dim: int) -> None:
         super().__init__()
         self.body = nn.Sequential(nn.Conv2d(3, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(),
                                   nn.Conv2d(64, 64, 3, 1), nn.ReLU(), nn.Flatten())
@@ -33,12 +34,12 @@ class Agent(nn.Module):
         self.mu, self.v = nn.Linear(256, act_dim), nn.Linear(256, 1)
         self.log_std = nn.Parameter(torch.full((act_dim,), -0.5))
 
-    def forward(self, obs):  # obs: (N, H, W, 3) uint8
+    def forward(self, obs: torch.Tensor) -> tuple[torch.distributions.Normal, torch.Tensor]:  # (N, H, W, 3) uint8
         h = self.trunk(self.body(obs.permute(0, 3, 1, 2).float() / 255))
         return torch.distributions.Normal(self.mu(h), self.log_std.exp()), self.v(h).squeeze(-1)
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--envs", type=int, default=16)
     ap.add_argument("--steps", type=int, default=20000, help="total env steps")
@@ -54,9 +55,11 @@ def main():
     obs, _ = envs.reset(seed=0)
     dev = obs.device  # CUDA on the CUDA backend: the whole rollout stays there
     print("%r: observations %s %s on %s" % (envs, tuple(obs.shape), obs.dtype, dev))
-    act_dim = envs.single_action_space.shape[0]
-    low = torch.as_tensor(envs.single_action_space.low, device=dev)
-    high = torch.as_tensor(envs.single_action_space.high, device=dev)
+    space = envs.single_action_space
+    assert isinstance(space, gymnasium.spaces.Box), space
+    act_dim = space.shape[0]
+    low = torch.as_tensor(space.low, device=dev)
+    high = torch.as_tensor(space.high, device=dev)
     agent = Agent(args.size, act_dim).to(dev)
     opt = torch.optim.Adam(agent.parameters(), lr=3e-4)
     n, t_len = args.envs, min(args.rollout, max(1, args.steps // args.envs))
@@ -72,7 +75,10 @@ def main():
                 a = dist.sample()
             # NEXT_STEP autoreset: a step after a finished episode resets that env (reward 0): mask it out
             nxt, r, term, trunc, _ = envs.step(a.clamp(low, high))
-            buf_o.append(obs), buf_a.append(a), buf_lp.append(dist.log_prob(a).sum(-1)), buf_v.append(v)
+            buf_o.append(obs)
+            buf_a.append(a)
+            buf_lp.append(dist.log_prob(a).sum(-1))
+            buf_v.append(v)
             buf_r.append(torch.as_tensor(r, dtype=torch.float32, device=dev) * (1 - done_prev))
             done = torch.as_tensor(np.logical_or(term, trunc), dtype=torch.float32, device=dev)
             buf_d.append(done)
@@ -96,7 +102,7 @@ def main():
         adv, ret = adv.flatten(), ret.flatten()
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         for _ in range(2):
-            for idx in torch.randperm(len(o), device=dev).split(256):
+            for idx in torch.split(torch.randperm(len(o), device=dev), 256):
                 dist, v = agent(o[idx])
                 ratio = (dist.log_prob(a[idx]).sum(-1) - lp[idx]).exp()
                 pg = -torch.min(ratio * adv[idx], ratio.clamp(0.8, 1.2) * adv[idx]).mean()
