@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: tests bench-ab procs slots memcheck-slots trust memcheck-trust vecenvs bench convert suite quick quickclears depth engines panda3d
+#   bash tools/gpu_verify.sh STEP...   steps: tests bench-ab procs slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
@@ -145,6 +145,20 @@ for step in "$@"; do
         tail -3 "$OUT/depth_tests.log" ;;
     panda3d) # Panda's default PRC and configure(), a subprocess each: getRamImage, MetaDrive's recipe, gltensor
         timeout 240 python3 -m gltensor.bench panda3d --json "$OUT/panda3d.json" > "$OUT/panda3d.log" 2>&1; tail -60 "$OUT/panda3d.log" ;;
+    mujoco) # issue 33: pixel RL on MuJoCo, env-steps/s end to end (python -m gltensor.bench mujoco): AsyncVectorEnv,
+            # SyncVectorEnv, shared slots, MujocoVectorEnv, dm_control stock vs DmControlBatch, the render floor;
+            # then the vector env's tests and the example on the CUDA backend. Needs the wheels of mujoco,
+            # gymnasium, dm_control and their dependencies in .whl. MUJOCO_ENVS, MUJOCO_STEPS, MUJOCO_ROUNDS,
+            # MUJOCO_VISUALS change the run (~6-8 minutes at the defaults).
+        MUJOCO_GL=egl timeout 150 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_mujoco_vector.py \
+            > "$OUT/mujoco_tests.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/mujoco_tests.log" | tail -8
+        MUJOCO_GL=egl timeout 60 python3 examples/mujoco_batch_ppo.py --envs 16 --steps 256 > "$OUT/mujoco_ppo.log" 2>&1
+        echo "example rc $?: $(tail -1 "$OUT/mujoco_ppo.log")"
+        MUJOCO_GL=egl timeout 540 python3 -m gltensor.bench mujoco --envs "${MUJOCO_ENVS:-1,4,16,64}" \
+            --visuals "${MUJOCO_VISUALS:-default,light}" --steps "${MUJOCO_STEPS:-50}" --rounds "${MUJOCO_ROUNDS:-3}" \
+            --json "$OUT/mujoco.json" > "$OUT/mujoco.log" 2>&1; echo "bench rc $?"
+        tail -45 "$OUT/mujoco.log" ;;
     mujoco-batch) # issue 33: every tile of gltensor.mujoco.BatchRenderer equal to its env's own Renderer.render()
                   # on both backends (CUDA: the batch on the GPU), N up to 256, MuJoCo's default and light visuals;
                   # RendererCapture beside it. Carry the mujoco wheels in .whl (dm_control too, or its test skips).
@@ -264,6 +278,6 @@ for b in ours[:3]:
     print("\n".join(b.splitlines()[:12]))
 PY
         ;;
-    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d multigpu memcheck-multigpu scaling multinode reliability faults soak memcheck racecheck synccheck)"; exit 2 ;;
+    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d mujoco mujoco-batch multigpu memcheck-multigpu scaling multinode reliability trust memcheck-trust faults soak memcheck racecheck synccheck)"; exit 2 ;;
     esac
 done

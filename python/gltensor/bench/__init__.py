@@ -55,4 +55,8 @@ MODES = {
     "panda3d": ("gltensor.bench.panda3d",
                 "Panda3D cameras under Panda's default PRC and configure(): getRamImage, MetaDrive's recipe, "
                 "RGBCamera, CameraBatch, CameraAtlas"),
+    "mujoco": ("gltensor.bench.mujoco",
+               "pixel RL on MuJoCo, env-steps/s end to end (physics + N images on the device + a small CNN): "
+               "Gymnasium's AsyncVectorEnv/SyncVectorEnv, shared slots, one-process MujocoVectorEnv, dm_control "
+               "stock vs DmControlBatch, the batch's render floor"),
 }

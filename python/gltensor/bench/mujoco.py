@@ -1,0 +1,506 @@
+"""`python -m gltensor.bench mujoco`: pixel RL on MuJoCo, env-steps/s end to end, stock vector envs against
+one process with one batch render.
+
+    python -m gltensor.bench mujoco [--envs 1,4,16,64] [--visuals default,light] [--rounds 3] [--steps 100]
+                                    [--size 84] [--paths ...] [--out DIR | --json PATH] [--quick]
+
+One env step of every path = the physics of N environments (each env's own step(): reward, termination) + their
+N images as one (N, H, W, 3) batch on the trainer's device (CUDA when torch has it) + a Nature-CNN forward on
+it (x.permute(0, 3, 1, 2).float() / 255, no_grad). Figures are env-steps/s (N x steps / seconds), medians of
+--rounds rounds, the paths of a case interleaved in each round, one synchronisation at the end of each timed
+loop (benchmarks/README.md's method).
+
+Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
+  async        Gymnasium's AsyncVectorEnv: N spawned processes, each AddRenderObservation(make(id,
+               render_mode="rgb_array")) with its own mujoco.Renderer, pixels through its shared memory, then
+               torch.from_numpy(obs).to(device)
+  sync         SyncVectorEnv of the same envs in this process (--sync-max: largest N, default 16; above it the
+               check of the batch compares its first --sync-max envs with a SyncVectorEnv of that many)
+  slots        AsyncVectorEnv + gltensor.gymnasium.SlotSpace: each worker writes its renderer's image into its
+               slot, the trainer reads every slot once per step (a torch tensor on the slots' device)
+  batch        gltensor.mujoco_vector.MujocoVectorEnv: one process, physics in min(N, cores) threads, one
+               BatchRenderer render + read per step
+  batch-1t     the same with one physics thread (what the thread pool buys)
+  render       the batch's render alone + one trivial op on the device (the floor of the handoff: render, then the
+               graphics -> compute switch any handoff pays), no physics
+  render+read  the batch's render + read + x.float().mean(), no physics: its ratio to `render` is the handoff's
+               overhead (target <= 1.15 on the GPU)
+Paths of a dm_control case (cheetah-run, --dm-task): dm-stock (N suite envs stepped in turn, physics.render per
+env, numpy stack, .to(device)) and dm-batch (gltensor.mujoco_vector.DmControlBatch).
+
+Visuals: `default` is each model as shipped (MuJoCo's shadows, reflections, 4x MSAA); `light` sets every light's
+castshadow and every material's reflectance to 0 in the model (the same edit on every path). The new paths'
+images are checked against the stock ones before they are timed (whole images, same seeds; CheckFailed exits 1).
+Output: a table, JSON and a PNG plot, by default under ~/.cache/gltensor/bench (the path is printed); --out DIR
+or --json PATH put them elsewhere.
+"""
+import argparse
+import datetime
+import functools
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import gymnasium  # noqa: E402
+import numpy as np  # noqa: E402
+
+from . import MODES  # noqa: E402
+from .measure import CheckFailed, median  # noqa: E402
+from .options import arg, parse_cameras  # noqa: E402
+from .report import machine_info, print_table, save_json  # noqa: E402
+
+GYM_PATHS = ("async", "sync", "slots", "batch", "batch-1t", "render", "render+read")
+DM_PATHS = ("dm-stock", "dm-batch")
+
+
+# -- environments (module level: AsyncVectorEnv pickles the makers under spawn) -----------------------------------
+def apply_visuals(model, visuals):
+    """`light`: no shadows (every light's castshadow 0), no reflections (every material's reflectance 0)."""
+    if visuals == "light":
+        model.light_castshadow[:] = 0
+        model.mat_reflectance[:] = 0
+    elif visuals != "default":
+        raise ValueError("visuals must be default or light, not %r" % visuals)
+
+
+def make_gym(env_id, height, width, visuals, wrap="render"):
+    """A stock pixel env: make(render_mode="rgb_array") + AddRenderObservation (wrap="render"), or the raw env
+    (wrap=None, for MujocoVectorEnv), or a slot env (wrap="slot")."""
+    from gymnasium.wrappers import AddRenderObservation
+    env = gymnasium.make(env_id, render_mode="rgb_array" if wrap else None, width=width, height=height)
+    apply_visuals(env.unwrapped.model, visuals)
+    if wrap == "render":
+        return AddRenderObservation(env, render_only=True)
+    if wrap == "slot":
+        return SlotRenderEnv(env, height, width)
+    return env
+
+
+class SlotRenderEnv(gymnasium.Wrapper):
+    """A worker's env of the slots path: observations are its renderer's image, written into its slot."""
+
+    def __init__(self, env, height, width):
+        super().__init__(env)
+        from gltensor.gymnasium import SlotSpace
+        self.observation_space = SlotSpace(height, width, 3)
+
+    def reset(self, **kwargs):
+        _, info = self.env.reset(**kwargs)
+        return self.env.render(), info
+
+    def step(self, action):
+        _, r, te, tr, info = self.env.step(action)
+        return self.env.render(), r, te, tr, info
+
+
+def nature_cnn(torch, size, device):
+    """The Nature-DQN encoder (+ a 6-way head) on size x size RGB, as the small CNN of every path's step."""
+    nn = torch.nn
+    body = nn.Sequential(nn.Conv2d(3, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(),
+                         nn.Conv2d(64, 64, 3, 1), nn.ReLU(), nn.Flatten())
+    with torch.no_grad():
+        flat = body(torch.zeros(1, 3, size, size)).shape[1]
+    return nn.Sequential(body, nn.Linear(flat, 512), nn.ReLU(), nn.Linear(512, 6)).to(device).eval()
+
+
+# -- the timed loops ----------------------------------------------------------------------------------------------
+def time_env_steps(step, n, steps, warmup, sync):
+    """env-steps/s of `steps` calls of step(k) after `warmup` calls; one sync at the end."""
+    for k in range(warmup):
+        step(k)
+    sync()
+    t0 = time.perf_counter()
+    for k in range(warmup, warmup + steps):
+        step(k)
+    sync()
+    return n * steps / (time.perf_counter() - t0)
+
+
+class GymCase:
+    """The paths of one (task, visuals, N): built once, timed in interleaved rounds, closed."""
+
+    def __init__(self, args, torch, device, task, visuals, n, log):
+        from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
+
+        from gltensor.mujoco_vector import MujocoVectorEnv
+        self.torch, self.device, self.n, self.log = torch, device, n, log
+        h = w = args.size
+        self.policy = nature_cnn(torch, args.size, device)
+        stock = functools.partial(make_gym, task, h, w, visuals, "render")
+        self.envs, self.skipped = {}, {}
+        want = [p for p in GYM_PATHS if p in args.paths]
+        t0 = time.perf_counter()
+        self.ref_n = min(n, args.sync_max)  # the check's reference: the first min(N, --sync-max) envs
+        if "sync" in want and n <= args.sync_max:
+            self.envs["sync"] = SyncVectorEnv([stock] * n)
+        elif "sync" in want:
+            self.skipped["sync"] = "N > --sync-max %d" % args.sync_max
+        self.ref = self.envs.get("sync")
+        if self.ref is None and any(p in want for p in ("batch", "batch-1t")):
+            self.ref = SyncVectorEnv([stock] * self.ref_n)
+        if "async" in want:
+            self.envs["async"] = AsyncVectorEnv([stock] * n, shared_memory=True, context="spawn")
+        if "slots" in want:
+            slot = functools.partial(make_gym, task, h, w, visuals, "slot")
+            self.envs["slots"] = AsyncVectorEnv([slot] * n, shared_memory=True, context="spawn")
+        raw = functools.partial(make_gym, task, h, w, visuals, None)
+        cams = None
+        if self.ref is not None:  # the stock viewers' free cameras (placed by AddRenderObservation's first render)
+            cams = [e.unwrapped.mujoco_renderer.viewer.cam for e in self.ref.envs]
+            cams += [None] * (n - len(cams))
+        if any(p in want for p in ("batch", "render", "render+read")):
+            self.envs["batch"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams, backend=args.backend)
+        if "batch-1t" in want:
+            self.envs["batch-1t"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams, threads=1,
+                                                    backend=args.backend)
+        log("    built %d paths in %.1f s" % (len(self.envs), time.perf_counter() - t0))
+        self.backend = self.envs["batch"].renderer.backend if "batch" in self.envs else None
+        self.threads = self.envs["batch"].threads if "batch" in self.envs else None
+        self.paths = [p for p in want if p in self.envs or p in ("render", "render+read") and "batch" in self.envs]
+        rng = np.random.default_rng(0)
+        shape = (n,) + gymnasium.vector.utils.batch_space(self._single_action(), n).shape[1:]
+        self.actions = rng.uniform(-1, 1, (64,) + shape).astype(np.float32)
+
+    def _single_action(self):
+        return next(iter(self.envs.values())).single_action_space
+
+    def check(self):
+        """The batch's images equal SyncVectorEnv's (same seeds, same cameras); the slots' equal async's."""
+        if self.ref is not None:
+            k = self.ref_n
+            ref, _ = self.ref.reset(seed=11)
+            for key in ("batch", "batch-1t"):
+                if key in self.envs:
+                    got, _ = self.envs[key].reset(seed=11)
+                    if not np.array_equal(ref, got[:k].cpu().numpy()):
+                        raise CheckFailed("%s: reset images differ from SyncVectorEnv's (N=%d)" % (key, self.n))
+            a = self.actions[0]
+            ref = self.ref.step(a[:k])
+            for key in ("batch", "batch-1t"):
+                if key in self.envs:
+                    got = self.envs[key].step(a)
+                    if not np.array_equal(ref[0], got[0][:k].cpu().numpy()) or not np.array_equal(ref[1], got[1][:k]):
+                        raise CheckFailed("%s: step images or rewards differ from SyncVectorEnv's (N=%d)"
+                                          % (key, self.n))
+        for key in self.envs:
+            self.envs[key].reset(seed=11)
+
+    def forward(self, x):
+        torch = self.torch
+        with torch.no_grad():
+            self.policy(x.permute(0, 3, 1, 2).float().div_(255)).sum()
+
+    def step_fn(self, key):
+        torch, dev, envs, acts = self.torch, self.device, self.envs, self.actions
+        if key in ("async", "sync"):
+            def step(k):
+                obs = envs[key].step(acts[k % len(acts)])[0]
+                self.forward(torch.from_numpy(obs).to(dev, non_blocking=False))
+        elif key in ("slots", "batch", "batch-1t"):
+            def step(k):
+                obs = envs[key].step(acts[k % len(acts)])[0]
+                self.forward(torch.as_tensor(obs, device=dev))
+        else:
+            venv = envs["batch"]
+            datas = [u.data for u in venv.unwrapped_envs]
+            r = venv.renderer
+            tiny = torch.zeros(1, device=dev)
+            if key == "render":
+                def step(k):
+                    r.render(datas, cameras=venv._cameras())
+                    if dev.type == "cuda":
+                        tiny.add_(1)  # one trivial CUDA op: the graphics -> compute switch
+                    else:
+                        _glfinish(r)
+            else:
+                def step(k):
+                    r.render(datas, cameras=venv._cameras())
+                    r.read().float().mean()
+        return step
+
+    def close(self):
+        for e in self.envs.values():
+            e.close()
+        if self.ref is not None and self.ref is not self.envs.get("sync"):
+            self.ref.close()
+
+
+def _glfinish(renderer):
+    """On the CPU backend the render's floor must include the rasterisation a read waits for: glFinish in the
+    renderer's context."""
+    from OpenGL import GL
+    renderer.gl_context.make_current()
+    GL.glFinish()
+
+
+class DmCase:
+    def __init__(self, args, torch, device, visuals, n, log):
+        from dm_control import suite
+
+        from gltensor.mujoco_vector import DmControlBatch
+        domain, task = args.dm_task.split("-", 1)
+        self.torch, self.device, self.n, self.size = torch, device, n, args.size
+        self.policy = nature_cnn(torch, args.size, device)
+        want = [p for p in DM_PATHS if p in args.paths]
+        self.envs, self.skipped = {}, {}
+        if "dm-stock" in want or "dm-batch" in want:
+            self.envs["dm-stock"] = [suite.load(domain, task, task_kwargs={"random": 5 + k}) for k in range(n)]
+            for e in self.envs["dm-stock"]:
+                apply_visuals(e.physics.model.ptr, visuals)
+        if "dm-batch" in want:
+            b = DmControlBatch(domain, task, n, args.size, args.size, camera_id=0, seed=5, backend=args.backend)
+            for p in b.physics:
+                apply_visuals(p.model.ptr, visuals)
+            self.envs["dm-batch"] = b
+        self.backend = self.envs["dm-batch"].renderer.backend if "dm-batch" in self.envs else None
+        self.threads = self.envs["dm-batch"].threads if "dm-batch" in self.envs else None
+        self.paths = [p for p in want if p in self.envs]
+        spec = self.envs["dm-batch"].action_spec if "dm-batch" in self.envs else \
+            self.envs["dm-stock"][0].action_spec()
+        rng = np.random.default_rng(0)
+        self.actions = rng.uniform(spec.minimum, spec.maximum, (64, n) + spec.shape)
+
+    def check(self):
+        if "dm-batch" not in self.envs:
+            return
+        stock, batch = self.envs["dm-stock"], self.envs["dm-batch"]
+        for e in stock:
+            e.reset()
+        _, pixels = batch.reset()
+        _, pixels = batch.step(self.actions[0])
+        for e, a in zip(stock, self.actions[0]):
+            e.step(a)
+        want = np.stack([e.physics.render(self.size, self.size, camera_id=0) for e in batch.envs])
+        if not np.array_equal(want, pixels.cpu().numpy()):
+            raise CheckFailed("dm-batch: images differ from physics.render() (N=%d)" % self.n)
+
+    def forward(self, x):
+        with self.torch.no_grad():
+            self.policy(x.permute(0, 3, 1, 2).float().div_(255)).sum()
+
+    def step_fn(self, key):
+        torch, dev, acts, s = self.torch, self.device, self.actions, self.size
+        if key == "dm-stock":
+            envs = self.envs["dm-stock"]
+
+            def step(k):
+                frames = []
+                for e, a in zip(envs, acts[k % len(acts)]):
+                    if e.step(a).last():
+                        e.reset()
+                    frames.append(e.physics.render(s, s, camera_id=0))
+                self.forward(torch.from_numpy(np.stack(frames)).to(dev))
+        else:
+            b = self.envs["dm-batch"]
+
+            def step(k):
+                steps, pixels = b.step(acts[k % len(acts)])
+                if steps[0].last():  # every env of the batch runs episodes of the same length
+                    _, pixels = b.reset()
+                self.forward(torch.as_tensor(pixels, device=dev))
+        return step
+
+    def close(self):
+        for key, e in self.envs.items():
+            if key == "dm-batch":
+                e.close()
+            else:
+                for x in e:
+                    x.close()
+
+
+# -- the run ------------------------------------------------------------------------------------------------------
+def run_case(case, args, sync, log):
+    """{path: [env-steps/s per round]} of one case, paths interleaved in each round."""
+    case.check()
+    rates = {p: [] for p in case.paths}
+    for _ in range(args.rounds):
+        for p in case.paths:
+            rates[p].append(time_env_steps(case.step_fn(p), case.n, args.steps, args.warmup, sync))
+    return rates
+
+
+def default_out():
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gltensor" / "bench"
+
+
+def plot(results, png):
+    """env-steps/s against N, one panel per (task, visuals), one line per path."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    panels = sorted({(r["task"], r["visuals"]) for r in results if "env_steps_per_s" in r})
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (task, vis) in zip(axes[0], panels):
+        rows = [r for r in results if (r["task"], r["visuals"]) == (task, vis) and "env_steps_per_s" in r]
+        for path in dict.fromkeys(r["path"] for r in rows):
+            pts = sorted((r["n"], r["env_steps_per_s"]) for r in rows if r["path"] == path)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=path)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("N environments")
+        ax.set_ylabel("env-steps/s (physics + pixels on device + CNN)")
+        ax.set_title("%s, %s visuals" % (task, vis))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return png
+
+
+def ratios(results):
+    """Per case: each path's env-steps/s over async's (the stock pixel pipeline), render+read over render."""
+    by = {}
+    for r in results:
+        if "env_steps_per_s" in r:
+            by[(r["task"], r["visuals"], r["n"], r["path"])] = r["env_steps_per_s"]
+    for r in results:
+        if "env_steps_per_s" not in r:
+            continue
+        key = (r["task"], r["visuals"], r["n"])
+        base = by.get(key + ("async",)) or by.get(key + ("dm-stock",))
+        if base and r["path"] not in ("render", "render+read", "async", "dm-stock"):
+            r["vs_stock"] = r["env_steps_per_s"] / base
+        if r["path"] == "render+read" and by.get(key + ("render",)):
+            r["vs_render_floor"] = by[key + ("render",)] / r["env_steps_per_s"]  # time ratio
+    return results
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m gltensor.bench mujoco", description=MODES["mujoco"][1])
+    ap.add_argument("--envs", type=arg(parse_cameras), default=[1, 4, 16, 64], help="N values (default 1,4,16,64)")
+    ap.add_argument("--visuals", default="default,light", help="default (MuJoCo's shadows, reflections) and/or "
+                    "light (castshadow and reflectance 0)")
+    ap.add_argument("--task", default="HalfCheetah-v5", help="Gymnasium MuJoCo task ('' skips it)")
+    ap.add_argument("--dm-task", default="cheetah-run", help="dm_control domain-task ('' skips it)")
+    ap.add_argument("--paths", default=",".join(GYM_PATHS + DM_PATHS), help="paths to run (comma-separated)")
+    ap.add_argument("--size", type=int, default=84, help="image height = width (default 84)")
+    ap.add_argument("--steps", type=int, default=100, help="timed env steps per round and path")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians reported")
+    ap.add_argument("--sync-max", type=int, default=16, help="largest N for SyncVectorEnv (it renders serially)")
+    ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads(N) first (0: default)")
+    ap.add_argument("--out", help="folder for mujoco_<host>.json and .png (default ~/.cache/gltensor/bench)")
+    ap.add_argument("--json", help="JSON file (the PNG goes beside it)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: N=2, light visuals, 48x48, 1 round of 4 steps")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.envs, args.visuals, args.size, args.steps, args.warmup, args.rounds = [2], "light", 48, 4, 1, 1
+    args.paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    unknown = [p for p in args.paths if p not in GYM_PATHS + DM_PATHS]
+    if unknown:
+        ap.error("unknown paths %s (known: %s)" % (unknown, ", ".join(GYM_PATHS + DM_PATHS)))
+    visuals = [v.strip() for v in args.visuals.split(",") if v.strip()]
+    if not visuals or any(v not in ("default", "light") for v in visuals):
+        ap.error("--visuals takes default and/or light")
+    import torch
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
+    import socket
+
+    import gltensor
+    host = socket.gethostname()
+    if args.json:
+        json_path = Path(args.json)
+    else:
+        json_path = Path(args.out or default_out()) / ("mujoco_%s.json" % "".join(
+            c if c.isalnum() or c in "-_." else "_" for c in host))
+    device = torch.device("cuda" if torch.cuda.is_available() and args.backend != "cpu" else "cpu")
+    ctx = gltensor.Context.headless()
+    info = machine_info(ctx, torch)
+    import mujoco
+    info["mujoco"], info["gymnasium"] = mujoco.__version__, gymnasium.__version__
+    print("GL: %s | torch %s | device %s | mujoco %s | gymnasium %s | cores %s" % (
+        ctx.renderer, torch.__version__, device, mujoco.__version__, gymnasium.__version__, os.cpu_count()),
+        flush=True)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def log(m):
+        print(m, flush=True)
+    results, status = [], "ok"
+    cases = []
+    for vis in visuals:
+        for n in args.envs:
+            if args.task and any(p in GYM_PATHS for p in args.paths):
+                cases.append(("gym", args.task, vis, n))
+            if args.dm_task and any(p in DM_PATHS for p in args.paths):
+                cases.append(("dm", args.dm_task, vis, n))
+    try:
+        for kind, task, vis, n in cases:
+            log("  %s %s N=%d ..." % (task, vis, n))
+            try:
+                case = GymCase(args, torch, device, task, vis, n, log) if kind == "gym" else \
+                    DmCase(args, torch, device, vis, n, log)
+            except (ImportError, AttributeError) as e:  # dm_control 1.0.x cannot load tasks on MuJoCo 4
+                why = "%s: %s" % (type(e).__name__, e)
+                log("    skipped: " + why)
+                paths = GYM_PATHS if kind == "gym" else DM_PATHS
+                results += [{"task": task, "visuals": vis, "n": n, "path": p, "skipped": why[:300]}
+                            for p in paths if p in args.paths]
+                continue
+            try:
+                rates = run_case(case, args, sync, log)
+            finally:
+                case.close()
+            for p, v in rates.items():
+                results.append({"task": task, "visuals": vis, "n": n, "path": p, "size": args.size,
+                                "backend": case.backend, "threads": case.threads if "batch" in p else None,
+                                "rounds_env_steps_per_s": v, "env_steps_per_s": median(v),
+                                "us_per_env_step": 1e6 / median(v)})
+            for p, why in case.skipped.items():
+                results.append({"task": task, "visuals": vis, "n": n, "path": p, "skipped": why})
+            log("    " + ", ".join("%s %.0f" % (p, median(v)) for p, v in rates.items()) + " env-steps/s")
+            save_json(json_path, {"benchmark": "mujoco", "status": "partial: killed or still running",
+                                  "argv": list(sys.argv[1:] if argv is None else argv), "machine": info,
+                                  "results": results})  # a run cut by a time limit keeps its finished cases
+    except CheckFailed as e:
+        status = "check failed: %s" % e
+        print("FAIL: %s" % e, file=sys.stderr)
+    ratios(results)
+    report = {"benchmark": "mujoco", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "argv": sys.argv[1:] if argv is None else list(argv), "machine": info,
+              "config": {"envs": args.envs, "visuals": visuals, "task": args.task, "dm_task": args.dm_task,
+                         "paths": args.paths, "size": args.size, "steps": args.steps, "warmup": args.warmup,
+                         "rounds": args.rounds, "sync_max": args.sync_max, "backend": args.backend,
+                         "device": str(device)},
+              "results": results, "status": status}
+    save_json(json_path, report)
+    png = plot(results, json_path.with_suffix(".png"))
+    rows = []
+    for r in results:
+        if "skipped" in r:
+            rows.append([r["task"], r["visuals"], r["n"], r["path"], "skipped", "-", "-", r["skipped"]])
+            continue
+        note = ""
+        if r.get("vs_render_floor"):
+            note = "%.2fx the render floor" % r["vs_render_floor"]
+        rows.append([r["task"], r["visuals"], r["n"], "%s%s" % (r["path"], " [%s]" % r["backend"] if r["backend"]
+                                                               and r["path"] not in ("async", "sync", "dm-stock") else ""),
+                     "{:,.0f}".format(r["env_steps_per_s"]), "{:,.0f}".format(r["us_per_env_step"]),
+                     "%.2fx" % r["vs_stock"] if r.get("vs_stock") else "-", note])
+    print_table("MuJoCo pixel RL: env-steps/s (physics + N images on %s + Nature-CNN forward), %dx%d, median of "
+                "%d rounds of %d steps" % (device, args.size, args.size, args.rounds, args.steps),
+                ["task", "visuals", "N", "path", "env-steps/s", "us/env-step", "vs stock", "note"], rows,
+                left=(0, 1, 3))
+    print("\nJSON: %s" % json_path)
+    if png:
+        print("plot: %s" % png)
+    return 0 if status == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,509 @@
+"""N MuJoCo environments in one process: physics in a thread pool, pixels from one batch render.
+
+    from gltensor.mujoco_vector import MujocoVectorEnv
+    envs = MujocoVectorEnv("HalfCheetah-v5", num_envs=16, height=84, width=84)    # MUJOCO_GL=egl
+    obs, info = envs.reset(seed=0)               # (16, 84, 84, 3) uint8 torch tensor (CUDA on the CUDA backend)
+    obs, rew, term, trunc, info = envs.step(envs.action_space.sample())
+
+Gymnasium's pixel recipe, ``SyncVectorEnv``/``AsyncVectorEnv`` of ``AddRenderObservation(make(id,
+render_mode="rgb_array"))``, gives every environment its own ``mujoco.Renderer``: its own GL context, its own
+``mjr_render`` and ``mjr_readPixels``, then N host arrays stacked and copied to the GPU. ``MujocoVectorEnv``
+keeps each environment's own ``step()`` (reward, termination, its proprioceptive observation, its wrappers)
+and replaces only the pixels: after the physics of a step, one :class:`gltensor.mujoco.BatchRenderer` draws
+the N environments as tiles of one offscreen buffer in one GL context and hands the batch over in one read.
+
+Physics runs in a thread pool: ``mj_step`` releases the GIL, so N environments' steps overlap on the cores
+(the Python around them does not). ``threads`` defaults to ``min(num_envs, os.cpu_count())``: one chunk of
+environments per core; more threads than cores only adds switching, fewer leaves cores idle. The render stays
+in the calling thread (the GL context is current there).
+
+Observations are what ``AddRenderObservation(render_only=True)`` of the same environment gives (same camera,
+same visuals, same seeds and actions -> the same images, rewards and terminations), as a torch tensor
+``(num_envs, height, width, 3)`` uint8: on the GPU with the CUDA backend, in host memory with the CPU backend.
+``single_observation_space`` is that wrapper's ``Box(0, 255, (height, width, 3), uint8)`` and
+``observation_space`` its batch; the spaces describe shape and dtype, the values are torch tensors, not NumPy
+arrays (``numpy.asarray(obs.cpu())`` where NumPy is needed; on the CUDA backend that is a device-to-host copy).
+``render_only=False`` gives ``{"state": NumPy batch, "pixels": tensor}``, the wrapper's keys.
+
+Gymnasium 1.x semantics: ``autoreset_mode`` NEXT_STEP (default), SAME_STEP (``info["final_obs"]`` holds the
+last frame of each finished environment, ``info["final_info"]`` its info) or DISABLED; ``reset(seed=,
+options=)`` with ``options["reset_mask"]``; info dicts merged as ``SyncVectorEnv`` merges them (with ``"_key"``
+masks); ``render()`` returns the latest pixel batch. :func:`as_sb3` wraps one for Stable-Baselines3.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+__all__ = ["MujocoVectorEnv", "DmControlBatch", "as_sb3", "default_threads"]
+
+
+def default_threads(num_envs):
+    """min(num_envs, os.cpu_count()): one chunk of environments per core."""
+    return max(1, min(int(num_envs), os.cpu_count() or 1))
+
+
+def _chunks(n, parts):
+    """Contiguous index ranges that split range(n) into `parts` near-equal pieces."""
+    parts = max(1, min(parts, n))
+    bounds = [n * k // parts for k in range(parts + 1)]
+    return [range(bounds[k], bounds[k + 1]) for k in range(parts)]
+
+
+class _Pool:
+    """Runs fn(i) for every environment index, chunked over `threads` threads (inline with one thread)."""
+
+    def __init__(self, n, threads):
+        self.chunks = _chunks(n, threads)
+        self._ex = ThreadPoolExecutor(len(self.chunks), thread_name_prefix="gltensor-physics") \
+            if len(self.chunks) > 1 else None
+
+    def map(self, fn, indices=None):
+        """[fn(i) for i in indices] (default: every index), in index order."""
+        if indices is None:
+            chunks = self.chunks
+        else:
+            chunks = _chunks(len(indices), len(self.chunks))
+            chunks = [[indices[j] for j in c] for c in chunks]
+        if self._ex is None or len(chunks) == 1:
+            return [fn(i) for c in chunks for i in c]
+        futures = [self._ex.submit(lambda c=c: [fn(i) for i in c]) for c in chunks]
+        return [r for f in futures for r in f.result()]  # result() re-raises a worker's exception here
+
+    def close(self):
+        if self._ex is not None:
+            self._ex.shutdown(wait=True)
+            self._ex = None
+
+
+def _free_camera(mujoco, renderer, data):
+    """The MjvCamera Gymnasium's OffScreenViewer renders with for camera_id -1: a free camera looking at the
+    median geom position of the first rendered state, at the model's extent, then default_cam_config."""
+    cam = mujoco.MjvCamera()
+    cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+    cam.fixedcamid = -1
+    for i in range(3):
+        cam.lookat[i] = np.median(data.geom_xpos[:, i])
+    cam.distance = renderer.model.stat.extent
+    for key, value in (renderer.default_cam_config or {}).items():
+        if isinstance(value, np.ndarray):
+            getattr(cam, key)[:] = value
+        else:
+            setattr(cam, key, value)
+    return cam
+
+
+class MujocoVectorEnv(VectorEnv):
+    """N Gymnasium MuJoCo environments stepped by a thread pool and rendered by one BatchRenderer.
+
+    env: a registered id (``gymnasium.make(env, **make_kwargs)`` num_envs times), a sequence of callables
+    returning environments, a sequence of environments, or one environment (num_envs=1). Every environment
+    must be (or wrap) a ``gymnasium.envs.mujoco.MujocoEnv``; its wrappers stay (TimeLimit, the checkers).
+    height, width: the pixels of each observation. camera: None renders what each environment's own
+    ``render()`` would (its ``camera_id``/``camera_name``/``default_camera_config``); else a camera id or
+    name for every environment (-1: MuJoCo's default free camera), an ``MjvCamera``, or a sequence of one per
+    environment (None entries: that environment's own camera). Gymnasium's free camera (camera_id -1, e.g. HalfCheetah-v5) looks at the median geom
+    position of the first state its viewer renders; here that is the state after the first reset (seeded:
+    reproducible). ``AddRenderObservation``'s constructor renders after an unseeded ``reset()``, so the stock
+    recipe's free camera looks at a random state; pass ``camera=[its viewer's cam, ...]`` to reproduce it. threads: physics threads (default
+    :func:`default_threads`). backend, cuda_device, scene_option: the BatchRenderer's (scene_option None: each
+    environment's ``visual_options`` as Gymnasium's viewer sets them), render_flags (e.g. ``{"shadow": False,
+    "reflection": False}``: MuJoCo's shadow pass dominates the GPU time of a render, see docs/mujoco.md).
+    render_only: False adds the environments' own observations ("state") beside "pixels". Every environment's
+    own model renders it (randomised colours, sizes, lights stay per environment).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, env, num_envs=None, *, height=84, width=84, camera=None, threads=None, backend="auto",
+                 cuda_device=None, autoreset_mode=AutoresetMode.NEXT_STEP, render_only=True, scene_option=None,
+                 render_flags=None, max_geom=None, **make_kwargs):
+        import mujoco
+
+        from .mujoco import BatchRenderer
+
+        self._mj = mujoco
+        self.envs = self._make_envs(env, num_envs, make_kwargs)
+        self.num_envs = len(self.envs)
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.metadata = dict(self.metadata, autoreset_mode=self.autoreset_mode)
+        self.render_mode = "rgb_array"
+        self.render_only = bool(render_only)
+        self.height, self.width = int(height), int(width)
+        self.unwrapped_envs = []
+        for k, e in enumerate(self.envs):
+            u = e.unwrapped
+            if not all(hasattr(u, a) for a in ("model", "data", "mujoco_renderer")):
+                raise TypeError(f"environment {k} ({u!r}) is not a Gymnasium MujocoEnv (no model/data/"
+                                "mujoco_renderer); MujocoVectorEnv renders MuJoCo environments only")
+            self.unwrapped_envs.append(u)
+        self.spec = self.envs[0].spec
+
+        pixels = spaces.Box(0, 255, (self.height, self.width, 3), np.uint8)
+        self.single_action_space = self.envs[0].action_space
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        if self.render_only:
+            self.single_observation_space = pixels
+        else:
+            self.single_observation_space = spaces.Dict(
+                {"state": self.envs[0].observation_space, "pixels": pixels})
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self._state_space = self.envs[0].observation_space
+
+        # What each environment's own renderer would draw: Gymnasium's MujocoRenderer resolved camera_id
+        # (-1 for its free camera, set up at the first render) and its viewer's options.
+        r0 = self.unwrapped_envs[0].mujoco_renderer
+        cams = list(camera) if isinstance(camera, (list, tuple)) else [camera] * self.num_envs
+        if len(cams) != self.num_envs:
+            raise ValueError(f"camera: {len(cams)} cameras for {self.num_envs} environments")
+        # None: the environment's own camera; its -1 is Gymnasium's free camera, placed as its viewer places it
+        self._gym_camera = [c is None for c in cams]
+        self._camera_ids = [e.mujoco_renderer.camera_id if c is None else c for e, c in zip(self.unwrapped_envs, cams)]
+        self._cams = [None] * self.num_envs
+        if scene_option is None:
+            scene_option = mujoco.MjvOption()
+            for flag, value in (getattr(r0, "_vopt", None) or {}).items():
+                scene_option.flags[flag] = value
+        # Every env's own model: the renderer checks once that they share what MjrContext uploads, and
+        # mjv_updateScene reads each env's (randomised colours, sizes, lights stay per env).
+        self.renderer = BatchRenderer([u.model for u in self.unwrapped_envs], self.num_envs, self.height, self.width,
+                                      camera=-1, backend=backend,
+                                      cuda_device=cuda_device,
+                                      max_geom=max_geom or getattr(r0, "max_geom", 1000),
+                                      scene_option=scene_option, render_flags=render_flags)
+        self.threads = default_threads(self.num_envs) if threads is None else max(1, int(threads))
+        self._pool = _Pool(self.num_envs, self.threads)
+        self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
+        self._state = [None] * self.num_envs
+        self._pixels = None
+        self.closed = False
+
+    @staticmethod
+    def _make_envs(env, num_envs, make_kwargs):
+        if isinstance(env, str):
+            if num_envs is None or int(num_envs) < 1:
+                raise ValueError(f"MujocoVectorEnv({env!r}): num_envs must be a positive int, not {num_envs!r}")
+            return [gymnasium.make(env, **make_kwargs) for _ in range(int(num_envs))]
+        if make_kwargs:
+            raise TypeError(f"make keyword arguments {sorted(make_kwargs)} apply to an environment id only")
+        items = [env] if isinstance(env, gymnasium.Env) else list(env)
+        if not items:
+            raise ValueError("MujocoVectorEnv: no environment given")
+        envs = [e if isinstance(e, gymnasium.Env) else e() for e in items]
+        if num_envs is not None and int(num_envs) != len(envs):
+            raise ValueError(f"num_envs={num_envs} but {len(envs)} environments were given")
+        return envs
+
+    # -- pixels ------------------------------------------------------------------------------------------
+    def _cameras(self):
+        cams = []
+        for i, cid in enumerate(self._camera_ids):
+            if self._gym_camera[i] and isinstance(cid, (int, np.integer)) and cid == -1:
+                if self._cams[i] is None:  # as Gymnasium's viewer: placed at the first render, then kept
+                    u = self.unwrapped_envs[i]
+                    self._cams[i] = _free_camera(self._mj, u.mujoco_renderer, u.data)
+                cams.append(self._cams[i])
+            else:
+                cams.append(cid)
+        return cams
+
+    def _render(self):
+        self._pixels = self.renderer.render_and_read([u.data for u in self.unwrapped_envs],
+                                                     cameras=self._cameras())
+        return self._pixels
+
+    def _obs(self, pixels):
+        if self.render_only:
+            return pixels
+        return {"state": np.stack([np.asarray(s) for s in self._state]).astype(self._state_space.dtype,
+                                                                             copy=False),
+                "pixels": pixels}
+
+    # -- the VectorEnv API -------------------------------------------------------------------------------
+    def reset(self, *, seed=None, options=None):
+        self._check_open()
+        if seed is None:
+            seeds = [None] * self.num_envs
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"reset(seed=...) got {len(seeds)} seeds for {self.num_envs} environments")
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
+                raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
+                                 f"not {mask.dtype} {mask.shape}")
+            indices = [i for i in range(self.num_envs) if mask[i]]
+        else:
+            indices = list(range(self.num_envs))
+        out = self._pool.map(lambda i: self.envs[i].reset(seed=seeds[i], options=options or None), indices)
+        infos = {}
+        for i, (obs, info) in zip(indices, out):
+            self._state[i] = obs
+            infos = self._add_info(infos, info, i)
+        self._autoreset[indices] = False
+        return self._obs(self._render()), infos
+
+    def step(self, actions):
+        self._check_open()
+        if hasattr(actions, "detach"):  # a torch tensor (possibly on the GPU)
+            actions = actions.detach().cpu().numpy()
+        actions = list(gymnasium.vector.utils.iterate(self.action_space, actions))
+        if len(actions) != self.num_envs:
+            raise ValueError(f"step() got {len(actions)} actions for {self.num_envs} environments")
+        mode = self.autoreset_mode
+
+        def one(i):
+            if mode == AutoresetMode.NEXT_STEP and self._autoreset[i]:
+                obs, info = self.envs[i].reset()
+                return obs, 0.0, False, False, info
+            if mode == AutoresetMode.DISABLED and self._autoreset[i]:
+                raise RuntimeError(f"environment {i} finished and autoreset_mode is DISABLED: "
+                                   "reset it (options={'reset_mask': ...}) before stepping it again")
+            return self.envs[i].step(actions[i])
+
+        out = self._pool.map(one)
+        rewards = np.array([o[1] for o in out], dtype=np.float64)
+        terms = np.array([o[2] for o in out], dtype=np.bool_)
+        truncs = np.array([o[3] for o in out], dtype=np.bool_)
+        for i, o in enumerate(out):
+            self._state[i] = o[0]
+        done = np.logical_or(terms, truncs)
+        infos = {}
+        if mode == AutoresetMode.SAME_STEP and done.any():
+            finished = [i for i in range(self.num_envs) if done[i]]
+            final = self._render()  # the finished environments' last frames, before they reset
+            final_obs = self._obs(final)
+            resets = self._pool.map(lambda i: self.envs[i].reset(), finished)
+            by_env = dict(zip(finished, resets))
+            for i in range(self.num_envs):
+                info = out[i][4]
+                if i in by_env:
+                    one_final = (final_obs[i].clone() if self.render_only else
+                                 {"state": final_obs["state"][i], "pixels": final_obs["pixels"][i].clone()})
+                    infos = self._add_info(infos, {"final_obs": one_final, "final_info": info}, i)
+                    self._state[i], info = by_env[i]
+                infos = self._add_info(infos, info, i)
+        else:
+            for i in range(self.num_envs):
+                infos = self._add_info(infos, out[i][4], i)
+        self._autoreset = done
+        return self._obs(self._render()), rewards, terms, truncs, infos
+
+    def render(self):
+        """The latest pixel batch (what the last reset/step observed); None before the first reset."""
+        return self._pixels
+
+    def call(self, name, *args, **kwargs):
+        """Calls `name` on every environment (or reads it, when not callable), as SyncVectorEnv.call."""
+        out = []
+        for e in self.envs:
+            f = e.get_wrapper_attr(name)
+            out.append(f(*args, **kwargs) if callable(f) else f)
+        return tuple(out)
+
+    def get_attr(self, name):
+        return self.call(name)
+
+    def set_attr(self, name, values):
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"set_attr got {len(values)} values for {self.num_envs} environments")
+        for e, v in zip(self.envs, values):
+            e.set_wrapper_attr(name, v)
+
+    def close_extras(self, **kwargs):
+        if self.closed:
+            return
+        self.closed = True
+        self._pool.close()
+        self.renderer.close()
+        for e in self.envs:
+            e.close()
+
+    def _check_open(self):
+        if self.closed:
+            raise RuntimeError("MujocoVectorEnv is closed")
+
+    def __repr__(self):
+        return (f"MujocoVectorEnv({self.spec.id if self.spec else '?'}, num_envs={self.num_envs}, "
+                f"{self.height}x{self.width}, threads={self.threads}, backend={self.renderer.backend})")
+
+
+class DmControlBatch:
+    """N dm_control suite environments stepped by a thread pool and rendered in one BatchRenderer call.
+
+        batch = DmControlBatch("cheetah", "run", num_envs=8, height=84, width=84, camera_id=0, seed=0)
+        timesteps, pixels = batch.reset()        # N dm_env.TimeStep, (N, 84, 84, 3) uint8 tensor
+        timesteps, pixels = batch.step(actions)  # actions: (N, action_dim)
+
+    Each tile equals ``env.physics.render(height, width, camera_id=camera_id)`` of that environment (the
+    visuals are dm_control's: its Physics' model, MjvOption defaults). Environment k is loaded with
+    ``task_kwargs={"random": seed + k}`` (seed None: unseeded). Finished episodes are not reset
+    automatically: a TimeStep with ``last()`` true is followed by ``reset()`` (or ``reset(mask)``), as
+    dm_env asks.
+    """
+
+    def __init__(self, domain, task, num_envs, height=84, width=84, camera_id=0, *, seed=None, threads=None,
+                 backend="auto", cuda_device=None, task_kwargs=None, environment_kwargs=None, scene_option=None,
+                 render_flags=None, max_geom=10000):
+        from dm_control import suite
+
+        from .mujoco import BatchRenderer
+
+        self.num_envs, self.height, self.width, self.camera_id = int(num_envs), int(height), int(width), camera_id
+        if self.num_envs < 1:
+            raise ValueError(f"DmControlBatch: num_envs must be positive, not {num_envs!r}")
+        self.envs = []
+        for k in range(self.num_envs):
+            kw = dict(task_kwargs or {})
+            if seed is not None:
+                kw["random"] = int(seed) + k
+            self.envs.append(suite.load(domain, task, task_kwargs=kw, environment_kwargs=environment_kwargs))
+        self.physics = [e.physics for e in self.envs]
+        self.renderer = BatchRenderer([p.model.ptr for p in self.physics], self.num_envs, self.height, self.width, camera=camera_id,
+                                      backend=backend, cuda_device=cuda_device, max_geom=max_geom,
+                                      scene_option=scene_option, render_flags=render_flags)
+        self.threads = default_threads(self.num_envs) if threads is None else max(1, int(threads))
+        self._pool = _Pool(self.num_envs, self.threads)
+        self.action_spec = self.envs[0].action_spec()
+        self.observation_spec = self.envs[0].observation_spec()
+        self.closed = False
+
+    def render(self):
+        """The pixel batch of the current states, one render and one read."""
+        return self.renderer.render_and_read(self.physics)
+
+    def reset(self, mask=None):
+        """Resets every environment (or those where mask is true); returns (timesteps, pixels). The timesteps of
+        environments not reset are None."""
+        idx = [i for i in range(self.num_envs) if mask is None or mask[i]]
+        out = self._pool.map(lambda i: self.envs[i].reset(), idx)
+        steps = [None] * self.num_envs
+        for i, ts in zip(idx, out):
+            steps[i] = ts
+        return steps, self.render()
+
+    def step(self, actions):
+        if hasattr(actions, "detach"):
+            actions = actions.detach().cpu().numpy()
+        actions = np.asarray(actions)
+        if len(actions) != self.num_envs:
+            raise ValueError(f"step() got {len(actions)} actions for {self.num_envs} environments")
+        steps = self._pool.map(lambda i: self.envs[i].step(actions[i]))
+        return steps, self.render()
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        self._pool.close()
+        self.renderer.close()
+        for e in self.envs:
+            e.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _info_at(info, i, skip=()):
+    """Environment i's info out of a vector info dict (the inverse of VectorEnv._add_info): each key whose
+    "_key" mask is set for i, nested dicts likewise."""
+    out = {}
+    for k, v in info.items():
+        if k.startswith("_") or k in skip:
+            continue
+        mask = info.get("_" + k)
+        if mask is not None and not mask[i]:
+            continue
+        out[k] = _info_at(v, i) if isinstance(v, dict) else v[i]
+    return out
+
+
+def as_sb3(venv):
+    """A Stable-Baselines3 ``VecEnv`` over a MujocoVectorEnv made with ``autoreset_mode=SAME_STEP`` (SB3's own
+    autoreset: the observation after a finished episode is the new episode's, the last one is in
+    ``info["terminal_observation"]``).
+
+    SB3 keeps its rollout buffer in NumPy on the host and its policy copies each batch to its device again, so
+    every step copies the pixel batch to the host (``tensor.cpu().numpy()``: a device-to-host copy on the CUDA
+    backend, none on the CPU backend) and SB3 copies it back when its policy runs on the GPU. A plain PyTorch
+    loop on the MujocoVectorEnv itself keeps the batch on the GPU."""
+    from stable_baselines3.common.vec_env import VecEnv
+
+    if venv.autoreset_mode != AutoresetMode.SAME_STEP:
+        raise ValueError("as_sb3 needs MujocoVectorEnv(..., autoreset_mode=AutoresetMode.SAME_STEP): SB3 resets "
+                         f"finished environments in the same step, this one uses {venv.autoreset_mode}")
+
+    def host(x):
+        if isinstance(x, dict):
+            return {k: host(v) for k, v in x.items()}
+        return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
+
+    class _SB3(VecEnv):
+        def __init__(self):
+            super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
+            self.venv = venv
+            self._actions = None
+            self.render_mode = "rgb_array"
+
+        def reset(self):
+            seeds = [s for s in self._seeds]
+            seed = None if all(s is None for s in seeds) else seeds
+            obs, _ = venv.reset(seed=seed)
+            self._reset_seeds()
+            self._reset_options()
+            return host(obs)
+
+        def step_async(self, actions):
+            self._actions = actions
+
+        def step_wait(self):
+            obs, rew, term, trunc, info = venv.step(self._actions)
+            infos = []
+            final = info.get("final_obs")
+            for i in range(self.num_envs):
+                d = _info_at(info, i, skip=("final_obs", "final_info"))
+                if term[i] or trunc[i]:
+                    d["terminal_observation"] = host(final[i])
+                    d["TimeLimit.truncated"] = bool(trunc[i] and not term[i])
+                    d.update(_info_at(info.get("final_info", {}), i))
+                infos.append(d)
+            return host(obs), rew.astype(np.float32), np.logical_or(term, trunc), infos
+
+        def close(self):
+            venv.close()
+
+        def get_images(self):
+            return list(host(venv.render()))
+
+        def get_attr(self, name, indices=None):
+            return [getattr(venv.envs[i], name) for i in self._get_indices(indices)]
+
+        def set_attr(self, name, value, indices=None):
+            for i in self._get_indices(indices):
+                setattr(venv.envs[i], name, value)
+
+        def env_method(self, name, *args, indices=None, **kwargs):
+            return [getattr(venv.envs[i], name)(*args, **kwargs) for i in self._get_indices(indices)]
+
+        def env_is_wrapped(self, wrapper_class, indices=None):
+            from stable_baselines3.common import env_util
+            return [env_util.is_wrapped(venv.envs[i], wrapper_class) for i in self._get_indices(indices)]
+
+    return _SB3()

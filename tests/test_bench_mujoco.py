@@ -1,0 +1,31 @@
+"""`python -m gltensor.bench mujoco --quick` runs end to end on the CPU backend (the GPU machine runs it fully:
+tools/gpu_verify.sh mujoco): every path measured or skipped with a reason, the new paths checked against the
+stock ones before they are timed, JSON and plot written where --out says, the table printed."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("mujoco")
+pytest.importorskip("torch")
+pytest.importorskip("gymnasium")
+pytest.importorskip("dm_control")
+
+
+def test_bench_mujoco_quick(tmp_path):
+    env = dict(os.environ, MUJOCO_GL="egl")
+    proc = subprocess.run([sys.executable, "-m", "gltensor.bench", "mujoco", "--quick", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=170, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (js,) = tmp_path.glob("mujoco_*.json")
+    report = json.loads(js.read_text())
+    assert report["status"] == "ok" and report["config"]["envs"] == [2]
+    got = {(r["task"], r["path"]) for r in report["results"] if r.get("env_steps_per_s", 0) > 0}
+    gym = {("HalfCheetah-v5", p) for p in ("async", "sync", "slots", "batch", "batch-1t", "render", "render+read")}
+    assert got == gym | {("cheetah-run", "dm-stock"), ("cheetah-run", "dm-batch")}
+    batch = [r for r in report["results"] if r["path"] == "batch"][0]
+    assert batch["threads"] == min(2, os.cpu_count()) and batch["vs_stock"] > 0
+    assert js.with_suffix(".png").stat().st_size > 10_000
+    assert "env-steps/s" in proc.stdout and str(js) in proc.stdout
