@@ -43,7 +43,9 @@ glt_status glt_choose_backend(glt_backend requested, int requested_device, const
         char why[768];
         snprintf(why, sizeof why, "%s", glt_last_error());
         return glt_fail(st == GLT_WRONG_DEVICE ? GLT_WRONG_DEVICE : GLT_CUDA_UNAVAILABLE,
-                        "backend='cuda' was requested for %s, but %s", what, why);
+                        "backend='cuda' was requested for %s, but %s; backend='auto' or 'cpu' works here (the CPU "
+                        "backend: %s host memory)",
+                        what, why, frames ? "frames in" : "data through");
     }
     *backend = GLT_BACKEND_CPU;
     *cuda_device = -1;
