@@ -31,7 +31,9 @@
  *
  * CUDA streams (void *): a non-NULL stream is a cudaStream_t the call issues its CUDA work on. NULL means:
  *   - in calls that return a frame (glt_read_options.cuda_stream, glt_buffer_read): the object's own stream,
- *     which the frame records (glt_frame_info.stream); consumers order against it with glt_frame_sync_stream;
+ *     which the frame records (glt_frame_info.stream); consumers order against it with glt_frame_sync_stream.
+ *     In this release that stream is CUDA's legacy default stream (handle 1) for every object: the stream
+ *     PyTorch and CuPy use unless told otherwise, so a frame handed to them needs no cross-stream wait;
  *   - in calls that hand memory to the caller's own CUDA work or take memory from it (glt_write_options.cuda_stream,
  *     glt_buffer_map): CUDA's legacy default stream, which orders against the caller's work on any blocking stream.
  *   The meanings differ on purpose: a read's result says which stream it is on, so gltensor can use a stream of

@@ -535,7 +535,7 @@ def test_metadrive_agent_cameras(base, made, p3d_backend, layout):
     cams = gmd.AgentCameras(base, n, w, h, layout=layout, backend=p3d_backend,
                             sensor_class=gmd.PlainRGBCamera if layout == "batch" else None)
     made.append(cams)
-    x = cams.perceive(False, agents, (0.0, 0.8, 1.0), (0.0, -5.0, 0.0))
+    x = cams.read(False, agents, (0.0, 0.8, 1.0), (0.0, -5.0, 0.0))
     assert x.shape == (n, h, w, 3) and x.device.type == p3d_backend
     if layout == "atlas":
         whole = ram_rgb(base, cams._atlas.color_texture)
