@@ -410,6 +410,24 @@ GLT_API glt_status glt_frame_synchronize(glt_frame *frame);
  * has finished the work queued on it so far. Safe after the capture was destroyed. */
 GLT_API void glt_frame_destroy(glt_frame *frame);
 
+/* OpenCV (C++): a frame is OpenCV's pixel order when read with channels B, G, R(, A), top row first (flip = 1),
+ * uint8, HWC. On the CUDA backend a cv::cuda::GpuMat wraps the frame's memory without a copy (the frame must
+ * outlive the GpuMat; cv::cuda's default stream is CUDA's legacy default stream, the frame's own stream in this
+ * release, so work on it is ordered after the copy; on any other cv::cuda::Stream call glt_frame_sync_stream
+ * with its cudaStream_t first):
+ *
+ *     glt_read_options o = GLT_READ_OPTIONS_INIT;
+ *     o.n_channels = 4; o.channels[0] = 2; o.channels[1] = 1; o.channels[2] = 0; o.channels[3] = 3;  // BGRA
+ *     glt_frame *f; glt_capture_read(cap, &o, &f);
+ *     glt_frame_info i = {0};
+ *     glt_frame_get_info(f, &i);
+ *     cv::cuda::GpuMat gpu(i.height, i.width, CV_8UC4, i.data, i.row_pitch_bytes);   // CUDA backend
+ *     cv::Mat host(i.height, i.width, CV_8UC4, i.data, i.row_pitch_bytes);            // CPU backend
+ *     ...                                     // use gpu / host, then let them go before the frame
+ *     glt_frame_destroy(f);
+ *
+ * Three channels (B, G, R: n_channels = 3) give CV_8UC3. */
+
 /* ---- batches: many captures, one GL->CUDA handoff per read ---- */
 typedef struct glt_batch glt_batch;
 
