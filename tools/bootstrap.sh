@@ -38,6 +38,8 @@ PY
 ) "
 has_mod() { [[ "$missing_mods" != *" $1 "* ]]; }
 pip_q() { "$PYTHON" -m pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v "Running pip as the 'root'" || true; }; }
+# Best-effort extras: give up quickly where there is no network (the GPU machine) instead of pip's long retries.
+pip_try() { pip_q --retries 1 --timeout 10 "$@"; }
 TORCH_SPEC="torch==${TORCH_VERSION:-2.13.0}"
 
 # Without an NVIDIA driver, torch's CPU build from PyTorch's CPU-only index, else the default index
@@ -69,14 +71,14 @@ fi
 for spec in "hypothesis:hypothesis" "cv2:opencv-python-headless" "imageio:imageio" "moderngl:moderngl>=5.8" \
             "mujoco:mujoco>=3,<4" "panda3d:panda3d>=1.10" "matplotlib:matplotlib"; do
     mod=${spec%%:*}
-    has_mod "$mod" || pip_q "${spec#*:}" || echo "bootstrap: could not install ${spec#*:}; its tests will be skipped"
+    has_mod "$mod" || pip_try "${spec#*:}" || echo "bootstrap: could not install ${spec#*:}; its tests will be skipped"
 done
-has_mod dm_control || pip_q "dm_control" "mujoco>=3,<4" || echo "bootstrap: could not install dm_control; its tests will be skipped"
+has_mod dm_control || pip_try "dm_control" "mujoco>=3,<4" || echo "bootstrap: could not install dm_control; its tests will be skipped"
 # The vector-env integrations (gltensor.gymnasium, gltensor.sb3). stable-baselines3 depends on torch: --no-deps,
 # with its small dependencies by name, so that it never replaces the CPU or CUDA torch installed above.
-has_mod gymnasium || pip_q "gymnasium>=1.0,<2" || echo "bootstrap: could not install gymnasium; its tests will be skipped"
+has_mod gymnasium || pip_try "gymnasium>=1.0,<2" || echo "bootstrap: could not install gymnasium; its tests will be skipped"
 if ! has_mod stable_baselines3; then
-    pip_q --no-deps "stable-baselines3>=2.4,<3" && pip_q cloudpickle \
+    pip_try --no-deps "stable-baselines3>=2.4,<3" && pip_try cloudpickle \
         || echo "bootstrap: could not install stable-baselines3; its tests will be skipped"
 fi
 
