@@ -108,7 +108,7 @@ cudaError_t glt_cuda_raw_texture(const struct cudaResourceDesc *res, cudaTexture
  * where it fits, to backend='cuda' requests. */
 static const char *cuda_unavailable_hint(cudaError_t e) {
     if (access("/proc/driver/nvidia/version", F_OK) != 0)
-        return "no NVIDIA driver is loaded on this machine; for GPU tensors run on a machine with an NVIDIA GPU and "
+        return "no NVIDIA driver is loaded on this machine; for GPU tensors use a machine with an NVIDIA GPU and "
                "its driver (in a container: --gpus all)";
     if (e == cudaErrorInsufficientDriver)
         return "the NVIDIA driver is older than the CUDA runtime this gltensor was built with; update the driver "
