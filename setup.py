@@ -46,17 +46,18 @@ def supported_archs(nvcc):
 
 
 def kernel_cache(nvcc, flags):
-    """Where the kernel object for these inputs lives: build/cuda-kernels/<key>.o, the key a hash of nvcc's
-    path and version, the flags (architectures included) and every file the .cu can include (src/*.cu, src/*.h,
-    include/*.h). Editable installs build in a fresh temporary folder each time, so without this every
-    `pip install -e .` recompiled the kernels for every architecture (~95 s on 2 cores) even when only a .c file
-    or nothing changed; any change to those inputs gives a new key and a real compile."""
+    """Where the kernel object for these inputs lives: build/cuda-kernels/<key>.o, the key a hash of nvcc's path
+    and version, nvcc's flag variables, the flags (architectures included) and every file the .cu can include
+    (src/*.cu, src/*.h, include/*.h). Editable installs build in a fresh temporary folder each time, so without
+    this every `pip install -e .` recompiled the kernels for every architecture (~95 s on 2 cores) even when only
+    a .c file or nothing changed; any change to those inputs gives a new key and a real compile."""
     h = hashlib.sha256()
     try:
         version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         version = ""
-    for part in [nvcc, version, *flags]:
+    env = [os.environ.get(v, "") for v in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")]
+    for part in [nvcc, version, *env, *flags]:
         h.update(part.encode() + b"\0")
     inputs = sorted(ROOT.glob("src/*.cu")) + sorted(ROOT.glob("src/*.h")) + sorted(ROOT.glob("include/*.h"))
     for f in inputs:
