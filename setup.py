@@ -2,6 +2,7 @@
 and, when a CUDA toolkit is found, the CUDA backend with its kernels compiled by nvcc and cudart
 linked statically. Without a toolkit the CPU backend is built alone, and the build says so."""
 
+import hashlib
 import os
 import re
 import shutil
@@ -44,6 +45,26 @@ def supported_archs(nvcc):
     return [a for a in CUDA_ARCHS if a in known] or CUDA_ARCHS[:1]
 
 
+def kernel_cache(nvcc, flags):
+    """Where the kernel object for these inputs lives: build/cuda-kernels/<key>.o, the key a hash of nvcc's path
+    and version, nvcc's flag variables, the flags (architectures included) and every file the .cu can include
+    (src/*.cu, src/*.h, include/*.h). Editable installs build in a fresh temporary folder each time, so without
+    this every `pip install -e .` recompiled the kernels for every architecture (~95 s on 2 cores) even when only
+    a .c file or nothing changed; any change to those inputs gives a new key and a real compile."""
+    h = hashlib.sha256()
+    try:
+        version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        version = ""
+    env = [os.environ.get(v, "") for v in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")]
+    for part in [nvcc, version, *env, *flags]:
+        h.update(part.encode() + b"\0")
+    inputs = sorted(ROOT.glob("src/*.cu")) + sorted(ROOT.glob("src/*.h")) + sorted(ROOT.glob("include/*.h"))
+    for f in inputs:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return ROOT / "build" / "cuda-kernels" / (h.hexdigest()[:24] + ".o")
+
+
 class BuildExt(build_ext):
     def build_extension(self, ext):
         cuda = find_cuda()
@@ -55,10 +76,22 @@ class BuildExt(build_ext):
             archs = supported_archs(nvcc)
             gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
             gencode.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
-            cmd = [nvcc, "-c", "-O3", "-std=c++17", "-Xcompiler", "-fPIC,-fvisibility=hidden", *gencode,
-                   str(ROOT / "src" / "cuda_kernels.cu"), "-o", str(obj)]
-            print("gltensor: compiling CUDA kernels for sm_" + ", sm_".join(archs), flush=True)
-            subprocess.run(cmd, check=True)
+            flags = ["-c", "-O3", "-std=c++17", "-Xcompiler", "-fPIC,-fvisibility=hidden", *gencode]
+            cached = kernel_cache(nvcc, flags)
+            if cached.exists():
+                print(f"gltensor: CUDA kernels unchanged, reusing {cached.relative_to(ROOT)} (sm_"
+                      + ", sm_".join(archs) + ")", flush=True)
+                cached.touch()  # recently used: kept by the pruning below
+            else:
+                print("gltensor: compiling CUDA kernels for sm_" + ", sm_".join(archs), flush=True)
+                partial = cached.with_suffix(f".{os.getpid()}.tmp")
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                subprocess.run([nvcc, *flags, str(ROOT / "src" / "cuda_kernels.cu"), "-o", str(partial)], check=True)
+                os.replace(partial, cached)  # atomic: an interrupted nvcc never leaves a half object under the key
+                # Keep the few newest (e.g. the bootstrap's and the wheel's architecture lists), not every edit's.
+                for old in sorted(cached.parent.glob("*.o"), key=lambda f: f.stat().st_mtime)[:-4]:
+                    old.unlink(missing_ok=True)
+            shutil.copyfile(cached, obj)
             ext.extra_objects.append(str(obj))
             ext.define_macros.append(("GLT_WITH_CUDA", "1"))
             # What the doctor reports as the build's kernel architectures (SASS per arch, PTX of the last).

@@ -31,7 +31,9 @@
  *
  * CUDA streams (void *): a non-NULL stream is a cudaStream_t the call issues its CUDA work on. NULL means:
  *   - in calls that return a frame (glt_read_options.cuda_stream, glt_buffer_read): the object's own stream,
- *     which the frame records (glt_frame_info.stream); consumers order against it with glt_frame_sync_stream;
+ *     which the frame records (glt_frame_info.stream); consumers order against it with glt_frame_sync_stream.
+ *     In this release that stream is CUDA's legacy default stream (handle 1) for every object: the stream
+ *     PyTorch and CuPy use unless told otherwise, so a frame handed to them needs no cross-stream wait;
  *   - in calls that hand memory to the caller's own CUDA work or take memory from it (glt_write_options.cuda_stream,
  *     glt_buffer_map): CUDA's legacy default stream, which orders against the caller's work on any blocking stream.
  *   The meanings differ on purpose: a read's result says which stream it is on, so gltensor can use a stream of
@@ -407,6 +409,24 @@ GLT_API glt_status glt_frame_synchronize(glt_frame *frame);
 /* Returns the buffer to the pool; it is handed out again only once every remembered stream
  * has finished the work queued on it so far. Safe after the capture was destroyed. */
 GLT_API void glt_frame_destroy(glt_frame *frame);
+
+/* OpenCV (C++): a frame is OpenCV's pixel order when read with channels B, G, R(, A), top row first (flip = 1),
+ * uint8, HWC. On the CUDA backend a cv::cuda::GpuMat wraps the frame's memory without a copy (the frame must
+ * outlive the GpuMat; cv::cuda's default stream is CUDA's legacy default stream, the frame's own stream in this
+ * release, so work on it is ordered after the copy; on any other cv::cuda::Stream call glt_frame_sync_stream
+ * with its cudaStream_t first):
+ *
+ *     glt_read_options o = GLT_READ_OPTIONS_INIT;
+ *     o.n_channels = 4; o.channels[0] = 2; o.channels[1] = 1; o.channels[2] = 0; o.channels[3] = 3;  // BGRA
+ *     glt_frame *f; glt_capture_read(cap, &o, &f);
+ *     glt_frame_info i = {0};
+ *     glt_frame_get_info(f, &i);
+ *     cv::cuda::GpuMat gpu(i.height, i.width, CV_8UC4, i.data, i.row_pitch_bytes);   // CUDA backend
+ *     cv::Mat host(i.height, i.width, CV_8UC4, i.data, i.row_pitch_bytes);            // CPU backend
+ *     ...                                     // use gpu / host, then let them go before the frame
+ *     glt_frame_destroy(f);
+ *
+ * Three channels (B, G, R: n_channels = 3) give CV_8UC3. */
 
 /* ---- batches: many captures, one GL->CUDA handoff per read ---- */
 typedef struct glt_batch glt_batch;

@@ -43,7 +43,9 @@ glt_status glt_choose_backend(glt_backend requested, int requested_device, const
         char why[768];
         snprintf(why, sizeof why, "%s", glt_last_error());
         return glt_fail(st == GLT_WRONG_DEVICE ? GLT_WRONG_DEVICE : GLT_CUDA_UNAVAILABLE,
-                        "backend='cuda' was requested for %s, but %s", what, why);
+                        "backend='cuda' was requested for %s, but %s; pass backend='auto' or 'cpu' to run here on "
+                        "the CPU backend (%s host memory)",
+                        what, why, frames ? "frames in" : "data through");
     }
     *backend = GLT_BACKEND_CPU;
     *cuda_device = -1;
@@ -73,7 +75,13 @@ glt_status glt_choose_slots_backend(glt_backend requested, int requested_device,
             st = glt_fail(GLT_INVALID_ARGUMENT, "CUDA device %d does not exist (%d visible)", dev, n);
     }
     if (st != GLT_OK) {
-        if (requested == GLT_BACKEND_CUDA) return st;
+        if (requested == GLT_BACKEND_CUDA) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", glt_last_error());
+            return glt_fail(st, "backend='cuda' was requested for shared slots, but %s; pass backend='auto' or 'cpu' "
+                                "for slots in shared host memory",
+                            why);
+        }
         *backend = GLT_BACKEND_CPU;
         snprintf(reason, reason_size, "CPU (shared host memory): %s", glt_last_error());
         glt_clear_error();

@@ -10,6 +10,7 @@
 #include "cuda_device.h"
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h> /* access: is an NVIDIA driver loaded at all */
 
 /* cuda_gl_interop.h pulls in GL/gl.h, which the build machine may lack: declare the call we need. */
 enum glt_cudaGLDeviceList { glt_cudaGLDeviceListAll = 1 };
@@ -102,6 +103,19 @@ cudaError_t glt_cuda_raw_texture(const struct cudaResourceDesc *res, cudaTexture
 
 /* Device-agnostic queries (no object, no device yet): cudaGetDeviceCount and cudaGLGetDevices create no
  * CUDA context, so they run on whatever device is current without touching it. */
+/* What cudaGetDeviceCount's failure means for the user. No advice to "use the CPU backend" here: with backend='auto'
+ * the CPU backend is already in use when this is read (as the backend's reason); backend_choice.c adds that advice
+ * where it fits, to backend='cuda' requests. */
+static const char *cuda_unavailable_hint(cudaError_t e) {
+    if (access("/proc/driver/nvidia/version", F_OK) != 0)
+        return "no NVIDIA driver is loaded on this machine; for GPU tensors use a machine with an NVIDIA GPU and "
+               "its driver (in a container: --gpus all)";
+    if (e == cudaErrorInsufficientDriver)
+        return "the NVIDIA driver is older than the CUDA runtime this gltensor was built with; update the driver "
+               "(python -m gltensor.doctor names the version needed)";
+    return "the NVIDIA driver is loaded but CUDA cannot start; python -m gltensor.doctor tells why";
+}
+
 glt_status glt_cuda_probe(int *device_count) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -109,13 +123,12 @@ glt_status glt_cuda_probe(int *device_count) {
     if (e != cudaSuccess) {
         cudaGetLastError();
         return glt_fail(GLT_CUDA_UNAVAILABLE,
-                        "CUDA is unavailable: cudaGetDeviceCount failed (%s: %s); install the NVIDIA driver or "
-                        "use the CPU backend",
-                        cudaGetErrorName(e), cudaGetErrorString(e));
+                        "CUDA is unavailable: cudaGetDeviceCount failed (%s: %s): %s", cudaGetErrorName(e),
+                        cudaGetErrorString(e), cuda_unavailable_hint(e));
     }
     if (n == 0)
         return glt_fail(GLT_CUDA_UNAVAILABLE, "CUDA is unavailable: no CUDA device is visible (check "
-                                              "CUDA_VISIBLE_DEVICES); use the CPU backend");
+                                              "CUDA_VISIBLE_DEVICES)");
     /* A child forked after its parent used CUDA inherits the runtime's state: cudaGetDeviceCount still answers,
      * but every call that needs the driver fails with cudaErrorInitializationError (a SubprocVecEnv worker forked
      * from a trainer that already used torch.cuda). An attribute query, which creates no context, tells. */
@@ -130,7 +143,7 @@ glt_status glt_cuda_probe(int *device_count) {
                             ? ": it was forked after its parent used CUDA, and CUDA does not survive fork; start "
                               "workers with spawn or forkserver (GL-only work, e.g. shared-slot writes, still runs "
                               "here)"
-                            : "; use the CPU backend");
+                            : "");
     }
     return GLT_OK;
 }

@@ -151,17 +151,17 @@ def test_rgb_camera(base, made, p3d_backend, size):
     made.append(cam)
     aim(cam.camera)
     base.graphicsEngine.renderFrame()
-    x = cam.perceive(to_float=False)
+    x = cam.read(to_float=False)
     padded_as_configured(cam.color_texture, w, h)
     assert x.shape == (h, w, 3) and x.dtype == torch.uint8
     assert cam.texture_capture.size == (w, h)
     ref = ram_rgb(base, cam.color_texture)
     rendered(ref)
     assert_equal(x, ref)
-    f = cam.perceive()
+    f = cam.read()
     assert f.shape == (h, w, 3) and f.dtype == torch.float32
     assert torch.equal((f.cpu() * 255).round().to(torch.uint8), x.cpu())
-    chw = cam.perceive(to_float=False, layout="chw")
+    chw = cam.read(to_float=False, layout="chw")
     assert torch.equal(chw.cpu(), x.cpu().permute(2, 0, 1))
 
 
@@ -172,13 +172,13 @@ def test_depth_camera(base, made, p3d_backend, size):
     made.append(cam)
     aim(cam.camera)
     base.graphicsEngine.renderFrame()
-    d = cam.perceive()
+    d = cam.read()
     padded_as_configured(cam.depth_texture, w, h)
     assert d.shape == (h, w, 1) and d.dtype == torch.float32
     ref = ram_image(base, cam.depth_texture)[::-1]
     assert ref.min() < 0.99 and ref.max() == 1.0
     assert np.array_equal(d.cpu().numpy(), ref)
-    lin = cam.perceive(linear=True).cpu().numpy()
+    lin = cam.read(linear=True).cpu().numpy()
     np.testing.assert_allclose(lin, 50.0 / (50.0 - ref.astype(np.float64) * 49.0), rtol=1e-5)
 
 
@@ -192,7 +192,7 @@ def test_camera_batch(base, made, p3d_backend, size):
     batch = gp.CameraBatch(cams)
     made.append(batch)
     base.graphicsEngine.renderFrame()
-    x = batch.perceive(to_float=False)
+    x = batch.read(to_float=False)
     assert x.shape == (3, h, w, 3)
     for k, c in enumerate(cams):
         assert_equal(x[k], ram_rgb(base, c.color_texture))
@@ -208,7 +208,7 @@ def test_camera_atlas(base, made, p3d_backend, size):
     for k, c in enumerate(atlas.cameras):
         aim(c, 0.8 * (k - 2))
     base.graphicsEngine.renderFrame()
-    x = atlas.perceive(to_float=False)
+    x = atlas.read(to_float=False)
     assert x.shape == (n, h, w, 3) and atlas.tiles == (2, 3)
     whole = ram_rgb(base, atlas.color_texture)  # (2h, 3w, 3), top row first
     assert whole.shape == (2 * h, 3 * w, 3)
@@ -283,7 +283,7 @@ def test_resize_follows_padding(base, made, p3d_backend):
     for (w, h) in ((97, 61), (130, 75), (64, 64), (97, 61)):
         cam.set_size(w, h)
         base.graphicsEngine.renderFrame()
-        x = cam.perceive(to_float=False)
+        x = cam.read(to_float=False)
         assert x.shape == (h, w, 3)
         assert_equal(x, ram_rgb(base, cam.color_texture))
 
@@ -318,7 +318,7 @@ def test_pitfall_context_draw_callback_route(base, made, p3d_backend):
     base.graphicsEngine.renderFrame()
     ref = ram_rgb(base, cam.color_texture)
     with _NoContext():
-        assert_equal(cam.perceive(to_float=False), ref)
+        assert_equal(cam.read(to_float=False), ref)
     assert cam.frames >= 1
 
 
@@ -357,7 +357,7 @@ def test_pitfall_width_height_order(base, made, p3d_backend):
     made.append(cam)
     aim(cam.camera)
     base.graphicsEngine.renderFrame()
-    x = cam.perceive(to_float=False).cpu().numpy().astype(int)
+    x = cam.read(to_float=False).cpu().numpy().astype(int)
     assert x.shape == (61, 97, 3)
     green = (x[..., 1] > 40) & (x[..., 1] > 2 * x[..., 0]) & (x[..., 1] > 2 * x[..., 2])
     cols = np.nonzero(green)[1]
@@ -365,31 +365,31 @@ def test_pitfall_width_height_order(base, made, p3d_backend):
 
 
 def test_pitfall_bottom_up_rows(base, made, p3d_backend):
-    """GL (and getRamImage) rows are bottom-up; perceive() is top row first (the red box on top), flip=False
+    """GL (and getRamImage) rows are bottom-up; read() is top row first (the red box on top), flip=False
     gives GL's order."""
     cam = gp.RGBCamera(base, 97, 61, backend=p3d_backend)
     made.append(cam)
     aim(cam.camera)
     base.graphicsEngine.renderFrame()
-    x = cam.perceive(to_float=False).cpu().numpy().astype(int)
+    x = cam.read(to_float=False).cpu().numpy().astype(int)
     red = (x[..., 0] > 40) & (x[..., 0] > 2 * x[..., 1]) & (x[..., 0] > 2 * x[..., 2])
     rows = np.nonzero(red)[0]
     assert rows.size > 20 and rows.mean() < 61 / 2
-    up = cam.perceive(to_float=False, flip=False)
+    up = cam.read(to_float=False, flip=False)
     assert_equal(up, ram_image(base, cam.color_texture)[..., [2, 1, 0]])
 
 
 def test_pitfall_bgra_vs_rgba(base, made, p3d_backend):
-    """Panda's RAM image is BGRA; the GL texture (and perceive()) is RGBA. The red box is red, not blue."""
+    """Panda's RAM image is BGRA; the GL texture (and read()) is RGBA. The red box is red, not blue."""
     cam = gp.RGBCamera(base, 97, 61, backend=p3d_backend)
     made.append(cam)
     aim(cam.camera)
     base.graphicsEngine.renderFrame()
     ram = ram_image(base, cam.color_texture)[::-1]  # top row first, BGRA
-    x = cam.perceive(to_float=False, channels="rgba").cpu().numpy()
+    x = cam.read(to_float=False, channels="rgba").cpu().numpy()
     assert_equal(x, ram[..., [2, 1, 0, 3]])
     assert not np.array_equal(x[..., :3], ram[..., :3])  # the scene has colour: the orders differ
-    assert_equal(cam.perceive(to_float=False, channels="bgr"), ram[..., :3])
+    assert_equal(cam.read(to_float=False, channels="bgr"), ram[..., :3])
 
 
 # ---------------------------------------------------------------- gltensor.metadrive sensors
@@ -535,7 +535,7 @@ def test_metadrive_agent_cameras(base, made, p3d_backend, layout):
     cams = gmd.AgentCameras(base, n, w, h, layout=layout, backend=p3d_backend,
                             sensor_class=gmd.PlainRGBCamera if layout == "batch" else None)
     made.append(cams)
-    x = cams.perceive(False, agents, (0.0, 0.8, 1.0), (0.0, -5.0, 0.0))
+    x = cams.read(False, agents, (0.0, 0.8, 1.0), (0.0, -5.0, 0.0))
     assert x.shape == (n, h, w, 3) and x.device.type == p3d_backend
     if layout == "atlas":
         whole = ram_rgb(base, cams._atlas.color_texture)

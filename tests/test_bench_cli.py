@@ -161,3 +161,42 @@ def test_from_json_refuses_what_is_not_a_finished_report(tmp_path):
     assert proc.returncode == 2 and "not a finished suite report" in proc.stderr
     proc = run_bench(tmp_path, "--from-json", str(tmp_path / "missing.json"))
     assert proc.returncode == 2 and "cannot read" in proc.stderr
+
+
+def test_default_output_goes_to_the_user_cache_not_the_checkout(tmp_path):
+    """Without --json/--plot the suite writes under $XDG_CACHE_HOME/gltensor/bench, says where, and leaves the
+    checkout (the folder it runs from, and benchmarks/results of the package's checkout) as it was."""
+    root = Path(gltensor.__file__).resolve().parent.parent
+    checkout = root.parent if (root.parent / "benchmarks").is_dir() else tmp_path / "cwd"
+    results = checkout / "benchmarks" / "results"
+    before = sorted(p.name for p in results.iterdir()) if results.is_dir() else []
+    cwd_before = sorted(p.name for p in checkout.iterdir()) if checkout.is_dir() else []
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(root)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.setdefault("PYOPENGL_PLATFORM", "egl")
+    env.pop("GLTENSOR_BENCH_DIR", None)
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    tiny = ["--quick", "--sizes", "16", "--cameras", "1", "--seconds", "0.02", "--path-budget", "1", "--runs", "2",
+            "--min-steps", "5", "--no-progress"]
+    checkout.mkdir(exist_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "gltensor.bench", *tiny], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=checkout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out_dir = tmp_path / "cache" / "gltensor" / "bench"
+    written = sorted(out_dir.glob("suite_*.json"))
+    assert len(written) == 1, list(out_dir.iterdir()) if out_dir.is_dir() else "no %s" % out_dir
+    assert json.loads(written[0].read_text())["status"] == "ok"
+    assert "JSON: %s" % written[0] in proc.stdout
+    assert (sorted(p.name for p in results.iterdir()) if results.is_dir() else []) == before
+    assert sorted(p.name for p in checkout.iterdir()) == cwd_before
+
+
+def test_results_path_defaults(monkeypatch, tmp_path):
+    from gltensor.bench.report import results_path
+
+    monkeypatch.delenv("GLTENSOR_BENCH_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert results_path("single", "my host") == tmp_path / "xdg" / "gltensor" / "bench" / "single_my_host.json"
+    monkeypatch.setenv("GLTENSOR_BENCH_DIR", str(tmp_path / "mine"))
+    assert results_path("procs", "h") == tmp_path / "mine" / "procs_h.json"
+    assert results_path("procs", "h", "benchmarks/results/x.json") == Path("benchmarks/results/x.json")

@@ -19,6 +19,8 @@ overflow to inf, subnormals, values below 0 and above 1 (clipping), inf / -inf /
 R32UI values (saturation to 255, float16 overflow, float32 / bfloat16 rounding above 2^24).
 """
 
+import sys
+
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
@@ -580,3 +582,45 @@ def test_channel_pick_into_unaligned_out(layout, make_texture, capture):
     assert not out.flags.aligned
     assert cap.read(out=out, channels="bgr", layout=layout) is out
     assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", ["float", float, "int", int, "torch.float", "numpy.int"])
+def test_ambiguous_float_and_int_are_refused_everywhere(dtype, make_texture, capture):
+    """'float'/float and 'int'/int mean float64/int64 to NumPy and float32/int32 to torch: every dtype= refuses
+    them, naming both sizes, instead of silently picking torch's (reads, buffer mappings and copies alike)."""
+    from OpenGL import GL
+
+    sizes = ("float32", "float64") if "float" in str(dtype) else ("int32", "int64")
+    fmt, img, _ = make_source(make_texture, "RGBA8", seed=53)
+    cap = capture(img, backend="cpu")
+    buf = int(GL.glGenBuffers(1))
+    try:
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, buf)
+        GL.glBufferData(GL.GL_ARRAY_BUFFER, 64, None, GL.GL_DYNAMIC_DRAW)
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+        calls = {"read": lambda: cap.read(dtype=dtype),
+                 "read_buffer": lambda: gltensor.read_buffer(buf, dtype=dtype, backend="cpu"),
+                 "map_buffer": lambda: gltensor.map_buffer(buf, dtype=dtype, mode="read", backend="cpu").__enter__()}
+        for what, call in calls.items():
+            with pytest.raises(ValueError, match="ambiguous") as e:
+                call()
+            assert all(s in str(e.value) for s in sizes), (what, str(e.value))
+        # The sized spellings, and torch's own alias (torch.float is torch.float32), still work.
+        forms = ["float32", np.float32, np.dtype("float32")]
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            forms.append(torch.float)
+        assert [cap.read(dtype=d).dtype for d in forms] == ["float32"] * len(forms)
+        assert gltensor.read_buffer(buf, dtype=np.dtype(np.float64), backend="cpu").shape == (8,)
+    finally:
+        GL.glDeleteBuffers(1, [buf])
+
+
+def test_slot_space_refuses_ambiguous_float():
+    pytest.importorskip("gymnasium")
+    from gltensor.gymnasium import SlotSpace
+
+    for d in ("float", float):
+        with pytest.raises(ValueError, match="ambiguous"):
+            SlotSpace(8, 8, 3, dtype=d)
+    assert SlotSpace(8, 8, 3, dtype="float32").dtype == np.float32

@@ -323,3 +323,46 @@ def test_context_on_a_cuda_device_without_cuda_explains_why():
         gltensor.Context.headless(cuda_device=0)
     hint = str(e.value).partition("\n")[2]
     assert hint == doctor._explain_cuda_unavailable() and hint.startswith("gltensor doctor: "), str(e.value)
+
+
+# ------------------------------------------------------------------ the advice fits the machine
+
+NO_DRIVER = not os.path.exists("/proc/driver/nvidia/version")
+
+
+@pytest.mark.skipif(not (NO_DRIVER and gltensor.cuda_compiled()), reason="needs a CUDA build on a machine without "
+                    "an NVIDIA driver")
+def test_without_a_driver_no_line_advises_the_cpu_backend_already_in_use(gl, tmp_path):
+    """Where backend='auto' is already on the CPU backend, its reason says why (no NVIDIA driver) and what gives GPU
+    tensors, never "use the CPU backend"; only a backend='cuda' request is told that 'auto'/'cpu' works here."""
+    import numpy as np
+    from OpenGL import GL
+
+    tex = int(GL.glGenTextures(1))
+    try:
+        GL.glBindTexture(GL.GL_TEXTURE_2D, tex)
+        GL.glTexStorage2D(GL.GL_TEXTURE_2D, 1, GL.GL_RGBA8, 8, 4)
+        cap = gltensor.Capture(tex)
+        assert cap.backend == "cpu"
+        assert "no NVIDIA driver is loaded on this machine" in cap.backend_reason, cap.backend_reason
+        assert "for GPU tensors use a machine with an NVIDIA GPU" in cap.backend_reason
+        assert "use the CPU backend" not in cap.backend_reason
+        assert np.asarray(cap.read()).shape == (4, 8, 4)
+        cap.close()
+        with pytest.raises(gltensor.CudaUnavailableError) as e:
+            gltensor.Capture(tex, backend="cuda")
+        assert "backend='cuda' was requested" in str(e.value)
+        assert "pass backend='auto' or 'cpu' to run here on the CPU backend" in str(e.value)
+    finally:
+        GL.glDeleteTextures(1, [tex])
+    text = run_doctor("--no-selftest").stdout
+    assert "no NVIDIA driver is loaded on this machine" in text and "use the CPU backend" not in text, text
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(gltensor.__file__))]
+                                        + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    demo = subprocess.run([sys.executable, "-m", "gltensor", "--frames", "2", "--size", "32x32", "--out",
+                           str(tmp_path / "frame.png")], capture_output=True, text=True, timeout=120, env=env)
+    line = [ln for ln in demo.stdout.splitlines() if ln.startswith("backend: ")]
+    assert demo.returncode == 0 and line, demo.stdout + demo.stderr
+    assert line[0].startswith("backend: cpu (") and "no NVIDIA driver is loaded" in line[0]
+    assert "use the CPU backend" not in demo.stdout

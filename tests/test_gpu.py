@@ -48,7 +48,10 @@ def test_cuda_properties(ctx, cuda_rgba):
     frame = cap.read()
     assert frame.device == f"cuda:{cap.cuda_device}"
     assert frame.__dlpack_device__() == (2, cap.cuda_device)
-    assert isinstance(frame.stream, int)
+    # The one truth the README, docs/python-api.md and gltensor.h state: without stream= the copy is issued on
+    # CUDA's legacy default stream (handle 1), the stream torch and CuPy use unless told otherwise.
+    assert frame.stream == 1
+    assert cap.read(stream=0).stream == 1  # 0, torch's name for the default stream, means the same
     assert not hasattr(frame, "__array_interface__")
     frame.synchronize()
 

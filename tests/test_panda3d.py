@@ -92,7 +92,7 @@ def assert_equal(got, ref):
 def test_rgb_camera_equals_engine_readback(base, make_camera):
     cam = make_camera()
     base.graphicsEngine.renderFrame()
-    x = cam.perceive(to_float=False)
+    x = cam.read(to_float=False)
     assert x.shape == (H, W, 3) and x.dtype == torch.uint8
     assert x.device.type == cam.texture_capture.backend
     ref = engine_rgb(base, cam.color_texture)
@@ -105,7 +105,7 @@ def test_rgb_camera_equals_engine_readback(base, make_camera):
     red = (r > 40) & (r > 2 * g) & (r > 2 * b)
     rows = np.nonzero(red)[0]
     assert rows.size > 20 and rows.mean() < H / 2
-    f = cam.perceive()  # float32 in [0, 1], same pixels
+    f = cam.read()  # float32 in [0, 1], same pixels
     assert f.dtype == torch.float32
     assert torch.equal((f.cpu() * 255).round().to(torch.uint8), x.cpu())
 
@@ -113,10 +113,10 @@ def test_rgb_camera_equals_engine_readback(base, make_camera):
 def test_next_frame_is_new(base, make_camera):
     cam = make_camera()
     base.graphicsEngine.renderFrame()
-    a = cam.perceive(to_float=False).cpu().clone()
+    a = cam.read(to_float=False).cpu().clone()
     cam.camera.setX(1.5)
     base.graphicsEngine.renderFrame()
-    b = cam.perceive(to_float=False)
+    b = cam.read(to_float=False)
     assert not torch.equal(a, b.cpu())
     assert_equal(b, engine_rgb(base, cam.color_texture))
 
@@ -146,14 +146,14 @@ def test_capture_texture_and_output(base, p3d_backend):
 def test_depth_camera_equals_engine_readback(base, make_camera):
     cam = make_camera(gp.DepthCamera, near=1.0, far=50.0)
     base.graphicsEngine.renderFrame()
-    d = cam.perceive()
+    d = cam.read()
     assert d.shape == (H, W, 1) and d.dtype == torch.float32
     tex = cam.depth_texture
     assert base.graphicsEngine.extractTextureData(tex, base.win.getGsg())
     ref = np.frombuffer(bytes(tex.getRamImage()), np.float32).reshape(H, W, 1)[::-1]
     assert np.array_equal(d.cpu().numpy(), ref)
     assert ref.min() < 0.99 and ref.max() == 1.0  # something in front of the far plane, background at 1
-    lin = cam.perceive(linear=True).cpu().numpy()
+    lin = cam.read(linear=True).cpu().numpy()
     expect = (50.0 * 1.0) / (50.0 - ref.astype(np.float64) * (50.0 - 1.0))
     np.testing.assert_allclose(lin, expect, rtol=1e-5)
 
@@ -163,7 +163,7 @@ def test_resize_between_steps(base, make_camera):
     for (w, h) in ((W, H), (120, 75), (64, 37), (W, H)):
         cam.set_size(w, h)
         base.graphicsEngine.renderFrame()
-        x = cam.perceive(to_float=False)
+        x = cam.read(to_float=False)
         assert x.shape == (h, w, 3)
         assert_equal(x, engine_rgb(base, cam.color_texture))
 
@@ -173,14 +173,14 @@ def test_two_cameras_one_batch(base, make_camera):
     batch = gp.CameraBatch([left, right])
     try:
         base.graphicsEngine.renderFrame()
-        x = batch.perceive(to_float=False)
+        x = batch.read(to_float=False)
         assert x.shape == (2, H, W, 3)
         assert_equal(x[0], engine_rgb(base, left.color_texture))
         assert_equal(x[1], engine_rgb(base, right.color_texture))
         assert not torch.equal(x[0].cpu(), x[1].cpu())
         left.camera.setZ(1.0)  # next step: new frames in the same batch
         base.graphicsEngine.renderFrame()
-        y = batch.perceive(to_float=False)
+        y = batch.read(to_float=False)
         assert_equal(y[0], engine_rgb(base, left.color_texture))
         assert not torch.equal(x[0].cpu(), y[0].cpu())
     finally:
@@ -191,22 +191,22 @@ def test_before_first_frame_is_an_error(base, make_camera):
     from panda3d.core import Texture
     cam = make_camera()
     with pytest.raises(gp.NotRenderedError, match="renderFrame"):
-        cam.perceive()
+        cam.read()
     with pytest.raises(gp.NotRenderedError):
         gp.capture_texture(cam.color_texture, base.win.getGsg())
     with pytest.raises(gltensor.GLTensorError):  # NotRenderedError is a GLTensorError
         gp.capture_texture(Texture("never_rendered"), base.win.getGsg())
     base.graphicsEngine.renderFrame()
-    assert_equal(cam.perceive(to_float=False), engine_rgb(base, cam.color_texture))
+    assert_equal(cam.read(to_float=False), engine_rgb(base, cam.color_texture))
 
 
 def test_another_context_current_between_frames(base, make_camera, ctx):
     """A capture made with Panda's context reads correctly after another GL context was made current."""
     cam = make_camera()
     base.graphicsEngine.renderFrame()
-    first = cam.perceive(to_float=False).cpu().clone()
+    first = cam.read(to_float=False).cpu().clone()
     ctx.make_current()
-    again = cam.perceive(to_float=False)
+    again = cam.read(to_float=False)
     assert torch.equal(first, again.cpu())
 
 

@@ -3,6 +3,8 @@
 # builds gltensor in place. Idempotent: it installs only what is missing, so it also runs on a
 # machine without internet that already has the packages (the GPU machine).
 #   TORCH_VERSION  torch to install when none is importable (default 2.13.0)
+#   TORCH_CPU_INDEX  where torch's CPU build comes from without an NVIDIA driver (default PyTorch's CPU-only index)
+#   GLTENSOR_CUDA_ARCHS  kernel architectures (default: the GPUs' own, or 75 without a driver; see step 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -25,10 +27,32 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# 2. Python packages, only those missing (torch pinned: an unpinned one pulls a multi-GB CUDA build).
+# 2. Python packages, only those missing (torch pinned: an unpinned one pulls a multi-GB CUDA build). One Python
+# process finds which modules are missing without importing them (importing torch alone takes seconds).
+missing_mods=" $("$PYTHON" - "$@" <<'PY'
+import importlib.util
+mods = ["torch", "numpy", "OpenGL", "tqdm", "PIL", "pytest", "hypothesis", "cv2", "imageio", "moderngl", "mujoco",
+        "dm_control", "panda3d", "matplotlib", "gymnasium", "stable_baselines3", "cloudpickle"]
+print(" ".join(m for m in mods if importlib.util.find_spec(m) is None))
+PY
+) "
+has_mod() { [[ "$missing_mods" != *" $1 "* ]]; }
+pip_q() { "$PYTHON" -m pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v "Running pip as the 'root'" || true; }; }
+# Best-effort extras: give up quickly where there is no network (the GPU machine) instead of pip's long retries.
+pip_try() { pip_q --retries 1 --timeout 10 "$@"; }
+TORCH_SPEC="torch==${TORCH_VERSION:-2.13.0}"
+
+# Without an NVIDIA driver, torch's CPU build from PyTorch's CPU-only index, else the default index
+# (tools/torch_index.sh chooses, and says which).
+install_torch() {
+    local index_args
+    mapfile -t index_args < <(PYTHON="$PYTHON" ./tools/torch_index.sh)
+    echo "bootstrap: pip installing $TORCH_SPEC ${index_args[*]}"
+    pip_q "${index_args[@]}" "$TORCH_SPEC"
+}
+has_mod torch || install_torch
+
 pip_missing=()
-has_mod() { "$PYTHON" -c "import $1" >/dev/null 2>&1; }
-has_mod torch || pip_missing+=("torch==${TORCH_VERSION:-2.13.0}")
 has_mod numpy || pip_missing+=(numpy)
 has_mod OpenGL || pip_missing+=("PyOpenGL>=3.1")
 has_mod tqdm || pip_missing+=(tqdm)
@@ -38,25 +62,63 @@ has_mod pytest || pip_missing+=("pytest>=7")
     || pip_missing+=("setuptools>=64" wheel)
 if [ ${#pip_missing[@]} -gt 0 ]; then
     echo "bootstrap: pip installing ${pip_missing[*]}"
-    "$PYTHON" -m pip install -q "${pip_missing[@]}"
+    pip_q "${pip_missing[@]}"
 fi
 
-# 2b. Engines whose integrations the tests exercise, best effort: a platform without a wheel for one of
-# them still gets the rest of the suite (those tests then skip, saying why).
-for spec in "moderngl:moderngl>=5.8" "mujoco:mujoco>=3" "panda3d:panda3d>=1.10" "matplotlib:matplotlib"; do
+# 2b. What the tests exercise beyond the core, best effort: a platform without a wheel for one of them still gets
+# the rest of the suite (those tests then skip, saying why). mujoco stays below 4: dm_control 1.0.50 fails on
+# mujoco 4.0 ("MjModel has no attribute flex_vertedge"); imageio is what Gymnasium's MuJoCo envs import.
+for spec in "hypothesis:hypothesis" "cv2:opencv-python-headless" "imageio:imageio" "moderngl:moderngl>=5.8" \
+            "mujoco:mujoco>=3,<4" "panda3d:panda3d>=1.10" "matplotlib:matplotlib"; do
     mod=${spec%%:*}
-    has_mod "$mod" || "$PYTHON" -m pip install -q "${spec#*:}" || echo "bootstrap: could not install ${spec#*:}; its tests will be skipped"
+    has_mod "$mod" || pip_try "${spec#*:}" || echo "bootstrap: could not install ${spec#*:}; its tests will be skipped"
 done
+has_mod dm_control || pip_try "dm_control" "mujoco>=3,<4" || echo "bootstrap: could not install dm_control; its tests will be skipped"
 # The vector-env integrations (gltensor.gymnasium, gltensor.sb3). stable-baselines3 depends on torch: --no-deps,
 # with its small dependencies by name, so that it never replaces the CPU or CUDA torch installed above.
-has_mod gymnasium || "$PYTHON" -m pip install -q "gymnasium>=1.0,<2" || echo "bootstrap: could not install gymnasium; its tests will be skipped"
-if ! has_mod stable_baselines3 && has_mod gymnasium; then
-    "$PYTHON" -m pip install -q --no-deps "stable-baselines3>=2.4,<3" && "$PYTHON" -m pip install -q cloudpickle \
+has_mod gymnasium || pip_try "gymnasium>=1.0,<2" || echo "bootstrap: could not install gymnasium; its tests will be skipped"
+if ! has_mod stable_baselines3; then
+    pip_try --no-deps "stable-baselines3>=2.4,<3" && pip_try cloudpickle \
         || echo "bootstrap: could not install stable-baselines3; its tests will be skipped"
 fi
 
-# 3. gltensor itself (with the CUDA backend when a toolkit is found). The module is an abi3 build
-# (_gltensor.abi3.so); a version-specific one left by an older build would shadow it, so it goes first.
-rm -f python/gltensor/_gltensor.cpython-*.so
-"$PYTHON" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as the 'root'" || true
+# 3. gltensor itself (with the CUDA backend when a toolkit is found), only when something it is built from
+# changed: the fingerprint covers every file of the build (C, CUDA, headers, setup.py, pyproject.toml), the build
+# settings and the Python it is installed for; the install must also still point at this checkout. So `make test`
+# right after `make demo` starts pytest within seconds, and any edit to a .c/.cu/.h or setup.py rebuilds.
+# Kernel architectures: those of the GPUs here (nvidia-smi), or, without a driver (CUDA cannot run, the kernels
+# are only compiled), one (sm_75 + its PTX) instead of the wheel's seven: minutes less on a small machine.
+# GLTENSOR_CUDA_ARCHS set by the caller wins; tools/build_wheel.sh keeps the full list (setup.py's default).
+if [ -z "${GLTENSOR_CUDA_ARCHS:-}" ]; then
+    archs=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d '. ' | sort -u | paste -sd';' || true)
+    [[ "$archs" =~ ^[0-9]+(\;[0-9]+)*$ ]] || archs=75
+    export GLTENSOR_CUDA_ARCHS=$archs
+fi
+fingerprint() {
+    { "$PYTHON" -c "import sys; print(sys.executable, sys.version)"
+      env | grep -E '^(GLTENSOR_CUDA_ARCHS|GLTENSOR_NO_CUDA|GLTENSOR_SANITIZE|CUDA_HOME|CUDA_PATH|CC|CFLAGS|LDFLAGS)=' | sort
+      command -v nvcc || true
+      find src include python/gltensor/_ext setup.py pyproject.toml -type f ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum
+    } | sha256sum | cut -d' ' -f1
+}
+stamp=build/bootstrap.stamp
+want=$(fingerprint)
+installed_here() {
+    "$PYTHON" - "$PWD/python/gltensor" <<'PY'
+import importlib.util, os, sys
+spec = importlib.util.find_spec("gltensor")
+ok = spec is not None and spec.origin and os.path.dirname(os.path.realpath(spec.origin)) == os.path.realpath(sys.argv[1])
+sys.exit(0 if ok and any(f.startswith("_gltensor") and f.endswith(".so") for f in os.listdir(sys.argv[1])) else 1)
+PY
+}
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && installed_here; then
+    echo "bootstrap: gltensor is built and installed from this checkout, nothing changed since: no rebuild"
+else
+    # The module is an abi3 build (_gltensor.abi3.so); a version-specific one left by an older build would shadow
+    # it, so it goes first.
+    rm -f python/gltensor/_gltensor.cpython-*.so "$stamp"
+    echo "bootstrap: building gltensor (CUDA kernels, if a toolkit is found, for sm_${GLTENSOR_CUDA_ARCHS//;/, sm_})"
+    pip_q --no-build-isolation --no-deps -e .
+    mkdir -p build && echo "$want" > "$stamp"
+fi
 "$PYTHON" -c "import gltensor; print('bootstrap: gltensor', gltensor.__version__, '| CUDA compiled:', gltensor.cuda_compiled(), '| CUDA usable:', gltensor.cuda_available())"

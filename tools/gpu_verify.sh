@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: tests bench-ab procs slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
+#   bash tools/gpu_verify.sh STEP...   steps: firstcontact docs (issue 35) tests bench-ab procs slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
@@ -44,6 +44,17 @@ for step in "$@"; do
             echo "failed ones again, alone:"; grep -E "^(FAILED|ERROR)|passed|failed|^E  " "$OUT/pytest_rerun.log" | tail -30
         fi
         grep -E "^SKIPPED" "$OUT/pytest.log" | sed -E 's/^SKIPPED \[[0-9]+\] //' | cut -c1-150 | sort | uniq -c | sort -rn | head -25 ;;
+    firstcontact) # issue 35: the CUDA side of the first-contact items: frames copied on CUDA's legacy default
+           # stream (frame.stream == 1), OpenCV's GpuMat over a CUDA frame (skipped unless this OpenCV has CUDA),
+           # the doctor and the CUDA advice, dtype 'float' refused; then the bootstrap twice (PIP_NO_INDEX: no
+           # network here), the second run must say "no rebuild" within seconds
+        timeout 300 python3 -m pytest -q -rfEs -p no:cacheprovider tests/test_opencv.py tests/test_doctor.py \
+            "tests/test_gpu.py::test_cuda_properties" tests/test_convert.py -k "not test_capture_conversions and not \
+            test_every_16bit_value" > "$OUT/firstcontact.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/firstcontact.log" | tail -20
+        PIP_NO_INDEX=1 timeout 400 ./tools/bootstrap.sh > "$OUT/bootstrap1.log" 2>&1; echo "bootstrap 1 exit $?"
+        s=$(date +%s.%N); PIP_NO_INDEX=1 timeout 100 ./tools/bootstrap.sh > "$OUT/bootstrap2.log" 2>&1
+        echo "bootstrap 2 exit $? in $(echo "$(date +%s.%N) - $s" | bc) s"; grep -E "rebuild|building|gltensor 0" "$OUT/bootstrap2.log" ;;
     procs) # issue 21: many engine processes, one GPU batch (host readback per worker, gltensor per worker,
            # shared slots, the floor, the pack path, one-process Atlas) for PROCS_WORKERS x PROCS_SIZES
         timeout ${PROCS_TIME:-420} python3 -m gltensor.bench procs --workers "${PROCS_WORKERS:-1,4,8,16,64}" \

@@ -36,8 +36,8 @@ KNOWN_FAILURES: Dict[str, Tuple[str, str, str]] = {
         "no NVIDIA driver",
         "No NVIDIA driver is loaded on this machine (no /proc/driver/nvidia, the CUDA driver reports no "
         "version), so CUDA cannot run; gltensor uses the CPU backend (pixel-pack readback into host memory).",
-        "Nothing to fix on a machine without an NVIDIA GPU: use the CPU backend (`backend='auto'` picks it). "
-        "On a GPU machine install the NVIDIA driver; in a container run it with the GPU attached "
+        "Nothing to fix on a machine without an NVIDIA GPU: gltensor already runs on the CPU backend here "
+        "(`backend='auto'` picks it). For GPU tensors run on a machine with an NVIDIA GPU and its driver; in a container run it with the GPU attached "
         "(`docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=all ...`).",
     ),
     "driver_too_old": (

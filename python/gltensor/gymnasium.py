@@ -84,6 +84,9 @@ class SlotSpace(Box):
         height, width, channels = int(height), int(width), int(channels)
         if channels not in _CHANNELS:
             raise ValueError(f"channels must be 1, 2, 3 or 4, not {channels}")
+        if dtype in ("float", float, "int", int):  # as every gltensor dtype=: NumPy and torch disagree on the size
+            raise ValueError(f"dtype {dtype!r} is ambiguous: NumPy reads it as 64-bit, torch as 32-bit; name the size "
+                             f"you mean, e.g. 'float32'")
         dtype_name = np.dtype(dtype).name
         if dtype_name not in _DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, not {dtype_name}")

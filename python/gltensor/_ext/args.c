@@ -115,10 +115,25 @@ const char *glt_py_dtype_name(PyObject *obj, PyObject **keep) {
     }
     const char *dot = strrchr(s, '.');
     if (dot) s = dot + 1;
+    /* "float" and "int" (names, Python's float and int, "torch.float") mean different sizes to NumPy (float64,
+     * int64) and to torch (torch.float is float32, torch.int int32): refuse them rather than pick one silently.
+     * NumPy and torch dtype objects never arrive here with those names (their names carry the size). */
+    static const struct {
+        const char *name, *numpy, *torch;
+    } ambiguous[] = {{"float", "float64", "float32"}, {"int", "int64", "int32"}};
+    for (size_t i = 0; i < sizeof ambiguous / sizeof *ambiguous; ++i)
+        if (!strcmp(s, ambiguous[i].name)) {
+            PyErr_Format(PyExc_ValueError,
+                         "dtype %R is ambiguous: NumPy reads '%s' as %s, torch (torch.%s) as %s; name the size you "
+                         "mean: '%s' or '%s'",
+                         obj, ambiguous[i].name, ambiguous[i].numpy, ambiguous[i].name, ambiguous[i].torch,
+                         ambiguous[i].torch, ambiguous[i].numpy);
+            Py_DECREF(name);
+            return NULL;
+        }
     static const struct {
         const char *alias, *name;
-    } aliases[] = {{"float", "float32"}, {"half", "float16"}, {"double", "float64"}, {"int", "int32"},
-                   {"short", "int16"},   {"long", "int64"}};
+    } aliases[] = {{"half", "float16"}, {"double", "float64"}, {"short", "int16"}, {"long", "int64"}};
     for (size_t i = 0; i < sizeof aliases / sizeof *aliases; ++i)
         if (!strcmp(s, aliases[i].alias)) s = aliases[i].name;
     *keep = name;

@@ -24,7 +24,7 @@ static int stream_from_int(gltensor_state *st, PyObject *v, void **stream) {
     if (h < 0) {
         PyErr_Format(st->errors[GLT_INVALID_ARGUMENT],
                      "stream=%lld is not a CUDA stream handle; pass a stream object (torch.cuda.Stream, "
-                     "cupy.cuda.Stream), its handle, or None for the capture's own stream",
+                     "cupy.cuda.Stream), its handle, or None for CUDA's legacy default stream",
                      h);
         return -1;
     }

@@ -19,7 +19,8 @@ Layers, each module importing only those above it:
 A mode plugs in with one module and one line:
   1. gltensor/bench/<name>.py with `main(argv) -> int` (the exit status): it parses its own options
      (argparse, prog "python -m gltensor.bench <name>"), runs, prints its tables and writes its JSON
-     (report.results_path(<name>, host, args.json) gives the default path, benchmarks/results/<name>_<host>.json).
+     (report.results_path(<name>, host, args.json) gives the default path, <report.results_dir()>/<name>_<host>.json:
+     $GLTENSOR_BENCH_DIR or ~/.cache/gltensor/bench, never the checkout unless --json asks for it).
      It follows the method: every compared path checked against a reference before it is timed (raise
      measure.CheckFailed, exit 1), warm-up, one synchronisation at the end of each timed loop (measure.time_steps),
      median of runs interleaved across paths; a path that cannot run is listed with its reason (measure.Skip).

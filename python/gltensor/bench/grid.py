@@ -93,7 +93,7 @@ def build_parser():
                     help="camera counts, comma-separated (default %s); the grid is sizes x cameras" % FULL_CAMERAS)
     ap.add_argument("--paths", type=arg(_parse_paths), default=list(PATH_KEYS),
                     help="paths to run, comma-separated (default all): %s" % ",".join(PATH_KEYS))
-    ap.add_argument("--json", help="JSON output (default benchmarks/results/suite_<host>.json)")
+    ap.add_argument("--json", help="JSON output (default ~/.cache/gltensor/bench/suite_<host>.json)")
     ap.add_argument("--plot", help="PNG output (default: the JSON's path with .png)")
     ap.add_argument("--from-json", metavar="JSON", default=None,
                     help="run nothing: print the tables and verdicts of a saved report and draw its plot again "

@@ -81,7 +81,7 @@ def add_run_args(ap, kind, warmup_what="steps"):
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="torch.set_num_threads(N) first; 0 leaves torch's default. On a CPU-only machine "
                          "with llvmpipe, 1 keeps torch's spinning OpenMP workers from starving the renderer")
-    ap.add_argument("--json", help="output file (default benchmarks/results/%s_<host>.json)" % kind)
+    ap.add_argument("--json", help="output file (default ~/.cache/gltensor/bench/%s_<host>.json)" % kind)
 
 
 def open_run(kind, args):

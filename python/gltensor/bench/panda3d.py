@@ -284,7 +284,7 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
     ap.add_argument("--quick", action="store_true", help="smoke run: 84x1,64x4, 5 steps, 1 run")
-    ap.add_argument("--json", help="output file (default benchmarks/results/panda3d_<host>.json)")
+    ap.add_argument("--json", help="output file (default ~/.cache/gltensor/bench/panda3d_<host>.json)")
     ap.add_argument("--one-config", help=argparse.SUPPRESS)  # child: run one configuration, JSON to this file
     args = ap.parse_args(argv)
     if args.quick:

@@ -31,9 +31,9 @@ class BenchPath:
 
 
 def torch_stream_arg(torch):
-    """stream= for gltensor that names torch's current stream. Handle 0 (torch's default stream) is
-    passed as 1 (cudaStreamLegacy, the same stream): gltensor reads stream=0 as 'no stream given' and
-    would copy on its own non-blocking stream, which the consumer op is not ordered after."""
+    """stream= for gltensor that names torch's current stream (a side stream when the caller set one). Handle 0
+    (torch's default stream) is passed as 1 (cudaStreamLegacy, the same stream, which gltensor also copies on
+    without stream=; gltensor maps 0 to it too): the one value that means the same in every CUDA API."""
     handle = torch.cuda.current_stream().cuda_stream
     return handle if handle else 1
 

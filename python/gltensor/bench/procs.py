@@ -365,7 +365,7 @@ def build_parser():
                     help="(diagnostic) after the timed runs, one more run of each path under torch.profiler (the "
                          "trainer's CUDA API calls and kernels): a table per cell and path in DIR")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 and 2 workers at 32x24, few steps")
-    ap.add_argument("--json", default=None, help="where the JSON goes (default benchmarks/results/procs_HOST.json)")
+    ap.add_argument("--json", default=None, help="where the JSON goes (default ~/.cache/gltensor/bench/procs_HOST.json)")
     return ap
 
 

@@ -114,14 +114,23 @@ def machine_info(ctx, torch):
 
 
 
+def results_dir():
+    """The folder a mode writes to when no path is given: $GLTENSOR_BENCH_DIR, else the per-user cache
+    ($XDG_CACHE_HOME/gltensor/bench, ~/.cache/gltensor/bench). Never the checkout: a benchmark run must not
+    leave files in the source tree unless a path inside it is asked for (--json benchmarks/results/...)."""
+    given = os.environ.get("GLTENSOR_BENCH_DIR")
+    if given:
+        return Path(given).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "gltensor" / "bench"
+
+
 def results_path(kind, host, given=None):
-    """Where a mode writes its JSON: `given` (its --json), else benchmarks/results/<kind>_<host>.json of the
-    checkout this package runs from, else of the current directory (an installed package)."""
+    """Where a mode writes its JSON: `given` (its --json), else <results_dir()>/<kind>_<host>.json. Each mode
+    prints the path it wrote."""
     if given:
         return Path(given)
-    root = Path(__file__).resolve().parents[3]
-    base = root / "benchmarks" / "results" if (root / "benchmarks").is_dir() else Path.cwd() / "benchmarks" / "results"
-    return base / ("%s_%s.json" % (kind, "".join(c if c.isalnum() or c in "-_." else "_" for c in host)))
+    return results_dir() / ("%s_%s.json" % (kind, "".join(c if c.isalnum() or c in "-_." else "_" for c in host)))
 
 
 def save_json(path, report):

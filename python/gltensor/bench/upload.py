@@ -282,7 +282,7 @@ def build_parser():
     ap.add_argument("--runs", type=int, default=3, help="runs per path per case; the median is reported (default 3)")
     ap.add_argument("--min-steps", type=int, default=20, help="timed steps per run at least (default 20)")
     ap.add_argument("--warmup", type=int, default=10, help="warm-up steps before the first run (at least 10)")
-    ap.add_argument("--json", help="JSON output (default benchmarks/results/upload_<host>.json)")
+    ap.add_argument("--json", help="JSON output (default ~/.cache/gltensor/bench/upload_<host>.json)")
     ap.add_argument("--strict", action="store_true", help="exit 3 when a verdict is FAIL")
     return ap
 
