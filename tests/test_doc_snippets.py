@@ -31,7 +31,7 @@ FRAGMENTS = {
 
 OPTIONAL = ("panda3d", "direct", "mujoco", "moderngl", "gymnasium", "torch", "cv2", "cupy", "jax", "PIL")
 _IMPORT = re.compile(r"^\s*(?:import\s+([\w.]+(?:\s*,\s*[\w.]+)*)|from\s+([\w.]+)\s+import)", re.M)
-_FENCE = re.compile(r"^(`{3,})(.*)$")
+_FENCE = re.compile(r"^(`{3,})([^`]*)$")  # CommonMark: a backtick fence's info string has no backtick
 
 
 def doc_files():
