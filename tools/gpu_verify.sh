@@ -3,6 +3,7 @@
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
 #   bash tools/gpu_verify.sh STEP...   steps: tests bench-ab procs slots memcheck-slots vecenvs bench convert suite quick quickclears depth engines panda3d
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
+#                                      docs (every python block of README.md and docs/*.md on CUDA, issue 35)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
 #                                      reliability soak memcheck racecheck synccheck (issue 14; one per call)
@@ -125,6 +126,12 @@ for step in "$@"; do
         tail -3 "$OUT/depth_tests.log" ;;
     panda3d) # Panda's default PRC and configure(), a subprocess each: getRamImage, MetaDrive's recipe, gltensor
         timeout 240 python3 -m gltensor.bench panda3d --json "$OUT/panda3d.json" > "$OUT/panda3d.log" 2>&1; tail -60 "$OUT/panda3d.log" ;;
+    docs) # issue 35: every ```python block of README.md and docs/*.md as written, in its own process, on CUDA
+          # (GLTENSOR_DOCS_BACKEND=cuda: a probe fails the run if backend="auto" does not give CUDA); the engine
+          # blocks skip unless their wheels are carried (.whl); then PyOpenGL's platform choice
+        GLTENSOR_DOCS_BACKEND=cuda timeout 500 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_doc_snippets.py \
+            tests/test_pyopengl_platform.py > "$OUT/docs.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/docs.log" | tail -30 ;;
     engines)
         timeout 420 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_panda3d_prc.py \
             tests/test_mujoco.py tests/test_moderngl.py tests/test_c_example.py > "$OUT/engines.log" 2>&1

@@ -8,9 +8,12 @@ gltensor therefore picks EGL for PyOpenGL when the user chose nothing and there 
 PyOpenGL was already loaded with GLX and there is no display, a warning names the cause and the fix.
 """
 
+from __future__ import annotations
+
 import os
 import sys
 import warnings
+from typing import Any, Mapping, MutableMapping
 
 GLX_WITHOUT_DISPLAY = (
     "PyOpenGL was imported before gltensor with the GLX platform and there is no display "
@@ -23,11 +26,11 @@ class PyOpenGLPlatformWarning(RuntimeWarning):
     """PyOpenGL runs on a platform that cannot talk to gltensor's headless context."""
 
 
-def _has_display(environ):
+def _has_display(environ: Mapping[str, str]) -> bool:
     return bool(environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"))
 
 
-def choose_platform(environ=None, modules=None):
+def choose_platform(environ: MutableMapping[str, str] | None = None, modules: Mapping[str, Any] | None = None) -> bool:
     """Sets PYOPENGL_PLATFORM=egl where the user chose no platform, no display exists and PyOpenGL has not
     picked its platform yet (`OpenGL.platform` not imported: a bare `import OpenGL` still reads the
     variable later). Returns True when it set the variable."""
@@ -39,7 +42,7 @@ def choose_platform(environ=None, modules=None):
     return True
 
 
-def glx_without_display(environ=None, modules=None):
+def glx_without_display(environ: Mapping[str, str] | None = None, modules: Mapping[str, Any] | None = None) -> bool:
     """True when PyOpenGL already runs on GLX and there is no display: the case it cannot work."""
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
@@ -50,7 +53,7 @@ def glx_without_display(environ=None, modules=None):
     return kind == "GLXPlatform"
 
 
-def check_platform(stacklevel=3):
+def check_platform(stacklevel: int = 3) -> bool:
     """Warns (PyOpenGLPlatformWarning) with the cause and the fix when glx_without_display()."""
     if glx_without_display():
         warnings.warn(GLX_WITHOUT_DISPLAY, PyOpenGLPlatformWarning, stacklevel=stacklevel)
