@@ -4,6 +4,7 @@
 #   bash tools/gpu_verify.sh STEP...   steps: firstcontact docs (issue 35) tests bench-ab procs slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
+#                                      docs (every python block of README.md and docs/*.md on CUDA, issue 35)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
 #                                      reliability soak memcheck racecheck synccheck (issue 14; one per call)
@@ -176,6 +177,12 @@ for step in "$@"; do
         GLTENSOR_MUJOCO_BATCH_BIG=1 MUJOCO_GL=egl timeout 540 python3 -m pytest -q -p no:cacheprovider -rfEs \
             tests/test_mujoco_batch.py tests/test_mujoco.py > "$OUT/mujoco_batch.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed|^E  " "$OUT/mujoco_batch.log" | tail -40 ;;
+    docs) # issue 35: every ```python block of README.md and docs/*.md as written, in its own process, on CUDA
+          # (GLTENSOR_DOCS_BACKEND=cuda: a probe fails the run if backend="auto" does not give CUDA); the engine
+          # blocks skip unless their wheels are carried (.whl); then PyOpenGL's platform choice
+        GLTENSOR_DOCS_BACKEND=cuda timeout 500 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_doc_snippets.py \
+            tests/test_pyopengl_platform.py > "$OUT/docs.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/docs.log" | tail -30 ;;
     engines)
         timeout 420 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_panda3d_prc.py \
             tests/test_mujoco.py tests/test_moderngl.py tests/test_c_example.py > "$OUT/engines.log" 2>&1

@@ -8,7 +8,15 @@
 See docs/python-api.md for the whole API.
 """
 
-from ._gltensor import (  # noqa: F401  (re-exported API)
+# Before anything imports PyOpenGL: EGL where the user chose no platform and there is no display (as MuJoCo
+# does for MUJOCO_GL); a warning naming the fix where PyOpenGL already runs on GLX without a display.
+from . import _pyopengl
+
+_pyopengl.choose_platform()
+_pyopengl.check_platform(stacklevel=2)
+
+from ._pyopengl import PyOpenGLPlatformWarning  # noqa: E402,F401
+from ._gltensor import (  # noqa: E402,F401  (re-exported API)
     GL_RENDERBUFFER,
     GL_TEXTURE_2D,
     GL_TEXTURE_2D_MULTISAMPLE,
@@ -52,5 +60,5 @@ __all__ = [
     "WrongDeviceError", "CudaUnavailableError", "ClosedError", "InvalidArgumentError", "CudaError", "GLError",
     "EGLError", "OutOfMemoryError", "__version__",
     "Upload", "Buffer", "BufferView", "upload", "map_buffer", "read_buffer",
-    "fork_is_safe", "SharedSlots", "SlotHandle", "SlotClient", "GLImage", "StaleSlotError", "SlotsBusyError", "UnsupportedError",
+    "fork_is_safe", "PyOpenGLPlatformWarning", "SharedSlots", "SlotHandle", "SlotClient", "GLImage", "StaleSlotError", "SlotsBusyError", "UnsupportedError",
 ]
