@@ -27,9 +27,12 @@ TIMEOUT_S = 120
 
 # "file:first line of the block's code" -> why it cannot run as written. Keep this short.
 FRAGMENTS = {
+    'docs/python-api.md:frame = cap.read(channels="bgra")':
+        "cv2.cuda over a CUDA frame: needs the CUDA backend and an OpenCV built with CUDA (PyPI's wheels have none)",
 }
 
-OPTIONAL = ("panda3d", "direct", "mujoco", "moderngl", "gymnasium", "torch", "cv2", "cupy", "jax", "PIL")
+OPTIONAL = ("panda3d", "direct", "mujoco", "moderngl", "gymnasium", "torch", "cv2", "cupy", "jax", "PIL",
+            "stable_baselines3", "dm_control")
 _IMPORT = re.compile(r"^\s*(?:import\s+([\w.]+(?:\s*,\s*[\w.]+)*)|from\s+([\w.]+)\s+import)", re.M)
 _FENCE = re.compile(r"^(`{3,})([^`]*)$")  # CommonMark: a backtick fence's info string has no backtick
 
@@ -59,7 +62,7 @@ def blocks(path):
 
 def block_id(path, code):
     first = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
-    return f"{path.relative_to(ROOT)}:{first[:60]}"
+    return f"{path.relative_to(ROOT)}:{first[:60].rstrip()}"
 
 
 def python_blocks():
