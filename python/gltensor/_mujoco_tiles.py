@@ -88,6 +88,12 @@ class TileSheet:
         position: mjr_render switches it on for its clear and off again, and it is switched off here too (a
         call costs ~1 us; this runs once per env per frame, so it makes no state queries)."""
         GL = self._GL
+        # PyOpenGL checks glGetError after each call, so an error MuJoCo's own calls left pending (mjr_render
+        # checks none; seen once on an H200 beside other tests: GL_INVALID_OPERATION raised at the glDisable
+        # below) would be blamed on this blit. MuJoCo's Renderer ignores such errors too: drain them first.
+        for _ in range(8):
+            if GL.glGetError() == GL.GL_NO_ERROR:
+                break
         GL.glDisable(GL.GL_SCISSOR_TEST)
         GL.glBindFramebuffer(GL.GL_READ_FRAMEBUFFER, src_fbo)
         GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self.fbo)
