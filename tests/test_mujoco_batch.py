@@ -496,3 +496,35 @@ def test_grid_limits(batch):
     model = make_model()
     with pytest.raises(gltensor.InvalidArgumentError, match="do not fit"):
         batch(model, 4, 40000, 8, backend="cpu")
+
+
+def test_leaves_the_callers_context_current_and_survives_a_dying_mjrcontext():
+    """An MjrContext that dies by garbage collection frees its GL names in whatever context is current (Gymnasium's
+    OffScreenViewer leaves its MjrContext to the GC): the batch's context must not be the current one then. Before
+    the fix, the batch's offscreen framebuffer was deleted (GL_INVALID_OPERATION at the next render, on an H200)."""
+    import gc
+    from OpenGL import EGL
+
+    H, W = 48, 64
+    model = make_model()
+    datas = make_datas([model, model])
+    def current():
+        import ctypes
+        return ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value
+
+    before = current()
+    with gmj.BatchRenderer(model, 2, height=H, width=W) as r:
+        assert current() == before
+        first = r.render_and_read(datas).clone()
+        assert current() == before
+        other = mujoco.Renderer(model, H, W)   # another renderer's context and MjrContext, left to the GC
+        other.update_scene(datas[0])
+        other.render()
+        con = other._mjr_context
+        other._gl_context.free()                # as Gymnasium's viewer: the GL context released, the MjrContext not
+        other._mjr_context = None
+        del other
+        del con
+        gc.collect()
+        again = r.render_and_read(datas)
+        assert torch.equal(again, first)

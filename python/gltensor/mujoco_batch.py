@@ -17,6 +17,9 @@ tile is bit-equal to ``Renderer.render()`` (``tiling="viewport"``, n viewports o
 from __future__ import annotations
 
 import copy
+import ctypes
+
+import os
 
 import numpy as np
 
@@ -35,6 +38,56 @@ def _require_mujoco():
         raise ImportError("gltensor.mujoco.BatchRenderer needs MuJoCo's Python bindings: pip install mujoco; "
                           "then set MUJOCO_GL=egl before importing mujoco") from exc
     return mujoco
+
+
+class _ContextKept:
+    """Makes the batch's GL context current for one call and puts back what was current before (no context, or
+    the caller's), as a well-behaved GL library does. Why it matters here: an MjrContext that dies by garbage
+    collection (Gymnasium's OffScreenViewer frees only its GL context on close() and leaves its MjrContext to the
+    GC) runs mjr_freeContext in whatever context is current, deleting framebuffers and textures by name; with our
+    context left current, it deleted ours (seen on an H200: offFBO 1 gone, glBindFramebuffer -> GL_INVALID_OPERATION).
+    EGL only (MUJOCO_GL=egl, the headless case); other platforms are made current and left so."""
+
+    __slots__ = ("_glc", "_saved")
+
+    def __init__(self, glc):
+        self._glc = glc
+        self._saved = None
+
+    def __enter__(self):
+        egl = _egl()
+        if egl is not None:
+            self._saved = (egl.eglGetCurrentDisplay(), egl.eglGetCurrentSurface(egl.EGL_DRAW),
+                           egl.eglGetCurrentSurface(egl.EGL_READ), egl.eglGetCurrentContext())
+        self._glc.make_current()
+        return self
+
+    def __exit__(self, *exc):
+        egl = _egl()
+        if egl is None or self._saved is None:
+            return False
+        display, draw, read, ctx = self._saved
+        if ctypes.cast(ctx, ctypes.c_void_p).value:  # PyOpenGL's opaque handles are truthy even when null
+            egl.eglMakeCurrent(display, draw, read, ctx)
+        else:
+            egl.eglMakeCurrent(egl.eglGetCurrentDisplay(), egl.EGL_NO_SURFACE, egl.EGL_NO_SURFACE, egl.EGL_NO_CONTEXT)
+        return False
+
+
+_EGL = []
+
+
+def _egl():
+    """PyOpenGL's EGL module where MuJoCo renders through EGL, else None."""
+    if not _EGL:
+        mod = None
+        if os.environ.get("MUJOCO_GL", "").lower() == "egl":
+            try:
+                from OpenGL import EGL as mod  # type: ignore
+            except Exception:  # pragma: no cover - PyOpenGL without EGL
+                mod = None
+        _EGL.append(mod)
+    return _EGL[0]
 
 
 def _gl_context_class(mj):
@@ -148,8 +201,9 @@ class BatchRenderer:
         glc_cls = _gl_context_class(mj)
         self._glc = glc_cls(self._w, self._h)
         self._sheet = None
+        kept = _ContextKept(self._glc)
         try:
-            self._glc.make_current()
+            kept.__enter__()
             limits = max_sizes()
             grid = grid_shape(self._n, self._h, self._w, limits[0], limits[1])
             if grid is None:
@@ -196,6 +250,7 @@ class BatchRenderer:
         except BaseException:
             self._free_gl()
             raise
+        kept.__exit__(None, None, None)
         self._origin = mj.MjrRect(0, 0, self._w, self._h)
         # Tile k: row k // cols from the top, column k % cols; GL's y grows upwards.
         self._rects = []
@@ -363,6 +418,10 @@ class BatchRenderer:
     def render(self, datas, cameras=None, scene_option=None) -> None:
         """Draw env k's ``datas[k]`` from ``cameras[k]`` (default: the constructor's camera) into tile k."""
         self._check_open()
+        with _ContextKept(self._glc):
+            self._render_current(datas, cameras, scene_option)
+
+    def _render_current(self, datas, cameras, scene_option) -> None:
         mj = self._mj
         ds = self._datas(datas)
         cams = self._resolve_cameras(cameras, "render: cameras")
@@ -435,8 +494,11 @@ class BatchRenderer:
         if not self._rendered:
             raise NotRenderedError("BatchRenderer.read() before render(): nothing has been drawn into the tiles yet; "
                                    "call render(datas) first (or render_and_read(datas))")
+        with _ContextKept(self._glc):
+            return self._read_current(channels, dtype, layout, out, stream)
+
+    def _read_current(self, channels, dtype, layout, out, stream):
         torch = self._torch
-        self._glc.make_current()
         if self._depth:
             return self._read_depth(channels, dtype, layout, out, stream)
         if self._seg:
@@ -508,8 +570,10 @@ class BatchRenderer:
 
     def render_and_read(self, datas, cameras=None, *, scene_option=None, **read_options):
         """``render(datas, cameras, scene_option)`` then ``read(**read_options)``."""
-        self.render(datas, cameras, scene_option=scene_option)
-        return self.read(**read_options)
+        self._check_open()
+        with _ContextKept(self._glc):
+            self._render_current(datas, cameras, scene_option)
+            return self.read(**read_options)
 
     # ------------------------------------------------------------------ lifetime
     def _free_gl(self):
