@@ -500,31 +500,34 @@ def test_grid_limits(batch):
 
 def test_leaves_the_callers_context_current_and_survives_a_dying_mjrcontext():
     """An MjrContext that dies by garbage collection frees its GL names in whatever context is current (Gymnasium's
-    OffScreenViewer leaves its MjrContext to the GC): the batch's context must not be the current one then. Before
-    the fix, the batch's offscreen framebuffer was deleted (GL_INVALID_OPERATION at the next render, on an H200)."""
+    OffScreenViewer leaves its MjrContext to the GC, and draws into whatever context is current): the batch puts
+    the caller's context back after each call, so such a death lands there, not in the batch's context. Before the
+    fix, the batch's offscreen framebuffer was deleted (GL_INVALID_OPERATION at the next render, on an H200)."""
+    import ctypes
     import gc
+
     from OpenGL import EGL
+
+    def current():
+        return ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value
 
     H, W = 48, 64
     model = make_model()
     datas = make_datas([model, model])
-    def current():
-        import ctypes
-        return ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value
-
-    before = current()
+    other = mujoco.Renderer(model, H, W)        # the caller's renderer: its context is current from here on
+    other.update_scene(datas[0])
+    other.render()
+    callers = current()
+    assert callers
     with gmj.BatchRenderer(model, 2, height=H, width=W) as r:
-        assert current() == before
+        assert current() == callers
         first = r.render_and_read(datas).clone()
-        assert current() == before
-        other = mujoco.Renderer(model, H, W)   # another renderer's context and MjrContext, left to the GC
-        other.update_scene(datas[0])
-        other.render()
+        assert current() == callers
         con = other._mjr_context
-        other._gl_context.free()                # as Gymnasium's viewer: the GL context released, the MjrContext not
-        other._mjr_context = None
-        del other
+        other._mjr_context = None                  # as Gymnasium's viewer: the MjrContext left to the GC
         del con
         gc.collect()
         again = r.render_and_read(datas)
         assert torch.equal(again, first)
+        assert current() == callers
+    other._gl_context.free()

@@ -54,11 +54,14 @@ class _ContextKept:
         self._glc = glc
         self._saved = None
 
-    def __enter__(self):
+    def save(self):
         egl = _egl()
-        if egl is not None:
+        if egl is not None and self._saved is None:
             self._saved = (egl.eglGetCurrentDisplay(), egl.eglGetCurrentSurface(egl.EGL_DRAW),
                            egl.eglGetCurrentSurface(egl.EGL_READ), egl.eglGetCurrentContext())
+
+    def __enter__(self):
+        self.save()
         self._glc.make_current()
         return self
 
@@ -69,8 +72,8 @@ class _ContextKept:
         display, draw, read, ctx = self._saved
         if ctypes.cast(ctx, ctypes.c_void_p).value:  # PyOpenGL's opaque handles are truthy even when null
             egl.eglMakeCurrent(display, draw, read, ctx)
-        else:
-            egl.eglMakeCurrent(egl.eglGetCurrentDisplay(), egl.EGL_NO_SURFACE, egl.EGL_NO_SURFACE, egl.EGL_NO_CONTEXT)
+        # Where no context was current, ours stays current, as mujoco.Renderer leaves its own: Gymnasium's MuJoCo
+        # viewers never make theirs current again after creating it and draw into whatever is current.
         return False
 
 
@@ -199,9 +202,11 @@ class BatchRenderer:
             raise gltensor.InvalidArgumentError(f"BatchRenderer: tiling must be 'exact' or 'viewport', got {tiling!r}")
         self._tiling = tiling
         glc_cls = _gl_context_class(mj)
+        kept = _ContextKept(None)  # what is current now: creating MuJoCo's EGL context releases it
+        kept.save()
         self._glc = glc_cls(self._w, self._h)
+        kept._glc = self._glc
         self._sheet = None
-        kept = _ContextKept(self._glc)
         try:
             kept.__enter__()
             limits = max_sizes()
