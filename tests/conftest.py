@@ -8,6 +8,9 @@ OpenGL is imported anywhere.
 import os
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+# MuJoCo fixes its GL backend when it is first imported (GLFW where MUJOCO_GL is unset, which needs a display):
+# whichever test module imports it first at collection, it must be EGL for the whole session.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
 import gc  # noqa: E402
 
