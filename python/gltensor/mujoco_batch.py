@@ -17,6 +17,7 @@ tile is bit-equal to ``Renderer.render()`` (``tiling="viewport"``, n viewports o
 from __future__ import annotations
 
 import copy
+import gc
 import ctypes
 
 import os
@@ -27,7 +28,7 @@ import gltensor
 
 from ._adapter import NotRenderedError
 from ._mujoco_models import as_data, as_model, context_mismatch, render_flag, scene_key
-from ._mujoco_tiles import TileSheet, grid_shape, max_sizes
+from ._mujoco_tiles import TileSheet, _gl, grid_shape, max_sizes
 
 __all__ = ["BatchRenderer", "grid_shape"]
 
@@ -48,11 +49,12 @@ class _ContextKept:
     context left current, it deleted ours (seen on an H200: offFBO 1 gone, glBindFramebuffer -> GL_INVALID_OPERATION).
     EGL only (MUJOCO_GL=egl, the headless case); other platforms are made current and left so."""
 
-    __slots__ = ("_glc", "_saved")
+    __slots__ = ("_glc", "_saved", "_gc_was_enabled")
 
     def __init__(self, glc):
         self._glc = glc
         self._saved = None
+        self._gc_was_enabled = None
 
     def save(self):
         egl = _egl()
@@ -62,10 +64,15 @@ class _ContextKept:
 
     def __enter__(self):
         self.save()
+        # No garbage collection while our context is current: a collected MjrContext would free its names in it.
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
         self._glc.make_current()
         return self
 
     def __exit__(self, *exc):
+        if self._gc_was_enabled:
+            gc.enable()
         egl = _egl()
         if egl is None or self._saved is None:
             return False
@@ -432,6 +439,13 @@ class BatchRenderer:
         cams = self._resolve_cameras(cameras, "render: cameras")
         option = scene_option if scene_option is not None else self._option
         self._glc.make_current()
+        if not _gl().glIsFramebuffer(self._con.offFBO):
+            raise gltensor.GLError(
+                "BatchRenderer: its offscreen framebuffer was deleted by another MjrContext freed while this "
+                "renderer's GL context was current (an MjrContext frees its GL names in whatever context is "
+                "current, e.g. a closed Gymnasium MuJoCo viewer collected by the garbage collector); close such "
+                "renderers and run gc.collect() while another context (or none) is current, then make a new "
+                "BatchRenderer")
         mj.mjr_setBuffer(mj.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)  # a read may have bound another
         special = self._depth or self._seg
         sheet = self._sheet

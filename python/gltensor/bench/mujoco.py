@@ -37,6 +37,7 @@ or --json PATH put them elsewhere.
 import argparse
 import datetime
 import functools
+import gc
 import os
 import sys
 import time
@@ -463,6 +464,12 @@ def main(argv=None):
                                 "us_per_env_step": 1e6 / median(v)})
             for p, why in case.skipped.items():
                 results.append({"task": task, "visuals": vis, "n": n, "path": p, "skipped": why})
+            # Gymnasium's viewers leave their MjrContexts to the garbage collector, which frees their GL names in
+            # whatever context is current: drop this case and collect now, with the bench's own context current,
+            # so that no later case's context loses its framebuffers.
+            case = None
+            ctx.make_current()
+            gc.collect()
             log("    " + ", ".join("%s %.0f" % (p, median(v)) for p, v in rates.items()) + " env-steps/s")
             save_json(json_path, {"benchmark": "mujoco", "status": "partial: killed or still running",
                                   "argv": list(sys.argv[1:] if argv is None else argv), "machine": info,
