@@ -24,9 +24,9 @@ def test_bench_mujoco_quick(tmp_path):
     report = json.loads(js.read_text())
     assert report["status"] == "ok" and report["config"]["envs"] == [2]
     got = {(r["task"], r["path"]) for r in report["results"] if r.get("env_steps_per_s", 0) > 0}
-    gym = {("HalfCheetah-v5", p) for p in ("async", "sync", "slots", "batch", "batch-1t", "render", "render+read")}
+    gym = {("HalfCheetah-v5", p) for p in ("async", "sync", "slots", "batch", "batch-mt", "render", "render+read")}
     assert got == gym | {("cheetah-run", "dm-stock"), ("cheetah-run", "dm-batch")}
     batch = [r for r in report["results"] if r["path"] == "batch"][0]
-    assert batch["threads"] == min(2, os.cpu_count()) and batch["vs_stock"] > 0
+    assert batch["threads"] == 1 and batch["vs_stock"] > 0
     assert js.with_suffix(".png").stat().st_size > 10_000
     assert "env-steps/s" in proc.stdout and str(js) in proc.stdout

@@ -20,7 +20,7 @@ Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
                slot, the trainer reads every slot once per step (a torch tensor on the slots' device)
   batch        gltensor.mujoco_vector.MujocoVectorEnv: one process, physics in min(N, cores) threads, one
                BatchRenderer render + read per step
-  batch-1t     the same with one physics thread (what the thread pool buys)
+  batch-mt     the same with min(N, cores) physics threads (what a thread pool buys; the default is one)
   render       the batch's render alone + one trivial op on the device (the floor of the handoff: render, then the
                graphics -> compute switch any handoff pays), no physics
   render+read  the batch's render + read + x.float().mean(), no physics: its ratio to `render` is the handoff's
@@ -53,7 +53,7 @@ from .measure import CheckFailed, median  # noqa: E402
 from .options import arg, parse_cameras  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
-GYM_PATHS = ("async", "sync", "slots", "batch", "batch-1t", "render", "render+read")
+GYM_PATHS = ("async", "sync", "slots", "batch", "batch-mt", "render", "render+read")
 DM_PATHS = ("dm-stock", "dm-batch")
 
 
@@ -140,7 +140,7 @@ class GymCase:
         elif "sync" in want:
             self.skipped["sync"] = "N > --sync-max %d" % args.sync_max
         self.ref = self.envs.get("sync")
-        if self.ref is None and any(p in want for p in ("batch", "batch-1t")):
+        if self.ref is None and any(p in want for p in ("batch", "batch-mt")):
             self.ref = SyncVectorEnv([stock] * self.ref_n)
         if "async" in want:
             self.envs["async"] = AsyncVectorEnv([stock] * n, shared_memory=True, context="spawn")
@@ -154,8 +154,8 @@ class GymCase:
             cams += [None] * (n - len(cams))
         if any(p in want for p in ("batch", "render", "render+read")):
             self.envs["batch"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams, backend=args.backend)
-        if "batch-1t" in want:
-            self.envs["batch-1t"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams, threads=1,
+        if "batch-mt" in want:
+            self.envs["batch-mt"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams, threads=min(n, os.cpu_count() or 1),
                                                     backend=args.backend)
         log("    built %d paths in %.1f s" % (len(self.envs), time.perf_counter() - t0))
         self.backend = self.envs["batch"].renderer.backend if "batch" in self.envs else None
@@ -173,14 +173,14 @@ class GymCase:
         if self.ref is not None:
             k = self.ref_n
             ref, _ = self.ref.reset(seed=11)
-            for key in ("batch", "batch-1t"):
+            for key in ("batch", "batch-mt"):
                 if key in self.envs:
                     got, _ = self.envs[key].reset(seed=11)
                     if not np.array_equal(ref, got[:k].cpu().numpy()):
                         raise CheckFailed("%s: reset images differ from SyncVectorEnv's (N=%d)" % (key, self.n))
             a = self.actions[0]
             ref = self.ref.step(a[:k])
-            for key in ("batch", "batch-1t"):
+            for key in ("batch", "batch-mt"):
                 if key in self.envs:
                     got = self.envs[key].step(a)
                     if not np.array_equal(ref[0], got[0][:k].cpu().numpy()) or not np.array_equal(ref[1], got[1][:k]):
@@ -200,7 +200,7 @@ class GymCase:
             def step(k):
                 obs = envs[key].step(acts[k % len(acts)])[0]
                 self.forward(torch.from_numpy(obs).to(dev, non_blocking=False))
-        elif key in ("slots", "batch", "batch-1t"):
+        elif key in ("slots", "batch", "batch-mt"):
             def step(k):
                 obs = envs[key].step(acts[k % len(acts)])[0]
                 self.forward(torch.as_tensor(obs, device=dev))
