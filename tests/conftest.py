@@ -12,6 +12,7 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 # whichever test module imports it first at collection, it must be EGL for the whole session.
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import ctypes  # noqa: E402
 import gc  # noqa: E402
 
 import pytest  # noqa: E402
@@ -150,6 +151,25 @@ def ctx():
     yield context
     gc.collect()  # captures/frames left in cycles go before the context
     context.close()
+
+
+@pytest.fixture(autouse=True)
+def _mujoco_garbage_freed_in_no_context(request):
+    """After each MuJoCo test: an MjrContext frees its GL names in whatever context is current when it dies, and
+    Gymnasium's viewers leave theirs to the garbage collector. Collected later, during another test, they deleted
+    names in the session context (GL_INVALID_OPERATION pending after an unrelated test). Collect them here, with
+    no context current, where those GL calls do nothing."""
+    yield
+    if "mujoco" not in request.node.module.__name__:
+        return
+    try:
+        from OpenGL import EGL
+    except Exception:  # pragma: no cover - PyOpenGL without EGL
+        return
+    display = EGL.eglGetCurrentDisplay()
+    if ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value:
+        EGL.eglMakeCurrent(display, EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE, EGL.EGL_NO_CONTEXT)
+    gc.collect()
 
 
 @pytest.fixture
