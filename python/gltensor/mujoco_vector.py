@@ -47,7 +47,7 @@ __all__ = ["MujocoVectorEnv", "DmControlBatch", "as_sb3", "default_threads"]
 
 def default_threads(num_envs):
     """One thread: measured on the GPU machine (H200 host, 16 cores, HalfCheetah-v5, shadows off), min(N, cores)
-    threads gave 0.83x and 0.72x one thread's env-steps/s at N = 16 and 64 (1.11x at N = 4): a Gymnasium
+    threads gave 0.90x, 0.83x and 0.72x one thread's env-steps/s at N = 4, 16 and 64: a Gymnasium
     MuJoCo env's step() is mostly Python that holds the GIL, and its mj_step calls are short. Pass threads=k
     for heavier models, where mj_step (which releases the GIL) dominates."""
     return 1

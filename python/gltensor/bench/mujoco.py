@@ -212,10 +212,11 @@ class GymCase:
             if key == "render":
                 def step(k):
                     r.render(datas, cameras=venv._cameras())
+                    # The GL work must be finished before the CUDA op, or the floor counts only its submission
+                    # (an H200 run without this put the floor 10-17x under render+read at MuJoCo's defaults).
+                    _glfinish(r)
                     if dev.type == "cuda":
                         tiny.add_(1)  # one trivial CUDA op: the graphics -> compute switch
-                    else:
-                        _glfinish(r)
             else:
                 def step(k):
                     r.render(datas, cameras=venv._cameras())
@@ -230,7 +231,7 @@ class GymCase:
 
 
 def _glfinish(renderer):
-    """On the CPU backend the render's floor must include the rasterisation a read waits for: glFinish in the
+    """The render's floor must include the rasterisation a read waits for (on both backends): glFinish in the
     renderer's context."""
     from OpenGL import GL
     renderer.gl_context.make_current()
