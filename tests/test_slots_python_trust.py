@@ -86,6 +86,8 @@ def test_a_raised_error_unpickles_in_a_process_that_never_imported_gltensor():
     p.join(30)
 
 
+# Gymnasium logs the worker's error as UserWarnings before raising it in the trainer: expected here, not ours.
+@pytest.mark.filterwarnings("ignore::UserWarning:gymnasium.vector.async_vector_env")
 def test_async_vector_env_hands_a_workers_gltensor_error_to_the_trainer(backend):
     """A worker's write refused by gltensor (an image of the wrong size) comes back as that error, not a hang."""
     gymnasium = pytest.importorskip("gymnasium")
