@@ -12,6 +12,7 @@ The blocks choose backend "auto": the CPU backend here, CUDA on the GPU machine
 it is checked in a probe process before any block runs.
 """
 
+import ast
 import importlib.util
 import os
 import re
@@ -33,7 +34,6 @@ FRAGMENTS = {
 
 OPTIONAL = ("panda3d", "direct", "mujoco", "moderngl", "gymnasium", "torch", "cv2", "cupy", "jax", "PIL",
             "stable_baselines3", "dm_control")
-_IMPORT = re.compile(r"^\s*(?:import\s+([\w.]+(?:\s*,\s*[\w.]+)*)|from\s+([\w.]+)\s+import)", re.M)
 _FENCE = re.compile(r"^(`{3,})([^`]*)$")  # CommonMark: a backtick fence's info string has no backtick
 
 
@@ -72,11 +72,34 @@ def python_blocks():
                 yield path, line, code, fragment
 
 
+# gltensor modules that import an optional package themselves: a block using them needs it too.
+NEEDS = {
+    "gltensor.mujoco": ("mujoco", "torch"),
+    "gltensor.mujoco_batch": ("mujoco", "torch"),
+    "gltensor.mujoco_vector": ("mujoco", "torch", "gymnasium"),
+    "gltensor.moderngl": ("moderngl",),
+    "gltensor.panda3d": ("panda3d",),
+    "gltensor.gymnasium": ("gymnasium",),
+    "gltensor.sb3": ("stable_baselines3", "gymnasium"),
+}
+
+
 def imported_modules(code):
+    """Top-level modules a block imports (ast: every `import a as b, c` and `from a.b import c` form), plus the
+    optional packages of the gltensor modules it imports."""
     names = set()
-    for m in _IMPORT.finditer(code):
-        for name in (m.group(1) or m.group(2)).split(","):
-            names.add(name.strip().split(".")[0])
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            full = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            full = [node.module]
+        else:
+            continue
+        for name in full:
+            names.add(name.split(".")[0])
+            for prefix, needs in NEEDS.items():
+                if name == prefix or name.startswith(prefix + "."):
+                    names.update(needs)
     return names
 
 
