@@ -21,7 +21,7 @@ from torch import nn  # noqa: E402
 from gltensor.mujoco_vector import MujocoVectorEnv  # noqa: E402
 
 
-class Agent(nn.Module):
+class Agent(nn.Module):  # type: ignore[misc, unused-ignore]  # Any where torch is missing
     """Nature-CNN encoder, a Gaussian policy head and a value head."""
 
     def __init__(self, size: int, act_dim: int) -> None:
