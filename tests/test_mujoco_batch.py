@@ -343,6 +343,10 @@ def test_read_options(batch, backend):
 
 
 def test_dm_control_physics_batch(batch):
+    if os.environ.get("GLTENSOR_UNDER_SANITIZER"):
+        # dm_control's imports (lxml, libxml2, its renderer) leave allocations LeakSanitizer reports at exit,
+        # some from unloaded modules no suppression can name; the sanitizer run checks gltensor's code elsewhere.
+        pytest.skip("dm_control under the sanitizers: third-party leaks at exit")
     suite = pytest.importorskip("dm_control.suite")
     n, h, w = 4, 61, 97
     try:

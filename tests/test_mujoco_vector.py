@@ -157,6 +157,10 @@ def test_sb3_ppo_runs():
 
 
 def test_dm_control_batch_equals_physics_render():
+    if os.environ.get("GLTENSOR_UNDER_SANITIZER"):
+        # dm_control's imports (lxml, libxml2, its renderer) leave allocations LeakSanitizer reports at exit,
+        # some from unloaded modules no suppression can name; the sanitizer run checks gltensor's code elsewhere.
+        pytest.skip("dm_control under the sanitizers: third-party leaks at exit")
     suite = pytest.importorskip("dm_control.suite")
     from gltensor.mujoco_vector import DmControlBatch
     try:
