@@ -285,3 +285,9 @@ def make_surface(gl):
     gl.make_current()
     for s in made:
         s.delete()
+
+
+# Under tools/ci_sanitize.sh: Gymnasium's MuJoCo envs and dm_control leave allocations LeakSanitizer reports at exit
+# (some from unloaded modules no suppression can name). These tests run in make test and on the GPU instead.
+if os.environ.get("GLTENSOR_UNDER_SANITIZER"):
+    collect_ignore = ["test_mujoco_batch.py", "test_mujoco_vector.py", "test_bench_mujoco.py"]
