@@ -4,6 +4,7 @@
  */
 #include "ext.h"
 #include "glcontext.h"
+#include "gltiles.h"
 #include "internal.h" /* glt_depth_compute_exact, for the tests */
 #include "params.h"   /* glt_py_signatures */
 
@@ -214,6 +215,7 @@ static PyObject *py_slots_gl_support(PyObject *m, PyObject *unused) { return sta
 
 static PyMethodDef module_methods[] = {
     GLT_PY_GLCONTEXT_METHODS
+    GLT_PY_GLTILES_METHODS
     {"_slots_cuda_support", py_slots_cuda_support, METH_O,
      "Private, for the doctor: None where CUDA device N can hold shared slots, else why not."},
     {"_slots_gl_support", py_slots_gl_support, METH_NOARGS,
