@@ -535,3 +535,66 @@ def test_leaves_the_callers_context_current_and_survives_a_dying_mjrcontext():
         assert torch.equal(again, first)
         assert current() == callers
     other._gl_context.free()
+
+
+# ---------------------------------------------------------------------------------------------- render order
+
+class _Ready:
+    """An iterator of env indices that blocks on another thread, as MujocoVectorEnv's physics stream does."""
+
+    def __init__(self, order):
+        import queue
+        import threading
+        self.q = queue.SimpleQueue()
+        self.t = threading.Thread(target=lambda: [self.q.put(k) for k in order])
+        self.n = len(order)
+        self.t.start()
+
+    def __iter__(self):
+        for _ in range(self.n):
+            yield self.q.get()
+        self.t.join()
+
+
+@pytest.mark.parametrize("kind", ["color", "depth", "segmentation"])
+def test_render_in_any_order_equals_renderer(batch, kind):
+    """order= draws each env as it becomes ready; every tile (and depth's / segmentation's per-env tables) is the
+    env's own whatever the order."""
+    model = make_model()
+    n, h, w = 6, 61, 97
+    datas = make_datas([model] * n, seed=3)
+    kw = {"depth": kind == "depth", "segmentation": kind == "segmentation"}
+    r = batch(model, n, h, w, camera="front", render_flags=LIGHT, backend="cpu", **kw)
+    want = host(r.render_and_read(datas))
+    if kind == "color":
+        assert_tiles_equal(want, reference([model] * n, datas, ["front"] * n, h, w, LIGHT))
+    for order in ([5, 4, 3, 2, 1, 0], [2, 0, 5, 1, 4, 3]):
+        got = host(r.render_and_read(datas, order=_Ready(order)))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(host(r.render_and_read(datas, order=np.array(order))), want)
+
+
+def test_render_order_errors_leave_nothing_readable(batch):
+    model = make_model()
+    n = 4
+    datas = make_datas([model] * n, seed=2)
+    r = batch(model, n, 32, 40, camera="front", backend="cpu")
+    r.render(datas)
+    r.read()
+    for order, match in (([0, 1, 1, 3], "repeated"), ([0, 1, 2, 4], "not an env index"), ([0, 1, 2], "3 of the 4"),
+                         ([0, 1.0, 2, 3], "not an env index"), ([True, 1, 2, 3], "not an env index")):
+        with pytest.raises(gltensor.InvalidArgumentError, match=match):
+            r.render(datas, order=order)
+        with pytest.raises(gmj.NotRenderedError):  # a render cut short: the sheet holds tiles of two frames
+            r.read()
+
+    def failing():
+        yield 0
+        raise KeyError("physics of env 1 failed")
+
+    with pytest.raises(KeyError, match="env 1"):
+        r.render_and_read(datas, order=failing())
+    with pytest.raises(gmj.NotRenderedError):
+        r.read()
+    r.render(datas, order=range(n))
+    assert host(r.read()).shape == (n, 32, 40, 3)

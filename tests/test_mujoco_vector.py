@@ -9,6 +9,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 pytest.importorskip("mujoco")
 torch = pytest.importorskip("torch")
@@ -17,7 +19,8 @@ gymnasium = pytest.importorskip("gymnasium")
 from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 from gymnasium.wrappers import AddRenderObservation  # noqa: E402
 
-from gltensor.mujoco_vector import MujocoVectorEnv, as_sb3, default_threads  # noqa: E402
+import gltensor.mujoco as gmj  # noqa: E402
+from gltensor.mujoco_vector import MujocoVectorEnv, as_sb3, default_threads, merge_infos  # noqa: E402
 
 if os.environ["MUJOCO_GL"].lower() != "egl":
     pytest.skip("these tests use MuJoCo's EGL renderer (MUJOCO_GL=egl)", allow_module_level=True)
@@ -137,6 +140,117 @@ def test_env_fns_and_errors():
         MujocoVectorEnv([lambda: gymnasium.make("CartPole-v1")], height=H, width=W)
     with pytest.raises(ValueError, match="num_envs"):
         MujocoVectorEnv("HalfCheetah-v5", 0)
+
+
+class _Flaky(gymnasium.Wrapper):
+    """Raises from step() when told to: a physics or reward bug in user code, inside the physics thread."""
+
+    fail = False
+
+    def step(self, action):
+        if self.fail:
+            raise FloatingPointError("user step failed in env " + str(self.index))
+        return self.env.step(action)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_step_exception_reaches_the_caller_and_the_env_goes_on(threads):
+    """An exception of an environment's step() (run in a physics thread beside the render) is raised by step()
+    in the caller's thread, with its own type; the vector env is usable after a reset, and nothing of the cut
+    render is readable."""
+    def make(i):
+        def f():
+            e = _Flaky(gymnasium.make("HalfCheetah-v5"))
+            e.index = i
+            return e
+        return f
+
+    env = MujocoVectorEnv([make(i) for i in range(4)], height=H, width=W, threads=threads)
+    try:
+        env.reset(seed=0)
+        a = np.zeros(env.action_space.shape, np.float32)
+        first = host(env.step(a)[0])
+        env.envs[2].fail = True
+        with pytest.raises(FloatingPointError, match="env 2"):
+            env.step(a)
+        with pytest.raises(gmj.NotRenderedError):
+            env.renderer.read()
+        env.envs[2].fail = False
+        obs, _ = env.reset(seed=0)
+        again = host(env.step(a)[0])
+        np.testing.assert_array_equal(again, first)  # same seeds, same actions: the same images as before
+    finally:
+        env.close()
+
+
+def test_pipelined_equals_stepped_before_the_render():
+    """The physics beside the render (default) gives what stepping every env first and rendering after gives
+    (the path taken for render_mode='human'), step after step, with episodes ending (NEXT_STEP and SAME_STEP)."""
+    for mode in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+        envs = [MujocoVectorEnv("Hopper-v5", 3, height=H, width=W, autoreset_mode=mode, max_episode_steps=5,
+                                threads=t) for t in (1, 2, 1)]
+        envs[2]._human = True  # stepped first, then rendered
+        try:
+            assert [e._pipelined() for e in envs] == [False, False, False]  # the free camera is placed at reset
+            outs = [e.reset(seed=3) for e in envs]
+            assert [e._pipelined() for e in envs] == [True, True, False]
+            rng = np.random.default_rng(0)
+            for t in range(12):
+                a = rng.uniform(-1, 1, envs[0].action_space.shape).astype(np.float32)
+                outs = [e.step(a) for e in envs]
+                for o in outs[1:]:
+                    np.testing.assert_array_equal(host(o[0]), host(outs[0][0]), err_msg=f"{mode} step {t}")
+                    for k in (1, 2, 3):
+                        np.testing.assert_array_equal(o[k], outs[0][k])
+                    assert_infos_equal(o[4], outs[0][4])
+                    for i in np.flatnonzero(o[4].get("_final_obs", [])):
+                        np.testing.assert_array_equal(host(o[4]["final_obs"][i]), host(outs[0][4]["final_obs"][i]))
+        finally:
+            for e in envs:
+                e.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "c", "d"]),
+                                st.one_of(st.floats(-1e6, 1e6), st.integers(-2**40, 2**40), st.booleans(),
+                                          st.just(np.float32(1.5)), st.just(np.int16(-3)), st.text(max_size=2),
+                                          st.dictionaries(st.sampled_from(["x", "y"]), st.floats(allow_nan=False),
+                                                          max_size=2)),
+                                max_size=4), min_size=1, max_size=5),
+       st.booleans())
+def test_merge_infos_equals_gymnasium_add_info(infos, same_keys):
+    """merge_infos is VectorEnv._add_info folded over the envs, in its fast path (every env the same keys of one
+    scalar type each) and out of it (anything else)."""
+    if same_keys:  # the fast path's shape: every env the first env's keys and value types
+        def same_type(i, k, v):
+            other = infos[i].get(k, v)
+            return other if type(other) is type(v) else v
+        infos = [{k: same_type(i, k, v) for k, v in infos[0].items()} for i in range(len(infos))]
+
+    class V(gymnasium.vector.VectorEnv):
+        num_envs = len(infos)
+
+    want = {}
+    try:
+        for i, info in enumerate(infos):
+            want = V()._add_info(want, info, i)
+    except (ValueError, TypeError, OverflowError, AttributeError) as exc:  # e.g. a str where a float was first
+        with pytest.raises(type(exc)):
+            merge_infos(V(), infos)
+        return
+    got = merge_infos(V(), infos)
+
+    def same(a, b):
+        assert list(a) == list(b)
+        for k in b:
+            if isinstance(b[k], dict):
+                same(a[k], b[k])
+            elif not isinstance(b[k], np.ndarray):  # _add_info's own oddities (a dict then a scalar): as they are
+                assert a[k] == b[k], k
+            else:
+                assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+                np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    same(got, want)
 
 
 def test_sb3_ppo_runs():

@@ -61,7 +61,6 @@ class TileSheet:
     def __init__(self, width: int, height: int, depth: bool, like: int = 0):
         GL = self._GL = _gl()
         self.width, self.height, self.depth = int(width), int(height), bool(depth)
-        self._mask = GL.GL_DEPTH_BUFFER_BIT if self.depth else GL.GL_COLOR_BUFFER_BIT
         self.fbo = int(GL.glGenFramebuffers(1))
         self.rb = int(GL.glGenRenderbuffers(1))
         fmt = GL.GL_DEPTH32F_STENCIL8 if self.depth else GL.GL_RGBA8

@@ -427,17 +427,48 @@ class BatchRenderer:
             out.append(d)
         return out
 
-    def render(self, datas, cameras=None, scene_option=None) -> None:
-        """Draw env k's ``datas[k]`` from ``cameras[k]`` (default: the constructor's camera) into tile k."""
+    def render(self, datas, cameras=None, scene_option=None, *, order=None) -> None:
+        """Draw env k's ``datas[k]`` from ``cameras[k]`` (default: the constructor's camera) into tile k.
+
+        order: the env indices in the order to draw them, each exactly once (default ``range(n)``). It may be an
+        iterator that blocks until an env is ready: :class:`gltensor.mujoco_vector.MujocoVectorEnv` passes the
+        indices as its physics thread finishes them, so drawing env k (``mjr_render`` releases the GIL) overlaps
+        the physics of the next. An index out of range, repeated or missing raises ``InvalidArgumentError``; an
+        exception the iterator raises propagates. Either way nothing is left readable: ``read()`` then raises
+        ``NotRenderedError`` until a render completes."""
         self._check_open()
         with _ContextKept(self._glc):
-            self._render_current(datas, cameras, scene_option)
+            self._render_current(datas, cameras, scene_option, order)
 
-    def _render_current(self, datas, cameras, scene_option) -> None:
+    def _order(self, order):
+        """The indices of `order`, checked one by one as they come (the iterator may block between them)."""
+        n = self._n
+        if order is None:
+            yield from range(n)
+            return
+        seen = bytearray(n)
+        count = 0
+        for k in order:
+            index = not isinstance(k, (bool, np.bool_)) and isinstance(k, (int, np.integer)) and 0 <= k < n
+            if not index or seen[k]:
+                why = "repeated" if index else "not an env index"
+                raise gltensor.InvalidArgumentError(
+                    f"render: order gave {k!r} ({why}); order must give each of 0..{n - 1} exactly once")
+            seen[k] = 1
+            count += 1
+            yield int(k)
+        if count != n:
+            missing = [k for k in range(n) if not seen[k]][:8]
+            raise gltensor.InvalidArgumentError(
+                f"render: order gave {count} of the {n} env indices (missing e.g. {missing}); it must give each "
+                "exactly once")
+
+    def _render_current(self, datas, cameras, scene_option, order=None) -> None:
         mj = self._mj
         ds = self._datas(datas)
         cams = self._resolve_cameras(cameras, "render: cameras")
         option = scene_option if scene_option is not None else self._option
+        self._rendered = False  # until every tile is drawn: a render cut short leaves nothing readable
         self._glc.make_current()
         if not _gl().glIsFramebuffer(self._con.offFBO):
             raise gltensor.GLError(
@@ -451,9 +482,9 @@ class BatchRenderer:
         sheet = self._sheet
         rect_x = [r.left for r in self._rects]
         rect_y = [r.bottom for r in self._rects]
-        linear = [] if self._depth else None
-        tables = [] if self._seg else None
-        for k in range(self._n):
+        linear = [None] * self._n if self._depth else None
+        tables = [None] * self._n if self._seg else None
+        for k in self._order(order):
             scene = self._scene_of[k]
             mj.mjv_updateScene(self._models[k], ds[k], option, None, cams[k], mj.mjtCatBit.mjCAT_ALL.value, scene)
             rect = self._rects[k] if sheet is None else self._origin
@@ -473,9 +504,9 @@ class BatchRenderer:
             if sheet is not None:
                 sheet.resolve_into(self._con.offFBO, self._w, self._h, rect_x[k], rect_y[k])
             if self._depth:
-                linear.append(self._depth_coefficients(self._models[k], bool(scene.camera[0].orthographic)))
+                linear[k] = self._depth_coefficients(self._models[k], bool(scene.camera[0].orthographic))
             else:
-                tables.append(self._segment_table(scene))
+                tables[k] = self._segment_table(scene)
         self._linear = linear
         self._seg_tables = tables
         self._rendered = True
@@ -587,11 +618,11 @@ class BatchRenderer:
             res = tab[(segid.clamp_(0, size - 1) + base).view(-1)].view(self._n, self._h, self._w, 2)
             return _into(res, out, "segmentation")
 
-    def render_and_read(self, datas, cameras=None, *, scene_option=None, **read_options):
-        """``render(datas, cameras, scene_option)`` then ``read(**read_options)``."""
+    def render_and_read(self, datas, cameras=None, *, scene_option=None, order=None, **read_options):
+        """``render(datas, cameras, scene_option, order=order)`` then ``read(**read_options)``."""
         self._check_open()
         with _ContextKept(self._glc):
-            self._render_current(datas, cameras, scene_option)
+            self._render_current(datas, cameras, scene_option, order)
             return self.read(**read_options)
 
     # ------------------------------------------------------------------ lifetime

@@ -12,10 +12,11 @@ keeps each environment's own ``step()`` (reward, termination, its proprioceptive
 and replaces only the pixels: after the physics of a step, one :class:`gltensor.mujoco.BatchRenderer` draws
 the N environments as tiles of one offscreen buffer in one GL context and hands the batch over in one read.
 
-Physics runs in a thread pool: ``mj_step`` releases the GIL, so N environments' steps overlap on the cores
-(the Python around them does not). ``threads`` defaults to ``min(num_envs, os.cpu_count())``: one chunk of
-environments per core; more threads than cores only adds switching, fewer leaves cores idle. The render stays
-in the calling thread (the GL context is current there).
+Physics runs beside the render: a physics thread steps the environments in turn while the calling thread (where
+the GL context is current) draws each environment as soon as its step returns, so the render of env k overlaps the
+physics of env k+1 (``mj_step`` and ``mjr_render`` both release the GIL; the Python around them does not).
+``threads`` (default 1, see :func:`default_threads`) physics threads each step a contiguous chunk; an environment
+made with ``render_mode="human"`` renders itself in ``step()`` and is stepped before the render instead.
 
 Observations are what ``AddRenderObservation(render_only=True)`` of the same environment gives (same camera,
 same visuals, same seeds and actions -> the same images, rewards and terminations), as a torch tensor
@@ -33,7 +34,7 @@ masks); ``render()`` returns the latest pixel batch. :func:`as_sb3` wraps one fo
 
 from __future__ import annotations
 
-import os
+import queue
 from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium
@@ -42,14 +43,16 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-__all__ = ["MujocoVectorEnv", "DmControlBatch", "as_sb3", "default_threads"]
+__all__ = ["MujocoVectorEnv", "DmControlBatch", "as_sb3", "default_threads", "merge_infos"]
 
 
 def default_threads(num_envs):
-    """One thread: measured on the GPU machine (H200 host, 16 cores, HalfCheetah-v5, shadows off), min(N, cores)
-    threads gave 0.90x, 0.83x and 0.72x one thread's env-steps/s at N = 4, 16 and 64: a Gymnasium
-    MuJoCo env's step() is mostly Python that holds the GIL, and its mj_step calls are short. Pass threads=k
-    for heavier models, where mj_step (which releases the GIL) dominates."""
+    """One physics thread, beside the render: measured on the GPU machine (H200 host, 16 cores, HalfCheetah-v5,
+    shadows off), min(N, cores) threads stepping the environments gave 0.90x, 0.83x and 0.72x one thread's
+    env-steps/s at N = 4, 16 and 64: a Gymnasium MuJoCo env's step() is Python that holds the GIL around short
+    mj_step calls. What pays is running that one thread beside the render (tools/mujoco_step_probe.py): the
+    caller's thread draws env k while the physics thread steps env k+1, and both mj_step and mjr_render release
+    the GIL. Pass threads=k for heavier models, where mj_step dominates."""
     return 1
 
 
@@ -61,29 +64,80 @@ def _chunks(n, parts):
 
 
 class _Pool:
-    """Runs fn(i) for every environment index, chunked over `threads` threads (inline with one thread)."""
+    """Runs fn(i) for environment indices in `threads` threads, each a contiguous chunk of the environments."""
 
     def __init__(self, n, threads):
         self.chunks = _chunks(n, threads)
-        self._ex = ThreadPoolExecutor(len(self.chunks), thread_name_prefix="gltensor-physics") \
-            if len(self.chunks) > 1 else None
+        self._ex = ThreadPoolExecutor(len(self.chunks), thread_name_prefix="gltensor-physics")
 
     def map(self, fn, indices=None):
-        """[fn(i) for i in indices] (default: every index), in index order."""
+        """[fn(i) for i in indices] (default: every index), in index order; inline with one chunk."""
         if indices is None:
             chunks = self.chunks
         else:
             chunks = _chunks(len(indices), len(self.chunks))
             chunks = [[indices[j] for j in c] for c in chunks]
-        if self._ex is None or len(chunks) == 1:
+        if len(chunks) == 1:
             return [fn(i) for c in chunks for i in c]
+        self._check_open()
         futures = [self._ex.submit(lambda c=c: [fn(i) for i in c]) for c in chunks]
         return [r for f in futures for r in f.result()]  # result() re-raises a worker's exception here
+
+    def stream(self, fn):
+        """Starts results[i] = fn(i) for every index in the pool's threads; returns a _Stream whose iteration
+        gives the indices as they finish (for BatchRenderer.render(order=...))."""
+        self._check_open()
+        return _Stream(self._ex, self.chunks, fn)
+
+    def _check_open(self):
+        if self._ex is None:
+            raise RuntimeError("MujocoVectorEnv is closed")
 
     def close(self):
         if self._ex is not None:
             self._ex.shutdown(wait=True)
             self._ex = None
+
+
+class _Stream:
+    """fn(i) for every index, run by the pool's threads; iterating gives each index once its fn returned (an
+    exception of fn is raised there, in the caller's thread, with its traceback). Use as a context manager: on
+    exit it waits until every thread has stopped touching the environments, whatever happened."""
+
+    def __init__(self, ex, chunks, fn):
+        self.n = sum(len(c) for c in chunks)
+        self.results = [None] * self.n
+        self._done = queue.SimpleQueue()
+        self._stop = False
+        self._futures = [ex.submit(self._run, fn, c) for c in chunks]
+
+    def _run(self, fn, chunk):
+        for i in chunk:
+            if self._stop:  # the consumer gave up (an error elsewhere): leave the rest unstepped
+                return
+            try:
+                self.results[i] = fn(i)
+            except BaseException as exc:  # noqa: B036 - handed to the caller's thread, re-raised there
+                self._done.put((i, exc))
+                return
+            self._done.put((i, None))
+
+    def __iter__(self):
+        for _ in range(self.n):
+            i, exc = self._done.get()
+            if exc is not None:
+                raise exc
+            yield i
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is not None:
+            self._stop = True
+        for f in self._futures:
+            f.result()
+        return False
 
 
 def _free_camera(mujoco, renderer, data):
@@ -170,6 +224,9 @@ class MujocoVectorEnv(VectorEnv):
         self._gym_camera = [c is None for c in cams]
         self._camera_ids = [e.mujoco_renderer.camera_id if c is None else c for e, c in zip(self.unwrapped_envs, cams)]
         self._cams = [None] * self.num_envs
+        self._gym_free = [g and isinstance(c, (int, np.integer)) and c == -1
+                          for g, c in zip(self._gym_camera, self._camera_ids)]
+        self._human = any(getattr(u, "render_mode", None) == "human" for u in self.unwrapped_envs)
         if scene_option is None:
             scene_option = mujoco.MjvOption()
             for flag, value in (getattr(r0, "_vopt", None) or {}).items():
@@ -217,9 +274,9 @@ class MujocoVectorEnv(VectorEnv):
                 cams.append(cid)
         return cams
 
-    def _render(self):
-        self._pixels = self.renderer.render_and_read([u.data for u in self.unwrapped_envs],
-                                                     cameras=self._cameras())
+    def _render(self, order=None):
+        self._pixels = self.renderer.render_and_read([u.data for u in self.unwrapped_envs], cameras=self._cameras(),
+                                                     order=order)
         return self._pixels
 
     def _obs(self, pixels):
@@ -276,33 +333,48 @@ class MujocoVectorEnv(VectorEnv):
                                    "reset it (options={'reset_mask': ...}) before stepping it again")
             return self.envs[i].step(actions[i])
 
-        out = self._pool.map(one)
+        if self._pipelined():
+            # The physics thread steps the environments in turn while this thread draws each one it finished.
+            with self._pool.stream(one) as stepped:
+                pixels = self._render(order=stepped)
+            out = stepped.results
+        else:
+            out = self._pool.map(one)
+            pixels = None
         rewards = np.array([o[1] for o in out], dtype=np.float64)
         terms = np.array([o[2] for o in out], dtype=np.bool_)
         truncs = np.array([o[3] for o in out], dtype=np.bool_)
         for i, o in enumerate(out):
             self._state[i] = o[0]
         done = np.logical_or(terms, truncs)
-        infos = {}
         if mode == AutoresetMode.SAME_STEP and done.any():
             finished = [i for i in range(self.num_envs) if done[i]]
-            final = self._render()  # the finished environments' last frames, before they reset
-            final_obs = self._obs(final)
+            # the finished environments' last frames, before they reset
+            final_obs = self._obs(pixels if pixels is not None else self._render())
+            final_obs = final_obs.clone() if self.render_only else dict(final_obs, pixels=final_obs["pixels"].clone())
             resets = self._pool.map(lambda i: self.envs[i].reset(), finished)
-            by_env = dict(zip(finished, resets))
-            for i in range(self.num_envs):
-                info = out[i][4]
-                if i in by_env:
-                    one_final = (final_obs[i].clone() if self.render_only else
-                                 {"state": final_obs["state"][i], "pixels": final_obs["pixels"][i].clone()})
-                    infos = self._add_info(infos, {"final_obs": one_final, "final_info": info}, i)
-                    self._state[i], info = by_env[i]
+            infos_per_env = [o[4] for o in out]
+            for i, (state, info) in zip(finished, resets):
+                one_final = final_obs[i] if self.render_only else {"state": final_obs["state"][i],
+                                                                    "pixels": final_obs["pixels"][i]}
+                infos_per_env[i] = (info, {"final_obs": one_final, "final_info": infos_per_env[i]})
+                self._state[i] = state
+            infos = {}
+            for i, info in enumerate(infos_per_env):
+                if isinstance(info, tuple):  # a finished env: its final_obs/final_info first, as before
+                    infos = self._add_info(infos, info[1], i)
+                    info = info[0]
                 infos = self._add_info(infos, info, i)
+            pixels = None  # the reset environments' first frames are drawn below
         else:
-            for i in range(self.num_envs):
-                infos = self._add_info(infos, out[i][4], i)
+            infos = merge_infos(self, [o[4] for o in out])
         self._autoreset = done
-        return self._obs(self._render()), rewards, terms, truncs, infos
+        return self._obs(pixels if pixels is not None else self._render()), rewards, terms, truncs, infos
+
+    def _pipelined(self):
+        """Physics beside the render, unless an environment renders itself in step() ("human") or a Gymnasium
+        free camera is not placed yet (it is placed from the state of its first render, before a step)."""
+        return not self._human and all(c is not None or not g for c, g in zip(self._cams, self._gym_free))
 
     def render(self):
         """The latest pixel batch (what the last reset/step observed); None before the first reset."""
@@ -422,6 +494,40 @@ class DmControlBatch:
 
     def __exit__(self, *exc):
         self.close()
+
+
+_SCALARS = (int, float, bool)
+
+
+def merge_infos(venv, infos):
+    """The vector info of the environments' info dicts, equal to folding ``venv._add_info`` over them (Gymnasium's
+    merge: per key an array typed by the first env that has it, and a ``"_key"`` mask). That fold costs ~5 µs per
+    key per environment; when every env gives the same keys of one scalar type each (a MuJoCo task's reward
+    terms), each key is one array here. Anything else (nested dicts, arrays, objects, differing keys or types)
+    goes through ``_add_info`` itself."""
+    n = len(infos)
+    if n == 0 or not isinstance(infos[0], dict):
+        return _fold_infos(venv, infos)
+    keys = list(infos[0])
+    types = [type(v) for v in infos[0].values()]
+    for t in types:
+        if not (t in _SCALARS or issubclass(t, np.number)):
+            return _fold_infos(venv, infos)
+    for info in infos:
+        if type(info) is not dict or list(info) != keys or [type(v) for v in info.values()] != types:
+            return _fold_infos(venv, infos)
+    out = {}
+    for key, t in zip(keys, types):
+        out[key] = np.array([info[key] for info in infos], dtype=t)
+        out["_" + key] = np.ones(n, dtype=np.bool_)
+    return out
+
+
+def _fold_infos(venv, infos):
+    out = {}
+    for i, info in enumerate(infos):
+        out = venv._add_info(out, info, i)
+    return out
 
 
 def _info_at(info, i, skip=()):
