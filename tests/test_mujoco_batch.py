@@ -537,6 +537,42 @@ def test_leaves_the_callers_context_current_and_survives_a_dying_mjrcontext():
     other._gl_context.free()
 
 
+def test_leaves_no_context_current_where_none_was():
+    """With no context current before a call, none is current after it (not the batch's): a garbage collection in
+    the caller's code between two steps must find no context of ours to free a dead MjrContext's names in. Before
+    the fix the batch's context stayed current and an H200 run lost the offscreen framebuffer mid-benchmark."""
+    import ctypes
+    import gc
+
+    from OpenGL import EGL
+
+    def current():
+        return ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value
+
+    H, W = 48, 64
+    model = make_model()
+    datas = make_datas([model, model])
+    gc.collect()
+    if current():  # a test before left one current: release it, as a fresh program starts
+        EGL.eglMakeCurrent(EGL.eglGetCurrentDisplay(), EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE, EGL.EGL_NO_CONTEXT)
+    assert not current()
+    with gmj.BatchRenderer(model, 2, height=H, width=W) as r:
+        assert not current()
+        first = r.render_and_read(datas).clone()
+        assert not current()
+        other = mujoco.Renderer(model, H, W)    # made and dropped while none is current: freed in its own context
+        other.update_scene(datas[0])
+        other.render()
+        if current():
+            EGL.eglMakeCurrent(EGL.eglGetCurrentDisplay(), EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE,
+                               EGL.EGL_NO_CONTEXT)
+        other._mjr_context = None                # the MjrContext left to the GC, no context current
+        del other
+        gc.collect()
+        assert torch.equal(r.render_and_read(datas), first)
+        assert not current()
+
+
 # ---------------------------------------------------------------------------------------------- render order
 
 class _Ready:

@@ -42,12 +42,14 @@ def _require_mujoco():
 
 
 class _ContextKept:
-    """Makes the batch's GL context current for one call and puts back what was current before (no context, or
-    the caller's), as a well-behaved GL library does. Why it matters here: an MjrContext that dies by garbage
-    collection (Gymnasium's OffScreenViewer frees only its GL context on close() and leaves its MjrContext to the
-    GC) runs mjr_freeContext in whatever context is current, deleting framebuffers and textures by name; with our
-    context left current, it deleted ours (seen on an H200: offFBO 1 gone, glBindFramebuffer -> GL_INVALID_OPERATION).
-    EGL only (MUJOCO_GL=egl, the headless case); other platforms are made current and left so."""
+    """Makes the batch's GL context current for one call and puts back exactly what was current before: the
+    caller's context, or none. Why it matters here: an MjrContext that dies by garbage collection (Gymnasium's
+    OffScreenViewer frees only its GL context on close() and leaves its MjrContext to the GC) runs mjr_freeContext
+    in whatever context is current, deleting framebuffers and textures by name; with our context left current, it
+    deleted ours (seen on an H200: offFBO 1 gone, glBindFramebuffer -> GL_INVALID_OPERATION; then again with ours
+    left current where none had been: collections ran in the caller's code between two steps). No collection runs
+    while ours is current (the garbage collector is off for the call). EGL only (MUJOCO_GL=egl, the headless
+    case); other platforms are made current and left so."""
 
     __slots__ = ("_glc", "_saved", "_gc_was_enabled")
 
@@ -71,17 +73,21 @@ class _ContextKept:
         return self
 
     def __exit__(self, *exc):
-        if self._gc_was_enabled:
-            gc.enable()
-        egl = _egl()
-        if egl is None or self._saved is None:
+        try:
+            egl = _egl()
+            if egl is None or self._saved is None:
+                return False
+            display, draw, read, ctx = self._saved
+            if ctypes.cast(ctx, ctypes.c_void_p).value:  # PyOpenGL's opaque handles are truthy even when null
+                egl.eglMakeCurrent(display, draw, read, ctx)
+            else:  # none was current: release ours (on the display it is current on)
+                ours = egl.eglGetCurrentDisplay()
+                if ctypes.cast(ours, ctypes.c_void_p).value:
+                    egl.eglMakeCurrent(ours, egl.EGL_NO_SURFACE, egl.EGL_NO_SURFACE, egl.EGL_NO_CONTEXT)
             return False
-        display, draw, read, ctx = self._saved
-        if ctypes.cast(ctx, ctypes.c_void_p).value:  # PyOpenGL's opaque handles are truthy even when null
-            egl.eglMakeCurrent(display, draw, read, ctx)
-        # Where no context was current, ours stays current, as mujoco.Renderer leaves its own: Gymnasium's MuJoCo
-        # viewers never make theirs current again after creating it and draw into whatever is current.
-        return False
+        finally:
+            if self._gc_was_enabled:
+                gc.enable()
 
 
 _EGL = []

@@ -24,7 +24,7 @@ PyObject *glt_py_copy_tile(PyObject *module, PyObject *args) {
     }
     const glt_gl *gl = glt_gl_load();
     if (!gl) return glt_py_raise(state_of(module), GLT_GL_ERROR);
-    if (!glt_current_gl_context().context) {
+    if (!glt_current_gl_handles().context) { /* the raw handles: no registry entry, no marker in MuJoCo's context */
         PyErr_SetString(PyExc_RuntimeError, "_copy_tile: no GL context is current in this thread");
         return NULL;
     }

@@ -18,8 +18,8 @@ Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
                check of the batch compares its first --sync-max envs with a SyncVectorEnv of that many)
   slots        AsyncVectorEnv + gltensor.gymnasium.SlotSpace: each worker writes its renderer's image into its
                slot, the trainer reads every slot once per step (a torch tensor on the slots' device)
-  batch        gltensor.mujoco_vector.MujocoVectorEnv: one process, physics in min(N, cores) threads, one
-               BatchRenderer render + read per step
+  batch        gltensor.mujoco_vector.MujocoVectorEnv at its defaults: one process, one physics thread stepping
+               the envs beside the render (env k drawn while env k+1 steps), one BatchRenderer read per step
   batch-mt     the same with min(N, cores) physics threads (what a thread pool buys; the default is one)
   render       the batch's render alone + one trivial op on the device (the floor of the handoff: render, then the
                graphics -> compute switch any handoff pays), no physics
@@ -232,10 +232,12 @@ class GymCase:
 
 def _glfinish(renderer):
     """The render's floor must include the rasterisation a read waits for (on both backends): glFinish in the
-    renderer's context."""
+    renderer's context, put back as the renderer's own calls put it back (no context of ours left current)."""
     from OpenGL import GL
-    renderer.gl_context.make_current()
-    GL.glFinish()
+
+    from gltensor.mujoco_batch import _ContextKept
+    with _ContextKept(renderer.gl_context):
+        GL.glFinish()
 
 
 class DmCase:
