@@ -97,6 +97,17 @@ class SlotRenderEnv(gymnasium.Wrapper):
         return self.env.render(), r, te, tr, info
 
 
+def stock_context_current(venv):
+    """Gymnasium's MuJoCo viewers draw into whatever GL context is current: MujocoRenderer makes its own current
+    only once it holds two viewers, each new viewer leaves its context current, and AsyncVectorEnv's constructor
+    closes a throwaway env whose context, released, leaves none current. A program using only a SyncVectorEnv of
+    stock pixel envs has the last one's context current when it steps; put that back before every stock step
+    (a few µs), so the stock path draws into a context of its own whatever the other paths did."""
+    viewer = venv.envs[-1].unwrapped.mujoco_renderer.viewer
+    if viewer is not None:
+        viewer.make_context_current()
+
+
 def nature_cnn(torch, size, device):
     """The Nature-DQN encoder (+ a 6-way head) on size x size RGB, as the small CNN of every path's step."""
     nn = torch.nn
@@ -172,6 +183,7 @@ class GymCase:
         """The batch's images equal SyncVectorEnv's (same seeds, same cameras); the slots' equal async's."""
         if self.ref is not None:
             k = self.ref_n
+            stock_context_current(self.ref)
             ref, _ = self.ref.reset(seed=11)
             for key in ("batch", "batch-mt"):
                 if key in self.envs:
@@ -179,6 +191,7 @@ class GymCase:
                     if not np.array_equal(ref, got[:k].cpu().numpy()):
                         raise CheckFailed("%s: reset images differ from SyncVectorEnv's (N=%d)" % (key, self.n))
             a = self.actions[0]
+            stock_context_current(self.ref)
             ref = self.ref.step(a[:k])
             for key in ("batch", "batch-mt"):
                 if key in self.envs:
@@ -196,7 +209,12 @@ class GymCase:
 
     def step_fn(self, key):
         torch, dev, envs, acts = self.torch, self.device, self.envs, self.actions
-        if key in ("async", "sync"):
+        if key == "sync":
+            def step(k):
+                stock_context_current(envs[key])
+                obs = envs[key].step(acts[k % len(acts)])[0]
+                self.forward(torch.from_numpy(obs).to(dev, non_blocking=False))
+        elif key == "async":
             def step(k):
                 obs = envs[key].step(acts[k % len(acts)])[0]
                 self.forward(torch.from_numpy(obs).to(dev, non_blocking=False))
