@@ -130,3 +130,26 @@ glt_status glt_context_restore(const glt_saved_context *saved) {
 }
 
 void glt_context_restore_quietly(const glt_saved_context *saved) { restore(saved, 0); }
+
+/* As glt_context_restore, except where nothing was current when `saved` was recorded: then the EGL context current
+ * now is released, so that nothing of the caller's stays current after a call that found none. For an adapter whose
+ * own context must not stay current outside its calls: gltensor.mujoco.BatchRenderer, where a MuJoCo MjrContext the
+ * garbage collector frees between two calls deletes its GL names in whatever context is current. */
+glt_status glt_context_restore_or_release(const glt_saved_context *saved) {
+    if (!saved) return glt_fail(GLT_INVALID_ARGUMENT, "glt_context_restore_or_release: saved is NULL");
+    GLT_CHECK_STRUCT_SIZE(saved, glt_saved_context);
+    if (saved->system != GLT_WINDOW_SYSTEM_NONE) return restore(saved, 1);
+    const glt_egl *egl = glt_egl_load();
+    if (!egl || !egl->GetCurrentContext || !egl->MakeCurrent) {
+        glt_clear_error(); /* no libEGL: no EGL context can be current to release */
+        return GLT_OK;
+    }
+    if (saved->egl_api && egl->BindAPI) egl->BindAPI(saved->egl_api);
+    if (!egl->GetCurrentContext()) return GLT_OK;
+    EGLDisplay display = egl->GetCurrentDisplay ? egl->GetCurrentDisplay() : EGL_NO_DISPLAY;
+    if (!egl->MakeCurrent(display, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT))
+        return glt_fail(GLT_EGL_ERROR,
+                        "could not release the current EGL context (eglMakeCurrent with no context: EGL error 0x%x)",
+                        egl->GetError ? (unsigned)egl->GetError() : 0u);
+    return GLT_OK;
+}

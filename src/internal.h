@@ -455,6 +455,7 @@ typedef struct glt_gl_context_saved {
 int glt_gl_context_enter(glt_gl_context_id ctx, glt_gl_context_saved *saved);
 /* glt_context_restore without a message on failure: for restores after a failed call, whose message must stay. */
 void glt_context_restore_quietly(const glt_saved_context *saved);
+glt_status glt_context_restore_or_release(const glt_saved_context *saved);
 void glt_gl_context_leave(glt_gl_context_saved *saved);
 
 /* object_base.c: how a texture's format is written (GLT_DST_*, kernels.h), or -1 when it cannot be. */

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import copy
 import gc
-import ctypes
 
 import os
 
 import numpy as np
 
 import gltensor
+from gltensor import _gltensor as _core
 
 from ._adapter import NotRenderedError
 from ._mujoco_models import as_data, as_model, context_mismatch, render_flag, scene_key
@@ -48,8 +48,8 @@ class _ContextKept:
     in whatever context is current, deleting framebuffers and textures by name; with our context left current, it
     deleted ours (seen on an H200: offFBO 1 gone, glBindFramebuffer -> GL_INVALID_OPERATION; then again with ours
     left current where none had been: collections ran in the caller's code between two steps). No collection runs
-    while ours is current (the garbage collector is off for the call). EGL only (MUJOCO_GL=egl, the headless
-    case); other platforms are made current and left so."""
+    while ours is current (the garbage collector is off for the call). The record and the restore are the core's
+    (EGL and GLX); a context of another kind (OSMesa) is not seen, and ours is then left current."""
 
     __slots__ = ("_glc", "_saved", "_gc_was_enabled")
 
@@ -59,10 +59,8 @@ class _ContextKept:
         self._gc_was_enabled = None
 
     def save(self):
-        egl = _egl()
-        if egl is not None and self._saved is None:
-            self._saved = (egl.eglGetCurrentDisplay(), egl.eglGetCurrentSurface(egl.EGL_DRAW),
-                           egl.eglGetCurrentSurface(egl.EGL_READ), egl.eglGetCurrentContext())
+        if self._saved is None:
+            self._saved = _core._save_gl_context()  # the core's record: one place saves and restores GL state
 
     def __enter__(self):
         self.save()
@@ -74,36 +72,12 @@ class _ContextKept:
 
     def __exit__(self, *exc):
         try:
-            egl = _egl()
-            if egl is None or self._saved is None:
-                return False
-            display, draw, read, ctx = self._saved
-            if ctypes.cast(ctx, ctypes.c_void_p).value:  # PyOpenGL's opaque handles are truthy even when null
-                egl.eglMakeCurrent(display, draw, read, ctx)
-            else:  # none was current: release ours (on the display it is current on)
-                ours = egl.eglGetCurrentDisplay()
-                if ctypes.cast(ours, ctypes.c_void_p).value:
-                    egl.eglMakeCurrent(ours, egl.EGL_NO_SURFACE, egl.EGL_NO_SURFACE, egl.EGL_NO_CONTEXT)
+            if self._saved is not None:
+                _core._restore_or_release_gl_context(self._saved)  # the caller's context, or none
             return False
         finally:
             if self._gc_was_enabled:
                 gc.enable()
-
-
-_EGL = []
-
-
-def _egl():
-    """PyOpenGL's EGL module where MuJoCo renders through EGL, else None."""
-    if not _EGL:
-        mod = None
-        if os.environ.get("MUJOCO_GL", "").lower() == "egl":
-            try:
-                from OpenGL import EGL as mod  # type: ignore
-            except Exception:  # pragma: no cover - PyOpenGL without EGL
-                mod = None
-        _EGL.append(mod)
-    return _EGL[0]
 
 
 def _gl_context_class(mj):
@@ -553,6 +527,9 @@ class BatchRenderer:
         with _ContextKept(self._glc):
             return self._read_current(channels, dtype, layout, out, stream)
 
+    def _read_in_context(self, *, channels=None, dtype=None, layout="hwc", out=None, stream=None):
+        return self._read_current(channels, dtype, layout, out, stream)
+
     def _read_current(self, channels, dtype, layout, out, stream):
         torch = self._torch
         if self._depth:
@@ -629,7 +606,7 @@ class BatchRenderer:
         self._check_open()
         with _ContextKept(self._glc):
             self._render_current(datas, cameras, scene_option, order)
-            return self.read(**read_options)
+            return self._read_in_context(**read_options)  # no second save/restore: ours is current here
 
     # ------------------------------------------------------------------ lifetime
     def _free_gl(self):

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "internal.h" /* glt_context_restore_or_release */
+
 static gltensor_state *state_of(PyObject *module) { return (gltensor_state *)PyModule_GetState(module); }
 
 /* (system, display, draw, read, context, egl_api): plain integers, so the record is a value Python can keep. */
@@ -41,6 +43,14 @@ PyObject *glt_py_restore_gl_context(PyObject *module, PyObject *saved) {
     glt_saved_context s;
     if (parse_saved(saved, &s) < 0) return NULL;
     glt_status st = glt_context_restore(&s);
+    if (st != GLT_OK) return glt_py_raise(state_of(module), st);
+    Py_RETURN_NONE;
+}
+
+PyObject *glt_py_restore_or_release_gl_context(PyObject *module, PyObject *saved) {
+    glt_saved_context s;
+    if (parse_saved(saved, &s) < 0) return NULL;
+    glt_status st = glt_context_restore_or_release(&s);
     if (st != GLT_OK) return glt_py_raise(state_of(module), st);
     Py_RETURN_NONE;
 }

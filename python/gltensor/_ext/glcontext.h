@@ -8,6 +8,7 @@
 PyObject *glt_py_save_gl_context(PyObject *module, PyObject *unused);
 PyObject *glt_py_restore_gl_context(PyObject *module, PyObject *saved);
 PyObject *glt_py_gl_context_is_current(PyObject *module, PyObject *saved);
+PyObject *glt_py_restore_or_release_gl_context(PyObject *module, PyObject *saved);
 PyObject *glt_py_egl_devices(PyObject *module, PyObject *unused);
 PyObject *glt_py_egl_client_extensions(PyObject *module, PyObject *unused);
 
@@ -17,6 +18,9 @@ PyObject *glt_py_egl_client_extensions(PyObject *module, PyObject *unused);
      "Private, for the adapters: the GL context current in this thread, as a tuple for _restore_gl_context."},     \
     {"_restore_gl_context", glt_py_restore_gl_context, METH_O,                                                      \
      "Private, for the adapters: makes a context recorded by _save_gl_context current again."},                    \
+    {"_restore_or_release_gl_context", glt_py_restore_or_release_gl_context, METH_O,                                \
+     "Private, for gltensor.mujoco: as _restore_gl_context, but releases the current EGL context where none was "  \
+     "current when the record was made."},                                                                          \
     {"_gl_context_is_current", glt_py_gl_context_is_current, METH_O,                                                \
      "Private, for the adapters: whether a context recorded by _save_gl_context is current in this thread."},     \
     {"_egl_devices", glt_py_egl_devices, METH_NOARGS,                                                               \
