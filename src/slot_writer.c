@@ -38,8 +38,9 @@ typedef enum write_mode {
 } write_mode;
 
 struct glt_slot_writer {
-    const glt_slots_header *h; /* the trainer's header page, mapped read-only */
-    glt_slots_geometry g;      /* checked at attach; the header's geometry is never read again */
+    const glt_slots_control *h; /* the control memory's page 0 (read count, closed flag), mapped read-only */
+    glt_slots_header hdr;      /* the sealed header, read once at attach */
+    glt_slots_geometry g;      /* its geometry, checked at attach */
     glt_slot_record *rec;      /* this slot's record: the one page of the control memory mapped writable */
     char *pixels[3];           /* CPU backend: this slot of each set, mapped writable (nothing else is) */
     int trainer_pid;
@@ -76,41 +77,34 @@ static void unmap_all(glt_slot_writer *w) {
     memset(w->pixels, 0, sizeof w->pixels);
 }
 
-/* Maps what this worker may see (the header, read-only) and write (its record and, on the CPU backend, its slot
- * of each set), after checking the header's geometry against the descriptor's size: nothing is mapped or placed
- * by a geometry the trainer could not have made. */
-static glt_status map_control(glt_slot_writer *w, int fd, int slot) {
-    glt_slots_header probe;
-    errno = 0;
-    if (pread(fd, &probe, sizeof probe, 0) != (ssize_t)sizeof probe)
-        return glt_fail(GLT_INVALID_ARGUMENT,
-                        "the control descriptor %d is not gltensor's shared-slot memory (%s); pass the descriptors "
-                        "glt_slots_export gave, or the handle gltensor.SharedSlots.handle() gave",
-                        fd, errno ? strerror(errno) : "too short");
-    if (probe.magic != GLT_SLOTS_MAGIC || probe.version != GLT_SLOTS_VERSION)
-        return glt_fail(GLT_INVALID_ARGUMENT,
-                        "descriptor %d does not hold gltensor shared slots of this version (magic %#llx, version %u; "
-                        "expected %#llx, %u): the trainer and this worker must run the same gltensor",
-                        fd, (unsigned long long)probe.magic, probe.version, (unsigned long long)GLT_SLOTS_MAGIC,
-                        GLT_SLOTS_VERSION);
+/* Reads the sealed header (geometry_fd), checks its geometry against the control descriptor's size, then maps
+ * what this worker may see (the control page, read-only) and write (its record and, on the CPU backend, its slot
+ * of each set): nothing is mapped or placed by a geometry the trainer could not have made, or another worker
+ * could have rewritten. */
+static glt_status map_control(glt_slot_writer *w, int geometry_fd, int fd, int slot) {
+    glt_status status = glt_slots_header_read(geometry_fd, &w->hdr);
+    if (status != GLT_OK) return status;
     struct stat st;
     if (fstat(fd, &st) != 0)
-        return glt_fail(GLT_INVALID_ARGUMENT, "fstat of the slots' control descriptor %d failed (%s)", fd,
-                        strerror(errno));
-    const char *bad = glt_slots_geometry_check(&probe.geo, (uint64_t)st.st_size, glt_page_size());
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "fstat of the slots' control descriptor %d failed (%s); pass the descriptors glt_slots_export "
+                        "gave, or the handle gltensor.SharedSlots.handle() gave",
+                        fd, strerror(errno));
+    const char *bad = glt_slots_geometry_check(&w->hdr.geo, (uint64_t)st.st_size, glt_page_size());
     if (bad)
         return glt_fail(GLT_INVALID_ARGUMENT,
-                        "the shared slots' header (descriptor %d) describes no layout the trainer could have made (%s): "
-                        "it was overwritten; the trainer must make new slots",
-                        fd, bad);
-    w->g = probe.geo;
-    w->trainer_pid = probe.trainer_pid;
-    w->trainer_start = probe.trainer_start;
+                        "the shared slots' geometry (descriptor %d) does not fit their control memory (descriptor "
+                        "%d): %s; pass the descriptors of one SharedSlots (glt_slots_export and "
+                        "glt_slots_export_geometry of the same slots)",
+                        geometry_fd, fd, bad);
+    w->g = w->hdr.geo;
+    w->trainer_pid = w->hdr.trainer_pid;
+    w->trainer_start = w->hdr.trainer_start;
     if (slot < 0 || (unsigned)slot >= w->g.count)
         return glt_fail(GLT_INVALID_ARGUMENT, "slot %d does not exist: the trainer made %u slots (0 to %u)", slot,
                         w->g.count, w->g.count - 1);
-    const char *what = "header";
-    /* The header through a read-only descriptor of the same memfd: a mapping this process cannot make writable
+    const char *what = "control page";
+    /* The control page through a read-only descriptor of the same memfd: a mapping this process cannot make writable
      * (mprotect refuses with EACCES), not just one it did not. */
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
@@ -204,7 +198,7 @@ glt_status glt_slot_writer_gl_supported(void) {
 static glt_status import_memory(glt_slot_writer *w, const glt_gl *gl, int memory_fd) {
     glt_status support = gl_supported(gl);
     if (support != GLT_OK) return support;
-    glt_status st = check_device(gl, w->h);
+    glt_status st = check_device(gl, &w->hdr);
     if (st != GLT_OK) return st;
     if (memory_fd < 0)
         return glt_fail(GLT_INVALID_ARGUMENT, "the slots are CUDA memory but no memory descriptor was given");
@@ -276,7 +270,12 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
     if (st != GLT_OK) return st;
     glt_slot_writer *w = calloc(1, sizeof *w);
     if (!w) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    st = map_control(w, d->control_fd, d->slot);
+    int geometry_fd = d->geometry_fd;
+    st = geometry_fd < 0 ? glt_fail(GLT_INVALID_ARGUMENT,
+                                    "glt_slot_writer_create: desc.geometry_fd is not set: a writer attaches by the "
+                                    "slots' sealed geometry; pass glt_slots_export_geometry's descriptor with "
+                                    "desc.size = sizeof(glt_slot_writer_desc) (GLT_SLOT_WRITER_DESC_INIT)")
+                         : map_control(w, geometry_fd, d->control_fd, d->slot);
     if (st != GLT_OK) {
         free(w);
         return st;

@@ -1,7 +1,7 @@
 /*
  * What the slots' two sides check about each other (slots_shared.h says why): a worker checks the geometry it
- * reads from the trainer's header before it maps or places anything by it; both name processes by pid and start
- * time, so that a zombie or a reused pid is not taken for a live writer or trainer.
+ * reads from the trainer's sealed header before it maps or places anything by it; both name processes by pid and
+ * start time, so that a zombie or a reused pid is not taken for a live writer or trainer.
  */
 #include "slots_shared.h"
 
