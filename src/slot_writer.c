@@ -45,7 +45,8 @@ struct glt_slot_writer {
     char *pixels[3];           /* CPU backend: this slot of each set, mapped writable (nothing else is) */
     int trainer_pid;
     uint64_t trainer_start;
-    double trainer_checked;    /* when /proc last said the trainer runs (CLOCK_MONOTONIC, s) */
+    int trainer_fd;            /* a pidfd of the trainer; -1 where the kernel has none (then: kill and /proc) */
+    double trainer_checked;    /* no pidfd: when /proc last said the trainer runs (CLOCK_MONOTONIC, s) */
     uint64_t start;            /* this process's start time, written into the record with its pid */
     unsigned slot;
     const glt_format *fmt;
@@ -270,6 +271,7 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
     if (st != GLT_OK) return st;
     glt_slot_writer *w = calloc(1, sizeof *w);
     if (!w) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    w->trainer_fd = -1;
     int geometry_fd = d->geometry_fd;
     st = geometry_fd < 0 ? glt_fail(GLT_INVALID_ARGUMENT,
                                     "glt_slot_writer_create: desc.geometry_fd is not set: a writer attaches by the "
@@ -290,6 +292,7 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
         glt_slot_writer_destroy(w);
         return st;
     }
+    w->trainer_fd = glt_process_watch(w->trainer_pid, w->trainer_start);
     const glt_gl *gl = glt_gl_load();
     if (!gl || !w->fmt) {
         glt_slot_writer_destroy(w);
@@ -327,6 +330,7 @@ void glt_slot_writer_destroy(glt_slot_writer *w) {
         glt_gl_context_leave(&saved);
     }
     unmap_all(w);
+    if (w->trainer_fd >= 0) close(w->trainer_fd);
     free(w);
 }
 
@@ -355,10 +359,12 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* Whether the trainer still runs: kill(pid, 0) at every write (a reaped trainer is noticed at once), its
- * /proc/<pid>/stat at most every 100 ms (a zombie, or its pid reused by another process: noticed within 100 ms).
- * No descriptor is held for it, and no file is read on most writes. */
+/* Whether the trainer still runs: its pidfd polled at every write (readable from the instant it exits, zombie or
+ * reaped; a later process that reuses its pid is another process to it). Without a pidfd: kill(pid, 0) at every write
+ * (a reaped trainer is noticed at once), its /proc/<pid>/stat at most every 100 ms (a zombie, or its pid reused
+ * by another process: noticed within 100 ms). */
 static int trainer_running(glt_slot_writer *w) {
+    if (w->trainer_fd >= 0) return !glt_process_exited(w->trainer_fd);
     if (kill(w->trainer_pid, 0) != 0 && errno != EPERM) return 0;
     double t = now_s();
     if (w->trainer_checked && t - w->trainer_checked < 0.1) return 1;

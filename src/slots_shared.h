@@ -46,8 +46,10 @@
  * The trainer commits its private read count only when the read succeeds.
  *
  * Processes are named by pid and start time (/proc/<pid>/stat), so that a reused pid is not taken for the
- * writer or the trainer; a zombie counts as gone. /proc is read on slow paths only: by the trainer for a slot
- * that is not fresh; by a worker's write at most every 100 ms (kill(pid, 0) at every write).
+ * writer or the trainer; a zombie counts as gone. A worker holds a pidfd of the trainer (pidfd_open at attach,
+ * checked against the start time), which polls readable as soon as the trainer exits, zombie or reaped: every
+ * write polls it (no /proc read). Where the kernel has no pidfd_open (before Linux 5.3): kill(pid, 0) at every
+ * write and /proc at most every 100 ms. The trainer reads /proc only for a slot that is not fresh.
  */
 #ifndef GLT_SLOTS_SHARED_H
 #define GLT_SLOTS_SHARED_H
@@ -139,6 +141,11 @@ glt_status glt_slots_header_read(int fd, glt_slots_header *out);
 /* A process's identity: 1 when `pid` runs (not a zombie) and, where `start` is not 0, started at `start` (a
  * reused pid is another process). Reads /proc/<pid>/stat; kill(pid, 0) where /proc is missing. */
 int glt_process_running(int pid, uint64_t start);
+/* A pidfd of process `pid` started at `start` (close-on-exec), -1 where the kernel has none (before Linux 5.3,
+ * or a sandbox forbids it) or `pid` is not that process any more. glt_process_exited polls it: 1 once the process
+ * exited (zombie or reaped). */
+int glt_process_watch(int pid, uint64_t start);
+int glt_process_exited(int pidfd);
 /* This process's start time (/proc/self/stat field 22, clock ticks since boot), 0 where unknown. */
 uint64_t glt_process_start_time(int pid);
 /* The system page size, at least 4096. */
