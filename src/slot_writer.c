@@ -565,6 +565,14 @@ static void reverse_rows(void *pixels, size_t pitch, int height) {
     }
 }
 
+/* Test-only fault injection (_gltensor._slots_fail_next_write_for_testing): the next GL write of this process fails
+ * as a GL error in its copy does, after the slot was marked being written and before anything reached it. No GL
+ * driver here fails a copy on demand (every input that could fail is refused before the write starts), and a failed
+ * write must still leave the slot stale with its last image intact: tests/test_slots_failed_write.py. */
+static atomic_int fail_next_write;
+
+void glt_slot_writer_fail_next_write_for_testing(void) { atomic_store(&fail_next_write, 1); }
+
 glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned target, const glt_rect *region) {
     if (!w) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write: writer is NULL");
     char what[64];
@@ -596,7 +604,9 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
     state_push(gl, &saved);
     glt_gl_drain_errors(gl);
     int x = r.x, y = r.y;
-    GLenum read_err = GL_NO_ERROR;
+    /* A copy GL refused writes nothing; the steps after it (row reversal, the staged copy, the host readback)
+     * must not run either, or they would change the slot's last image. */
+    GLenum read_err = atomic_exchange(&fail_next_write, 0) ? GL_INVALID_OPERATION : GL_NO_ERROR;
     /* The shader write reads the caller's texture itself where that is exact: no blit, no framebuffer. */
     GLuint direct = w->mode == WRITE_SHADER && glt_slot_packer_reads_directly(w->packer, name, target, samples, src)
                         ? name
@@ -606,21 +616,28 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
      * for the parent's rasteriser threads, and a host copy of the rows is cheap beside the readback itself. */
     int flip_blit = w->mode != WRITE_SHADER && w->backend == GLT_BACKEND_CUDA;
     if (!direct) st = bind_source(w, gl, name, target, samples, &r, flip_blit, &x, &y);
+    /* Host slots: a blit GL refused (a resolve) stops the write before the readback lands in the slot. */
+    if (st == GLT_OK && read_err == GL_NO_ERROR && w->backend == GLT_BACKEND_CPU && !direct) read_err = gl->GetError();
     if (st == GLT_OK) {
         uint64_t offset = glt_slot_offset(&w->g, set, w->slot);
         uint64_t bytes = w->g.row_pitch * (uint64_t)r.height;
-        if (w->mode == WRITE_SHADER) {
+        if (read_err != GL_NO_ERROR) {
+            /* Nothing is copied. */
+        } else if (w->mode == WRITE_SHADER) {
             w->direct_writes += direct != 0;
             if (w->backend == GLT_BACKEND_CUDA) {
                 glt_slot_packer_run(w->packer, direct, x, y, w->buffer, offset, w->g.row_pitch, 0);
             } else {
                 ensure_stage(w, gl);
                 glt_slot_packer_run(w->packer, direct, x, y, w->stage, 0, w->g.row_pitch, 1);
-                GLint prev = 0;
-                gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev); /* the binding query shares the target's enum */
-                gl->BindBuffer(GL_COPY_READ_BUFFER, w->stage);
-                gl->GetBufferSubData(GL_COPY_READ_BUFFER, 0, (GLsizeiptr)bytes, w->pixels[set]);
-                gl->BindBuffer(GL_COPY_READ_BUFFER, (GLuint)prev);
+                read_err = gl->GetError(); /* a failed pack leaves the stage as it was: not read back */
+                if (read_err == GL_NO_ERROR) {
+                    GLint prev = 0;
+                    gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev); /* the binding query shares the target's enum */
+                    gl->BindBuffer(GL_COPY_READ_BUFFER, w->stage);
+                    gl->GetBufferSubData(GL_COPY_READ_BUFFER, 0, (GLsizeiptr)bytes, w->pixels[set]);
+                    gl->BindBuffer(GL_COPY_READ_BUFFER, (GLuint)prev);
+                }
             }
         } else {
             size_t bpp = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels;
@@ -646,7 +663,7 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
             /* Rows reversed only after a read that worked (a failed one left the slot as it was). */
             read_err = gl->GetError();
             if (w->backend == GLT_BACKEND_CPU && read_err == GL_NO_ERROR) reverse_rows(dst, w->g.row_pitch, r.height);
-            if (staged) {
+            if (staged && read_err == GL_NO_ERROR) {
                 GLint prev_read = 0, prev_write = 0;
                 gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev_read);
                 gl->GetIntegerv(GL_COPY_WRITE_BUFFER, &prev_write);
