@@ -83,7 +83,8 @@ def test_a_sealed_forgery_that_does_not_fit_is_refused(exported):
 
 def _attack_every_memfd(handle, backend, conn):
     """Spawned worker: attaches and writes, then tries every way to write a forged header (slot count 1, width 5)
-    into every memfd it holds: pwrite, a writable shared mapping, a reopen through /proc, growing it, changing its
+    into every memfd of the slots it holds (the other descriptors are listed, not written: stdio, pipes, the
+    trainer's pidfd, a GL driver's own): pwrite, a writable shared mapping, a reopen through /proc, growing it, changing its
     seals. Reports what each attempt did. Page 0 of the control memfd (the trainer's read count and closed flag)
     is put back as it was after each attempt that changed it, so that this test's later steps still run."""
     try:
@@ -101,8 +102,9 @@ def _attack_every_memfd(handle, backend, conn):
                 target = os.readlink(f"/proc/self/fd/{fd}")
             except OSError:
                 continue
-            if not target.startswith("/memfd:"):
-                report[fd] = (target, None)  # pipes, sockets, the pidfd, stdio: not memory
+            if not target.startswith("/memfd:gltensor"):
+                # Pipes, sockets, the trainer's pidfd, stdio; a GL driver's own memfds: none holds the slots.
+                report[fd] = (target, None)
                 continue
             original = os.pread(fd, len(forged), 0)
             results = {}
@@ -159,7 +161,7 @@ def test_no_descriptor_a_worker_holds_can_change_the_geometry(exported, backend)
     kind, report = parent.recv()
     p.join(30)
     assert kind == "ok", report
-    print(report)
+    print(report)  # -s: what each attempt did on each descriptor
     memfds = {fd: results for fd, (target, results) in report.items() if results is not None}
     geometry = [results for fd, (target, results) in report.items() if "gltensor-slots-geometry" in target]
     assert len(geometry) == 1, report
@@ -167,9 +169,11 @@ def test_no_descriptor_a_worker_holds_can_change_the_geometry(exported, backend)
     assert geometry[0] == {"pwrite": "EPERM", "mmap": "EPERM", "reopen": "EPERM", "grow": "EPERM",
                            "seal": "EPERM"}, report
     assert os.pread(geo, 4096, 0) == before
-    # The other memfds (the control memory) took writes, which are not the geometry: a worker attaching now gets
-    # the trainer's geometry, and every slot's image arrives exactly.
+    # The other memfd of the slots (the control memory) took the writes, which are not the geometry: a worker
+    # attaching now gets the trainer's geometry, and every slot's image arrives exactly.
     assert len(memfds) == 2, report
+    control = [results for results in memfds.values() if results is not geometry[0]]
+    assert control[0]["pwrite"] == control[0]["mmap"] == "ok (changed)", report  # the attacks are real ones
     w = _gltensor._SlotWriter(mem, ctl, geo, 0)
     assert (w.count, w.size) == (3, (W, H))
     w.close()
