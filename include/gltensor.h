@@ -680,6 +680,10 @@ GLT_API glt_status glt_slots_get_info(const glt_slots *slots, glt_slots_info *in
  * backend, whose data lives in the control memory) and the control memory. Send them to the worker
  * (SCM_RIGHTS, or inheritance across fork). */
 GLT_API glt_status glt_slots_export(glt_slots *slots, int *memory_fd, int *control_fd);
+/* A new file descriptor (the caller owns and closes it) of the slots' geometry: a memfd sealed against writing,
+ * so that no worker can change what the others attach by. A writer needs it besides glt_slots_export's two
+ * (glt_slot_writer_desc.geometry_fd) and refuses one that is not sealed. */
+GLT_API glt_status glt_slots_export_geometry(glt_slots *slots, int *geometry_fd);
 /* State of one slot now, and the pid of its last writer (0: none yet). */
 GLT_API glt_status glt_slots_state(const glt_slots *slots, int slot, glt_slot_state *state, int *writer_pid);
 /* All slots as one (count, height, width, channels) frame (CHW: (count, channels, height, width)), top row
@@ -703,8 +707,9 @@ typedef struct glt_slot_writer_desc {
     int memory_fd;  /* from glt_slots_export (-1 on the CPU backend); duplicated: the caller keeps its own */
     int control_fd; /* from glt_slots_export; duplicated */
     int slot;       /* which slot this process writes, 0 <= slot < count */
+    int geometry_fd; /* from glt_slots_export_geometry (required); read once at attach, not kept */
 } glt_slot_writer_desc;
-#define GLT_SLOT_WRITER_DESC_INIT {sizeof(glt_slot_writer_desc), -1, -1, 0}
+#define GLT_SLOT_WRITER_DESC_INIT {sizeof(glt_slot_writer_desc), -1, -1, 0, -1}
 
 typedef struct glt_slot_writer_info {
     size_t size; /* 0 or sizeof(glt_slot_writer_info) before the call; the library sets it (see "Struct sizes") */

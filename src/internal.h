@@ -471,4 +471,8 @@ glt_status glt_egl_fork_check(void);
 /* GLT_OK where the current GL context can write CUDA shared slots (GL_EXT_memory_object_fd). */
 glt_status glt_slot_writer_gl_supported(void);
 
+/* slot_writer.c, for tests only (_gltensor._slots_fail_next_write_for_testing): the next GL write into a shared slot
+ * in this process fails as a GL error in its copy would, after the slot was marked being written. */
+void glt_slot_writer_fail_next_write_for_testing(void);
+
 #endif

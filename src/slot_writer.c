@@ -38,13 +38,15 @@ typedef enum write_mode {
 } write_mode;
 
 struct glt_slot_writer {
-    const glt_slots_header *h; /* the trainer's header page, mapped read-only */
-    glt_slots_geometry g;      /* checked at attach; the header's geometry is never read again */
+    const glt_slots_control *h; /* the control memory's page 0 (read count, closed flag), mapped read-only */
+    glt_slots_header hdr;      /* the sealed header, read once at attach */
+    glt_slots_geometry g;      /* its geometry, checked at attach */
     glt_slot_record *rec;      /* this slot's record: the one page of the control memory mapped writable */
     char *pixels[3];           /* CPU backend: this slot of each set, mapped writable (nothing else is) */
     int trainer_pid;
     uint64_t trainer_start;
-    double trainer_checked;    /* when /proc last said the trainer runs (CLOCK_MONOTONIC, s) */
+    int trainer_fd;            /* a pidfd of the trainer; -1 where the kernel has none (then: kill and /proc) */
+    double trainer_checked;    /* no pidfd: when /proc last said the trainer runs (CLOCK_MONOTONIC, s) */
     uint64_t start;            /* this process's start time, written into the record with its pid */
     unsigned slot;
     const glt_format *fmt;
@@ -76,41 +78,34 @@ static void unmap_all(glt_slot_writer *w) {
     memset(w->pixels, 0, sizeof w->pixels);
 }
 
-/* Maps what this worker may see (the header, read-only) and write (its record and, on the CPU backend, its slot
- * of each set), after checking the header's geometry against the descriptor's size: nothing is mapped or placed
- * by a geometry the trainer could not have made. */
-static glt_status map_control(glt_slot_writer *w, int fd, int slot) {
-    glt_slots_header probe;
-    errno = 0;
-    if (pread(fd, &probe, sizeof probe, 0) != (ssize_t)sizeof probe)
-        return glt_fail(GLT_INVALID_ARGUMENT,
-                        "the control descriptor %d is not gltensor's shared-slot memory (%s); pass the descriptors "
-                        "glt_slots_export gave, or the handle gltensor.SharedSlots.handle() gave",
-                        fd, errno ? strerror(errno) : "too short");
-    if (probe.magic != GLT_SLOTS_MAGIC || probe.version != GLT_SLOTS_VERSION)
-        return glt_fail(GLT_INVALID_ARGUMENT,
-                        "descriptor %d does not hold gltensor shared slots of this version (magic %#llx, version %u; "
-                        "expected %#llx, %u): the trainer and this worker must run the same gltensor",
-                        fd, (unsigned long long)probe.magic, probe.version, (unsigned long long)GLT_SLOTS_MAGIC,
-                        GLT_SLOTS_VERSION);
+/* Reads the sealed header (geometry_fd), checks its geometry against the control descriptor's size, then maps
+ * what this worker may see (the control page, read-only) and write (its record and, on the CPU backend, its slot
+ * of each set): nothing is mapped or placed by a geometry the trainer could not have made, or another worker
+ * could have rewritten. */
+static glt_status map_control(glt_slot_writer *w, int geometry_fd, int fd, int slot) {
+    glt_status status = glt_slots_header_read(geometry_fd, &w->hdr);
+    if (status != GLT_OK) return status;
     struct stat st;
     if (fstat(fd, &st) != 0)
-        return glt_fail(GLT_INVALID_ARGUMENT, "fstat of the slots' control descriptor %d failed (%s)", fd,
-                        strerror(errno));
-    const char *bad = glt_slots_geometry_check(&probe.geo, (uint64_t)st.st_size, glt_page_size());
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "fstat of the slots' control descriptor %d failed (%s); pass the descriptors glt_slots_export "
+                        "gave, or the handle gltensor.SharedSlots.handle() gave",
+                        fd, strerror(errno));
+    const char *bad = glt_slots_geometry_check(&w->hdr.geo, (uint64_t)st.st_size, glt_page_size());
     if (bad)
         return glt_fail(GLT_INVALID_ARGUMENT,
-                        "the shared slots' header (descriptor %d) describes no layout the trainer could have made (%s): "
-                        "it was overwritten; the trainer must make new slots",
-                        fd, bad);
-    w->g = probe.geo;
-    w->trainer_pid = probe.trainer_pid;
-    w->trainer_start = probe.trainer_start;
+                        "the shared slots' geometry (descriptor %d) does not fit their control memory (descriptor "
+                        "%d): %s; pass the descriptors of one SharedSlots (glt_slots_export and "
+                        "glt_slots_export_geometry of the same slots)",
+                        geometry_fd, fd, bad);
+    w->g = w->hdr.geo;
+    w->trainer_pid = w->hdr.trainer_pid;
+    w->trainer_start = w->hdr.trainer_start;
     if (slot < 0 || (unsigned)slot >= w->g.count)
         return glt_fail(GLT_INVALID_ARGUMENT, "slot %d does not exist: the trainer made %u slots (0 to %u)", slot,
                         w->g.count, w->g.count - 1);
-    const char *what = "header";
-    /* The header through a read-only descriptor of the same memfd: a mapping this process cannot make writable
+    const char *what = "control page";
+    /* The control page through a read-only descriptor of the same memfd: a mapping this process cannot make writable
      * (mprotect refuses with EACCES), not just one it did not. */
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
@@ -204,7 +199,7 @@ glt_status glt_slot_writer_gl_supported(void) {
 static glt_status import_memory(glt_slot_writer *w, const glt_gl *gl, int memory_fd) {
     glt_status support = gl_supported(gl);
     if (support != GLT_OK) return support;
-    glt_status st = check_device(gl, w->h);
+    glt_status st = check_device(gl, &w->hdr);
     if (st != GLT_OK) return st;
     if (memory_fd < 0)
         return glt_fail(GLT_INVALID_ARGUMENT, "the slots are CUDA memory but no memory descriptor was given");
@@ -276,7 +271,13 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
     if (st != GLT_OK) return st;
     glt_slot_writer *w = calloc(1, sizeof *w);
     if (!w) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
-    st = map_control(w, d->control_fd, d->slot);
+    w->trainer_fd = -1;
+    int geometry_fd = d->geometry_fd;
+    st = geometry_fd < 0 ? glt_fail(GLT_INVALID_ARGUMENT,
+                                    "glt_slot_writer_create: desc.geometry_fd is not set: a writer attaches by the "
+                                    "slots' sealed geometry; pass glt_slots_export_geometry's descriptor with "
+                                    "desc.size = sizeof(glt_slot_writer_desc) (GLT_SLOT_WRITER_DESC_INIT)")
+                         : map_control(w, geometry_fd, d->control_fd, d->slot);
     if (st != GLT_OK) {
         free(w);
         return st;
@@ -291,6 +292,7 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
         glt_slot_writer_destroy(w);
         return st;
     }
+    w->trainer_fd = glt_process_watch(w->trainer_pid, w->trainer_start);
     const glt_gl *gl = glt_gl_load();
     if (!gl || !w->fmt) {
         glt_slot_writer_destroy(w);
@@ -328,6 +330,7 @@ void glt_slot_writer_destroy(glt_slot_writer *w) {
         glt_gl_context_leave(&saved);
     }
     unmap_all(w);
+    if (w->trainer_fd >= 0) close(w->trainer_fd);
     free(w);
 }
 
@@ -356,10 +359,12 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* Whether the trainer still runs: kill(pid, 0) at every write (a reaped trainer is noticed at once), its
- * /proc/<pid>/stat at most every 100 ms (a zombie, or its pid reused by another process: noticed within 100 ms).
- * No descriptor is held for it, and no file is read on most writes. */
+/* Whether the trainer still runs: its pidfd polled at every write (readable from the instant it exits, zombie or
+ * reaped; a later process that reuses its pid is another process to it). Without a pidfd: kill(pid, 0) at every write
+ * (a reaped trainer is noticed at once), its /proc/<pid>/stat at most every 100 ms (a zombie, or its pid reused
+ * by another process: noticed within 100 ms). */
 static int trainer_running(glt_slot_writer *w) {
+    if (w->trainer_fd >= 0) return !glt_process_exited(w->trainer_fd);
     if (kill(w->trainer_pid, 0) != 0 && errno != EPERM) return 0;
     double t = now_s();
     if (w->trainer_checked && t - w->trainer_checked < 0.1) return 1;
@@ -560,6 +565,14 @@ static void reverse_rows(void *pixels, size_t pitch, int height) {
     }
 }
 
+/* Test-only fault injection (_gltensor._slots_fail_next_write_for_testing): the next GL write of this process fails
+ * as a GL error in its copy does, after the slot was marked being written and before anything reached it. No GL
+ * driver here fails a copy on demand (every input that could fail is refused before the write starts), and a failed
+ * write must still leave the slot stale with its last image intact: tests/test_slots_failed_write.py. */
+static atomic_int fail_next_write;
+
+void glt_slot_writer_fail_next_write_for_testing(void) { atomic_store(&fail_next_write, 1); }
+
 glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned target, const glt_rect *region) {
     if (!w) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write: writer is NULL");
     char what[64];
@@ -591,7 +604,9 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
     state_push(gl, &saved);
     glt_gl_drain_errors(gl);
     int x = r.x, y = r.y;
-    GLenum read_err = GL_NO_ERROR;
+    /* A copy GL refused writes nothing; the steps after it (row reversal, the staged copy, the host readback)
+     * must not run either, or they would change the slot's last image. */
+    GLenum read_err = atomic_exchange(&fail_next_write, 0) ? GL_INVALID_OPERATION : GL_NO_ERROR;
     /* The shader write reads the caller's texture itself where that is exact: no blit, no framebuffer. */
     GLuint direct = w->mode == WRITE_SHADER && glt_slot_packer_reads_directly(w->packer, name, target, samples, src)
                         ? name
@@ -601,21 +616,28 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
      * for the parent's rasteriser threads, and a host copy of the rows is cheap beside the readback itself. */
     int flip_blit = w->mode != WRITE_SHADER && w->backend == GLT_BACKEND_CUDA;
     if (!direct) st = bind_source(w, gl, name, target, samples, &r, flip_blit, &x, &y);
+    /* Host slots: a blit GL refused (a resolve) stops the write before the readback lands in the slot. */
+    if (st == GLT_OK && read_err == GL_NO_ERROR && w->backend == GLT_BACKEND_CPU && !direct) read_err = gl->GetError();
     if (st == GLT_OK) {
         uint64_t offset = glt_slot_offset(&w->g, set, w->slot);
         uint64_t bytes = w->g.row_pitch * (uint64_t)r.height;
-        if (w->mode == WRITE_SHADER) {
+        if (read_err != GL_NO_ERROR) {
+            /* Nothing is copied. */
+        } else if (w->mode == WRITE_SHADER) {
             w->direct_writes += direct != 0;
             if (w->backend == GLT_BACKEND_CUDA) {
                 glt_slot_packer_run(w->packer, direct, x, y, w->buffer, offset, w->g.row_pitch, 0);
             } else {
                 ensure_stage(w, gl);
                 glt_slot_packer_run(w->packer, direct, x, y, w->stage, 0, w->g.row_pitch, 1);
-                GLint prev = 0;
-                gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev); /* the binding query shares the target's enum */
-                gl->BindBuffer(GL_COPY_READ_BUFFER, w->stage);
-                gl->GetBufferSubData(GL_COPY_READ_BUFFER, 0, (GLsizeiptr)bytes, w->pixels[set]);
-                gl->BindBuffer(GL_COPY_READ_BUFFER, (GLuint)prev);
+                read_err = gl->GetError(); /* a failed pack leaves the stage as it was: not read back */
+                if (read_err == GL_NO_ERROR) {
+                    GLint prev = 0;
+                    gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev); /* the binding query shares the target's enum */
+                    gl->BindBuffer(GL_COPY_READ_BUFFER, w->stage);
+                    gl->GetBufferSubData(GL_COPY_READ_BUFFER, 0, (GLsizeiptr)bytes, w->pixels[set]);
+                    gl->BindBuffer(GL_COPY_READ_BUFFER, (GLuint)prev);
+                }
             }
         } else {
             size_t bpp = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels;
@@ -641,7 +663,7 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
             /* Rows reversed only after a read that worked (a failed one left the slot as it was). */
             read_err = gl->GetError();
             if (w->backend == GLT_BACKEND_CPU && read_err == GL_NO_ERROR) reverse_rows(dst, w->g.row_pitch, r.height);
-            if (staged) {
+            if (staged && read_err == GL_NO_ERROR) {
                 GLint prev_read = 0, prev_write = 0;
                 gl->GetIntegerv(GL_COPY_READ_BUFFER, &prev_read);
                 gl->GetIntegerv(GL_COPY_WRITE_BUFFER, &prev_write);

@@ -35,30 +35,16 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
-#include <sys/syscall.h>
-
-/* memfd_create through its system call: glibc has the wrapper only from 2.27, and the wheel is built against
- * glibc 2.17 (manylinux2014). The call itself needs Linux 3.17. */
-#ifndef MFD_CLOEXEC
-#define MFD_CLOEXEC 0x0001U
-#endif
-#if defined(SYS_memfd_create)
-#define GLT_SYS_MEMFD_CREATE SYS_memfd_create
-#elif defined(__NR_memfd_create)
-#define GLT_SYS_MEMFD_CREATE __NR_memfd_create
-#elif defined(__x86_64__)
-#define GLT_SYS_MEMFD_CREATE 319
-#elif defined(__aarch64__)
-#define GLT_SYS_MEMFD_CREATE 279
-#endif
 
 #define MAX_SLOTS GLT_SLOTS_MAX_COUNT
 #define MAX_SIDE GLT_SLOTS_MAX_SIDE
 #define PID_LIMIT 4194304 /* PID_MAX_LIMIT: no process has a larger pid */
 
 struct glt_slots {
-    glt_slots_header *h; /* the control memory, mapped */
-    glt_slots_geometry g; /* the trainer's own copy: nothing is sized or placed from the shared header */
+    glt_slots_control *h; /* the control memory, mapped: its page 0, then the records and (CPU) the pixels */
+    glt_slots_geometry g; /* the trainer's own copy: nothing is sized or placed from shared memory */
+    glt_slots_header hdr; /* what the workers get, sealed into geometry_fd once complete */
+    int geometry_fd;
     uint64_t reads;       /* the trainer's own read count (published in the header for the workers) */
     uint64_t *seen;       /* each record's seq when the read in progress checked it (slots_shared.h) */
     int pid;              /* the trainer: a forked child's copy of this object frees only its own mappings */
@@ -131,17 +117,12 @@ static glt_status check_desc(const glt_slots_desc *d, const glt_format **fmt) {
     return *fmt ? GLT_OK : GLT_UNSUPPORTED_FORMAT;
 }
 
-/* The memfd both sides map: the header page, one page per slot record, and (CPU backend) the pixels. */
+/* The memfd both sides map: the control page, one page per slot record, and (CPU backend) the pixels. */
 static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
     size_t page = (size_t)s->g.page;
     size_t head = page + page * (size_t)count;
     size_t total = head + pixel_bytes;
-#ifdef GLT_SYS_MEMFD_CREATE
-    int fd = (int)syscall(GLT_SYS_MEMFD_CREATE, "gltensor-slots", MFD_CLOEXEC);
-#else
-    int fd = -1;
-    errno = ENOSYS;
-#endif
+    int fd = glt_memfd_create("gltensor-slots", 0);
     if (fd < 0) {
         int err = errno;
         return glt_fail(err == ENOSYS ? GLT_UNSUPPORTED : GLT_OUT_OF_MEMORY,
@@ -197,7 +178,7 @@ static void free_cuda(glt_slots *s) {
 }
 
 static glt_status setup_cuda(glt_slots *s) {
-    glt_slots_header *h = s->h;
+    glt_slots_header *h = &s->hdr;
     const glt_slots_geometry *g = &s->g;
     glt_status st = glt_cuda_vmm_alloc(s->cuda_device, (size_t)g->buffers * g->count * g->slot_bytes, &s->vmm);
     if (st != GLT_OK) return st;
@@ -232,6 +213,7 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     if (!s) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     s->fmt = fmt;
     s->control_fd = -1;
+    s->geometry_fd = -1;
     s->cuda_device = -1;
     pthread_mutex_init(&s->lock, NULL);
     atomic_init(&s->refs, 1);
@@ -269,7 +251,7 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
         free(s);
         return st;
     }
-    glt_slots_header *h = s->h;
+    glt_slots_header *h = &s->hdr;
     h->version = GLT_SLOTS_VERSION;
     h->cuda_device = s->cuda_device;
     h->trainer_pid = (int32_t)s->pid;
@@ -293,10 +275,14 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
         glt_slots_destroy(s);
         return st;
     }
-    /* Last: the workers' copy of the geometry (memory_bytes is known now), then the magic, without which a
-     * worker refuses the header (none can map it yet: no fd has left). */
+    /* Last: the workers' copy of the geometry (memory_bytes is known now), sealed before any descriptor leaves. */
     h->geo = s->g;
     h->magic = GLT_SLOTS_MAGIC;
+    st = glt_slots_header_seal(h, &s->geometry_fd);
+    if (st != GLT_OK) {
+        glt_slots_destroy(s);
+        return st;
+    }
     *out = s;
     return GLT_OK;
 }
@@ -308,6 +294,7 @@ static void slots_free(glt_slots *s) {
          * the trainer's, and CUDA must not be called here. */
         if (s->h) munmap(s->h, s->control_bytes);
         if (s->control_fd >= 0) close(s->control_fd);
+        if (s->geometry_fd >= 0) close(s->geometry_fd);
         pthread_mutex_destroy(&s->lock);
         free(s->seen);
         free(s);
@@ -318,6 +305,7 @@ static void slots_free(glt_slots *s) {
     glt_pool_release(s->pool);
     if (s->h) munmap(s->h, s->control_bytes);
     if (s->control_fd >= 0) close(s->control_fd);
+    if (s->geometry_fd >= 0) close(s->geometry_fd);
     pthread_mutex_destroy(&s->lock);
     free(s->seen);
     free(s);
@@ -356,7 +344,7 @@ glt_status glt_slots_get_info(const glt_slots *s, glt_slots_info *info) {
     info->row_pitch = g->row_pitch;
     info->memory_bytes = g->memory_bytes;
     info->reads = s->reads;
-    memcpy(info->device_uuid, s->h->device_uuid, sizeof info->device_uuid);
+    memcpy(info->device_uuid, s->hdr.device_uuid, sizeof info->device_uuid);
     return GLT_OK;
 }
 
@@ -375,6 +363,15 @@ glt_status glt_slots_export(glt_slots *s, int *memory_fd, int *control_fd) {
             return st;
         }
     }
+    return GLT_OK;
+}
+
+glt_status glt_slots_export_geometry(glt_slots *s, int *geometry_fd) {
+    if (!s || !geometry_fd) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_export_geometry: NULL argument");
+    *geometry_fd = fcntl(s->geometry_fd, F_DUPFD_CLOEXEC, 0);
+    if (*geometry_fd < 0)
+        return glt_fail(GLT_INVALID_ARGUMENT, "duplicating the slots' geometry descriptor failed (%s); too many open "
+                                              "files?", strerror(errno));
     return GLT_OK;
 }
 

@@ -3,31 +3,38 @@
  *
  * Trust: a worker runs engine code that can make wild writes; the trainer holds hours of training state. So
  * nothing that sizes or places memory is ever read by the trainer from memory a worker can write: the trainer
- * keeps its own copy of the geometry (glt_slots_geometry) from creation on. The control memory (a memfd) is laid
- * out in pages so that each worker maps writable only what it must write:
- *   page 0                the header: geometry, the trainer's read count and closed flag. Written by the trainer
+ * keeps its own copy of the geometry (glt_slots_geometry) from creation on. What workers must know is in two
+ * memfds, both close-on-exec, handed over by descriptor passing only:
+ *   the geometry memfd    glt_slots_header (geometry, the trainer's identity, its GPU): written once by the trainer
+ *                         with write() before any descriptor leaves it, then sealed (F_SEAL_WRITE, SHRINK, GROW,
+ *                         SEAL; slots_seal.c). No process can change it from then on, whatever descriptor it holds:
+ *                         write(), a writable MAP_SHARED mapping, a reopen through /proc and removing a seal all
+ *                         fail. A worker refuses a descriptor without those seals, then reads it once at attach
+ *                         and checks the geometry against the control descriptor's size.
+ *   the control memfd, laid out in pages so that each worker maps writable only what it must write:
+ *   page 0                glt_slots_control: the trainer's read count and closed flag, written by the trainer
  *                         only; workers map it PROT_READ through a read-only descriptor of the memfd (a mapping
- *                         mprotect cannot make writable; a wild write there kills the worker, not the others),
- *                         copy the geometry once at attach and check it against the descriptor's size.
+ *                         mprotect cannot make writable; a wild write there kills the worker, not the others).
  *   record_offset + i * record_stride   slot i's record (one page each): written by slot i's worker only, mapped
  *                         writable by that worker alone. The trainer treats every field as untrusted input: a
  *                         value out of range makes that slot stale with a message naming it, nothing else.
  *   data_offset           CPU backend: the pixels, set by set; each worker maps writable only its own slot of
  *                         each set (slots are page-aligned). CUDA backend: the pixels are the trainer's GPU
  *                         memory, exported as a descriptor (close-on-exec) and imported by the workers' GL.
- * A worker that ignores all this (maps the descriptor again itself) can still write anything into the memfd;
- * the trainer still never crashes or reads out of bounds (it sizes nothing from it), but other slots' images
- * are then only as safe as that worker is honest.
+ * A worker that ignores all this (maps the control descriptor again itself) can still write anything into the
+ * control memfd: other slots' records and pixels, the read count, the closed flag. The trainer still never
+ * crashes or reads out of bounds (it sizes nothing from it), and what other workers attach by (the geometry)
+ * stays sealed; but other slots' images are then only as safe as that worker is honest.
  *
  * Freshness and torn frames, per slot record (a seqlock plus a claim of the set being read):
- *   worker write:  seq <- odd (seq_cst); r <- header.reads (seq_cst); write set r % buffers;
+ *   worker write:  seq <- odd (seq_cst); r <- control.reads (seq_cst); write set r % buffers;
  *                  written <- r + 1 on success, r on failure (never fresh); seq <- even (release).
- *   trainer read r (private count r; header.reads == r):
+ *   trainer read r (private count r; control.reads == r):
  *     1. for each slot: q_i <- seq (acquire); fresh iff q_i even and written == r + 1 (else: stale, named).
  *     2. with buffers >= 2: the set the workers write next ((r + 1) % buffers) is released (the copy or view
- *        that read it last is done), then header.reads <- r + 1 (seq_cst): writers that start from now on
+ *        that read it last is done), then control.reads <- r + 1 (seq_cst): writers that start from now on
  *        write another set. Then each seq is loaded again (seq_cst): if one moved since step 1, a writer
- *        started before the claim and may be writing set r % buffers: header.reads goes back to r and the read
+ *        started before the claim and may be writing set r % buffers: control.reads goes back to r and the read
  *        is refused naming the slot (that write, once complete, is fresh for the next read). Otherwise no
  *        writer can touch set r % buffers until the trainer itself lets them in again (release_set), so the
  *        copy (synchronous on the CPU, queued on the GPU) and a zero-copy view of it see whole writes.
@@ -39,8 +46,10 @@
  * The trainer commits its private read count only when the read succeeds.
  *
  * Processes are named by pid and start time (/proc/<pid>/stat), so that a reused pid is not taken for the
- * writer or the trainer; a zombie counts as gone. /proc is read on slow paths only: by the trainer for a slot
- * that is not fresh; by a worker's write at most every 100 ms (kill(pid, 0) at every write).
+ * writer or the trainer; a zombie counts as gone. A worker holds a pidfd of the trainer (pidfd_open at attach,
+ * checked against the start time), which polls readable as soon as the trainer exits, zombie or reaped: every
+ * write polls it (no /proc read). Where the kernel has no pidfd_open (before Linux 5.3): kill(pid, 0) at every
+ * write and /proc at most every 100 ms. The trainer reads /proc only for a slot that is not fresh.
  */
 #ifndef GLT_SLOTS_SHARED_H
 #define GLT_SLOTS_SHARED_H
@@ -52,13 +61,14 @@
 #include <stdint.h>
 
 #define GLT_SLOTS_MAGIC 0x73746f6c73746c67ull /* "gltslots" */
-#define GLT_SLOTS_VERSION 2u
+#define GLT_SLOTS_VERSION 3u
 
 /* Bounds a geometry must respect (the trainer's checks at creation; a worker's checks at attach). */
 #define GLT_SLOTS_MAX_COUNT 4096
 #define GLT_SLOTS_MAX_SIDE 32768
 
-/* Everything that sizes or places memory. The trainer's copy is the truth; the header's is what workers see. */
+/* Everything that sizes or places memory. The trainer's copy is the truth; the sealed header's is what workers
+ * see. */
 typedef struct glt_slots_geometry {
     uint32_t backend; /* glt_backend: CUDA or CPU */
     uint32_t count, buffers;
@@ -84,6 +94,7 @@ typedef struct glt_slot_record {
     _Atomic uint64_t writes;     /* writes done, for diagnostics */
 } glt_slot_record;
 
+/* The geometry memfd's whole content: written once, then sealed (nothing in it changes after creation). */
 typedef struct glt_slots_header {
     uint64_t magic;
     uint32_t version;
@@ -94,10 +105,14 @@ typedef struct glt_slots_header {
     uint64_t trainer_start; /* the trainer's start time (/proc/<pid>/stat field 22); 0: unknown */
     uint8_t device_uuid[16]; /* CUDA backend: the GPU's UUID, compared with the worker's GL device */
     char device_name[96];
-    _Atomic uint32_t closed; /* the trainer closed the slots: writes fail */
-    uint32_t pad2_;
-    _Atomic uint64_t reads; /* reads done: the set workers write is reads % buffers */
 } glt_slots_header;
+
+/* Page 0 of the control memfd: what the trainer changes after creation. */
+typedef struct glt_slots_control {
+    _Atomic uint32_t closed; /* the trainer closed the slots: writes fail */
+    uint32_t pad_;
+    _Atomic uint64_t reads; /* reads done: the set workers write is reads % buffers */
+} glt_slots_control;
 
 /* Every slot starts on this boundary: CUDA texture objects over pitched memory need 512 bytes. */
 #define GLT_SLOT_ALIGN 4096u
@@ -115,9 +130,22 @@ static inline uint64_t glt_slot_offset(const glt_slots_geometry *g, unsigned set
  * is wrong. `page`: this process's page size (the layout's unit must be a multiple of it). */
 const char *glt_slots_geometry_check(const glt_slots_geometry *g, uint64_t control_file_bytes, uint64_t page);
 
+/* slots_seal.c: a memfd (close-on-exec; `sealable`: MFD_ALLOW_SEALING), -1 with errno on failure. */
+int glt_memfd_create(const char *name, int sealable);
+/* The trainer: a new memfd holding `h`, sealed (F_SEAL_WRITE, SHRINK, GROW, SEAL), in *fd. */
+glt_status glt_slots_header_seal(const glt_slots_header *h, int *fd);
+/* A worker: the header in `fd`, refused unless the memfd carries those seals, has the header's size, and its
+ * magic and version are this gltensor's. The geometry itself is checked by glt_slots_geometry_check. */
+glt_status glt_slots_header_read(int fd, glt_slots_header *out);
+
 /* A process's identity: 1 when `pid` runs (not a zombie) and, where `start` is not 0, started at `start` (a
  * reused pid is another process). Reads /proc/<pid>/stat; kill(pid, 0) where /proc is missing. */
 int glt_process_running(int pid, uint64_t start);
+/* A pidfd of process `pid` started at `start` (close-on-exec), -1 where the kernel has none (before Linux 5.3,
+ * or a sandbox forbids it) or `pid` is not that process any more. glt_process_exited polls it: 1 once the process
+ * exited (zombie or reaped). */
+int glt_process_watch(int pid, uint64_t start);
+int glt_process_exited(int pidfd);
 /* This process's start time (/proc/self/stat field 22, clock ticks since boot), 0 where unknown. */
 uint64_t glt_process_start_time(int pid);
 /* The system page size, at least 4096. */

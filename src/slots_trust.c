@@ -1,16 +1,24 @@
 /*
  * What the slots' two sides check about each other (slots_shared.h says why): a worker checks the geometry it
- * reads from the trainer's header before it maps or places anything by it; both name processes by pid and start
- * time, so that a zombie or a reused pid is not taken for a live writer or trainer.
+ * reads from the trainer's sealed header before it maps or places anything by it; both name processes by pid and
+ * start time, so that a zombie or a reused pid is not taken for a live writer or trainer.
  */
 #include "slots_shared.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+/* pidfd_open by number: glibc has no wrapper before 2.36 (the wheel builds against 2.17); Linux 5.3 has the call,
+ * with the same number on every architecture. */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 uint64_t glt_page_size(void) {
     long p = sysconf(_SC_PAGESIZE);
@@ -100,4 +108,27 @@ int glt_process_running(int pid, uint64_t start) {
     if (r == 0) return kill(pid, 0) == 0 || errno == EPERM; /* no /proc: existence is all we can tell */
     if (state == 'Z' || state == 'X') return 0;
     return !start || now == start;
+}
+
+int glt_process_watch(int pid, uint64_t start) {
+    if (pid <= 0) return -1;
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec always */
+    if (fd < 0) return -1;
+    /* Opened after the pid was looked up: the descriptor is of whatever process had the pid then. It is the one
+     * named only if that process still runs and started at `start` (a reused pid started later). */
+    if (!glt_process_running(pid, start)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int glt_process_exited(int pidfd) {
+    struct pollfd p = {pidfd, POLLIN, 0};
+    int r;
+    do r = poll(&p, 1, 0);
+    while (r < 0 && errno == EINTR);
+    /* Readable once the process exited (zombie), hung up once reaped. An error on our own descriptor says nothing
+     * about the process: not taken as exited. */
+    return r > 0 && (p.revents & (POLLIN | POLLHUP)) != 0;
 }

@@ -150,6 +150,7 @@ def run(handle, slot, size, conn, kind="texture", source_format="RGBA8", pad=0, 
                 client = handle.client
                 for _ in range(msg[1]):
                     client.writer(slot).close()
+                client.writer(slot)  # attached again, as when "fds" counted (a writer holds the trainer's pidfd)
                 value = len(os.listdir("/proc/self/fd"))
             else:
                 raise ValueError(f"unknown command {cmd!r}")

@@ -280,12 +280,7 @@ def _state(pid):
         return "gone"
 
 
-@pytest.mark.parametrize("reaped", [
-    True,
-    pytest.param(False, marks=pytest.mark.xfail(
-        strict=False, reason="a zombie trainer still counts as alive to the worker's write (kill(pid, 0) succeeds; "
-        "its /proc check, at most every 100 ms, does not yet fail the write in this test's bound)")),
-], ids=["reaped", "zombie"])
+@pytest.mark.parametrize("reaped", [True, False], ids=["reaped", "zombie"])
 def test_trainer_killed_fails_every_workers_next_write(backend, procs, reaped):
     """The trainer dies with SIGKILL: each worker's next write raises ClosedError naming the trainer, at once.
     "zombie": the trainer's parent (this test) has not reaped it yet, as a supervisor that is busy would."""

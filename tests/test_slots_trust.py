@@ -8,7 +8,8 @@ attacked slot; never a crash. GLTENSOR_FUZZ_MUTATIONS (default 3000) sets how ma
 (100000 on the GPU machine: tools/gpu_verify.sh trust). Run under ASan/UBSan by tools/ci_sanitize.sh and under
 compute-sanitizer by gpu_verify.sh memcheck-trust.
 
-The header's layout is mirrored here (HEADER_FIELDS) and checked against the slots' own geometry before use."""
+The sealed header's layout is mirrored here (HEADER_FIELDS) and checked against the slots' own geometry before use;
+test_slots_sealed.py shows that no descriptor a worker holds can change it."""
 import gc
 import mmap
 import multiprocessing as mp
@@ -31,13 +32,18 @@ ATTACKER = 1
 PAGE = max(mmap.PAGESIZE, 4096)
 RECORD_BYTES = 48  # seq, written, pid + writing, start time, writes (slots_shared.h glt_slot_record)
 
-# glt_slots_header: magic u64, version u32, pad u32, then glt_slots_geometry at byte 16.
+# glt_slots_header (the sealed geometry memfd): magic u64, version u32, pad u32, then glt_slots_geometry at byte 16.
 HEADER_FIELDS = {
     "backend": (16, "<I"), "count": (20, "<I"), "buffers": (24, "<I"), "width": (28, "<i"), "height": (32, "<i"),
     "gl_internal_format": (36, "<I"), "page": (40, "<Q"), "row_pitch": (48, "<Q"), "slot_bytes": (56, "<Q"),
     "memory_bytes": (64, "<Q"), "record_offset": (72, "<Q"), "record_stride": (80, "<Q"), "data_offset": (88, "<Q"),
     "control_bytes": (96, "<Q"),
 }
+
+
+def read_geometry(geometry_fd):
+    header = os.pread(geometry_fd, 4096, 0)
+    return {k: struct.unpack_from(f, header, off)[0] for k, (off, f) in HEADER_FIELDS.items()}
 
 
 def to_host(frame):
@@ -56,11 +62,9 @@ class Rig:
     def __init__(self, backend, count=3):
         self.backend, self.count = backend, count
         self.slots = gltensor.SharedSlots(count, (W, H), backend=backend)
-        mem, self.ctl = self.slots._core._export()
+        mem, self.ctl, self.geo = self.slots._core._export()
         self.mem = mem
-        header = mmap.mmap(self.ctl, PAGE, prot=mmap.PROT_READ)
-        self.geometry = {k: struct.unpack_from(f, header, off)[0] for k, (off, f) in HEADER_FIELDS.items()}
-        header.close()
+        self.geometry = read_geometry(self.geo)
         g = self.geometry
         # The mirror of the layout must be the library's: checked against what the slots say of themselves.
         assert (g["count"], g["buffers"], g["width"], g["height"]) == (count, self.slots.buffers, W, H), g
@@ -106,6 +110,7 @@ class Rig:
         for r in self.regions:
             r.close()
         os.close(self.ctl)
+        os.close(self.geo)
         if self.mem >= 0:
             os.close(self.mem)
         gc.collect()
@@ -166,7 +171,8 @@ def test_fuzz_what_a_worker_can_write(rig):
     assert r.mutations >= examples
 
 
-# The issue's table: one field of the shared header overwritten (each crashed or fooled the trainer before).
+# The issue's table: one field of the shared header overwritten (each crashed or fooled the trainer before, when the
+# header was the control memory's first page).
 TABLE = [("buffers", 0), ("slot_bytes", 2**40), ("row_pitch", 2**30), ("data_offset", 2**40), ("height", 100000),
          ("count", 4000), ("width", -5)]
 
@@ -177,8 +183,11 @@ def test_an_overwritten_header_is_harmless(rig, field, value):
     imgs = r.images()
     r.write(imgs)
     assert r.check_read(imgs)
-    # A worker's own mapping of the header is read-only (test_a_worker_maps_only_its_own_memory); this is a
-    # process that mapped the descriptor again itself.
+    # The header is sealed: no descriptor of it can be written or mapped writable (test_slots_sealed.py).
+    with pytest.raises(PermissionError):
+        os.pwrite(r.geo, struct.pack(HEADER_FIELDS[field][1], value), HEADER_FIELDS[field][0])
+    # A process that maps the control descriptor again itself can write where the header used to be (its first
+    # page: the trainer's read count and closed flag now, then unused bytes).
     header = mmap.mmap(r.ctl, PAGE)
     off, fmt = HEADER_FIELDS[field]
     struct.pack_into(fmt, header, off, value)
@@ -190,9 +199,14 @@ def test_an_overwritten_header_is_harmless(rig, field, value):
         frame = to_host(r.slots.read())
         np.testing.assert_array_equal(frame, np.stack(imgs))
         del frame
-    # A worker that attaches now refuses the header, clearly, before it maps or places anything by it.
-    with pytest.raises(gltensor.InvalidArgumentError, match="no layout the trainer could have made"):
-        _gltensor._SlotWriter(r.mem, r.ctl, 0)
+    # A worker that attaches now reads the sealed geometry, unchanged, and its writes land where they should.
+    assert read_geometry(r.geo) == r.geometry
+    w = _gltensor._SlotWriter(r.mem, r.ctl, r.geo, 0)
+    assert (w.count, w.size) == (2, (W, H))
+    w.close()
+    imgs = r.images()
+    r.write(imgs)
+    np.testing.assert_array_equal(to_host(r.slots.read()), np.stack(imgs))
 
 
 def _probe_mappings(handle, backend, conn):
@@ -256,10 +270,7 @@ def test_a_worker_maps_only_its_own_memory(rig, backend):
     except EOFError:  # the worker died before it could say anything more
         after = None
     assert after is None, after
-    assert r.geometry["count"] == 3
-    header = mmap.mmap(r.ctl, PAGE, prot=mmap.PROT_READ)
-    assert struct.unpack_from("<I", header, 20)[0] == 3
-    header.close()
+    assert read_geometry(r.geo) == r.geometry
     imgs = r.images()
     r.write(imgs)
     frame = to_host(r.slots.read())
@@ -283,13 +294,15 @@ def slots(backend, gl):
 
 def test_every_exported_descriptor_is_close_on_exec(slots):
     # A program the trainer starts must not inherit the slots (on CUDA: keep the GPU allocation alive).
-    mem, ctl = slots(2)._core._export()
+    mem, ctl, geo = slots(2)._core._export()
     try:
         assert not os.get_inheritable(ctl)
+        assert not os.get_inheritable(geo)
         if mem >= 0:
             assert not os.get_inheritable(mem)
     finally:
         os.close(ctl)
+        os.close(geo)
         if mem >= 0:
             os.close(mem)
 

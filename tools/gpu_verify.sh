@@ -259,9 +259,12 @@ for step in "$@"; do
     faults) # issue 34: faults across processes on both backends (worker SIGKILLed mid-write or SIGSTOPped, trainer
             # SIGKILLed, a grandchild's handle, SB3/Gymnasium paths) and GLTENSOR_CYCLES create/close cycles with a
             # worker attaching each time (memfd descriptors and mappings counted in both processes: flat), then the
-            # Python-side findings (tests/test_slots_python_trust.py). -s prints the cycle counts and times.
+            # Python-side findings (tests/test_slots_python_trust.py), the sealed geometry (no descriptor a worker
+            # holds can change it) and a failed second write (slot stale, its image intact). -s prints the cycle
+            # counts and times.
         GLTENSOR_CYCLES=${GLTENSOR_CYCLES:-10000} timeout 360 python3 -m pytest -q -s -p no:cacheprovider -rfEsxX \
-            tests/test_slots_faults.py tests/test_slots_python_trust.py > "$OUT/faults.log" 2>&1
+            tests/test_slots_faults.py tests/test_slots_python_trust.py tests/test_slots_sealed.py \
+            tests/test_slots_failed_write.py > "$OUT/faults.log" 2>&1
         echo "faults: exit $?"
         grep -E "^(FAILED|ERROR|XFAIL|XPASS)|passed|failed|cycles in|^E " "$OUT/faults.log" | tail -30 ;;
     reliability) # tests/reliability on the CUDA backend: bad input, lifetimes, threads, properties, fuzzing, the

@@ -84,9 +84,9 @@ def _gl_source(source, target, region):
 class _Fds:
     """Descriptors this process owns, closed once (by close() or when collected)."""
 
-    def __init__(self, memory_fd, control_fd):
-        self.memory_fd, self.control_fd = memory_fd, control_fd
-        self._finalizer = weakref.finalize(self, _Fds._close, memory_fd, control_fd)
+    def __init__(self, memory_fd, control_fd, geometry_fd):
+        self.memory_fd, self.control_fd, self.geometry_fd = memory_fd, control_fd, geometry_fd
+        self._finalizer = weakref.finalize(self, _Fds._close, memory_fd, control_fd, geometry_fd)
 
     @staticmethod
     def _close(*fds):
@@ -130,8 +130,9 @@ class SlotClient:
     inherited ``SharedSlots``). Writers attach lazily, in the first ``write`` of each slot, to the GL context
     current then (a GL context never pickles: the process that writes makes its own)."""
 
-    def __init__(self, memory_fd, control_fd, count, size, backend, device_uuid=None):
-        self._fds = _Fds(memory_fd, control_fd)
+    def __init__(self, memory_fd, control_fd, geometry_fd, count, size, backend, device_uuid=None):
+        # geometry_fd: the sealed memfd of the slots' geometry (nobody can change it; the writer checks the seals).
+        self._fds = _Fds(memory_fd, control_fd, geometry_fd)
         self.count, self.size, self.backend, self.device_uuid = count, size, backend, device_uuid
         self._writers = {}
         # The handles of this process share one client (all of a SharedSlots', or all unpickled from one
@@ -141,11 +142,11 @@ class SlotClient:
         self._owned = False
 
     @classmethod
-    def _rebuild(cls, memory, control, count, size, backend, device_uuid=None):
+    def _rebuild(cls, memory, control, geometry, count, size, backend, device_uuid=None):
         mem = memory.detach() if memory is not None else -1
         if device_uuid:
             _mark_worker(device_uuid)
-        return cls(mem, control.detach(), count, size, backend, device_uuid)
+        return cls(mem, control.detach(), geometry.detach(), count, size, backend, device_uuid)
 
     @property
     def closed(self):
@@ -160,7 +161,8 @@ class SlotClient:
         self._check_open("cannot pickle the shared slots")
         mem = DupFd(self._fds.memory_fd) if self._fds.memory_fd >= 0 else None
         return (SlotClient._rebuild,
-                (mem, DupFd(self._fds.control_fd), self.count, self.size, self.backend, self.device_uuid))
+                (mem, DupFd(self._fds.control_fd), DupFd(self._fds.geometry_fd), self.count, self.size, self.backend,
+                 self.device_uuid))
 
     def headless_context(self, **kwargs):
         """A headless GL context for a worker that renders itself: on the slots' GPU, found through GL alone
@@ -176,7 +178,7 @@ class SlotClient:
         if w is None or w.closed:
             if self._fds.control_fd is None:
                 raise _gltensor.ClosedError("this slot client was closed")
-            w = _gltensor._SlotWriter(self._fds.memory_fd, self._fds.control_fd, slot)
+            w = _gltensor._SlotWriter(self._fds.memory_fd, self._fds.control_fd, self._fds.geometry_fd, slot)
             self._writers[slot] = w
         return w
 
@@ -213,7 +215,7 @@ class SlotClient:
             w.close()
         self._writers.clear()
         self._fds.close()
-        self._fds.memory_fd = self._fds.control_fd = None
+        self._fds.memory_fd = self._fds.control_fd = self._fds.geometry_fd = None
 
     def _release_handle(self, slot):
         """A handle of `slot` was closed: detach its writer; close the client with its last handle."""

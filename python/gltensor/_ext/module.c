@@ -213,11 +213,20 @@ static PyObject *py_slots_cuda_support(PyObject *m, PyObject *arg) {
 
 static PyObject *py_slots_gl_support(PyObject *m, PyObject *unused) { return status_reason(glt_slot_writer_gl_supported()); }
 
+/* For tests only: the failed-write path of shared slots, which no GL driver here reaches on demand. */
+static PyObject *py_slots_fail_next_write(PyObject *m, PyObject *unused) {
+    glt_slot_writer_fail_next_write_for_testing();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     GLT_PY_GLCONTEXT_METHODS
     GLT_PY_GLTILES_METHODS
     {"_slots_cuda_support", py_slots_cuda_support, METH_O,
      "Private, for the doctor: None where CUDA device N can hold shared slots, else why not."},
+    {"_slots_fail_next_write_for_testing", py_slots_fail_next_write, METH_NOARGS,
+     "Private, for tests only: the next GL write into a shared slot in this process fails as a GL error in its copy "
+     "would (after the slot was marked being written, before anything reached it)."},
     {"_slots_gl_support", py_slots_gl_support, METH_NOARGS,
      "Private, for the doctor: None where the current GL context can write CUDA shared slots, else why not."},
     {"_environment_problems", glt_py_environment_problems, METH_NOARGS,

@@ -5,6 +5,7 @@
 #include <limits.h>
 
 #include <string.h>
+#include <unistd.h>
 
 /* ---- _Slots ---- */
 typedef glt_py_object SlotsObject; /* handle: the glt_slots */
@@ -98,10 +99,17 @@ static PyObject *slots_read_view(SlotsObject *self, PyObject *const *args, Py_ss
 static PyObject *slots_export(SlotsObject *self, PyObject *unused) {
     (void)unused;
     if (!self->handle) return glt_py_closed(self);
-    int mem = -1, ctl = -1;
+    int mem = -1, ctl = -1, geo = -1;
     glt_status s = glt_slots_export(slots_of(self), &mem, &ctl);
+    if (s == GLT_OK) {
+        s = glt_slots_export_geometry(slots_of(self), &geo);
+        if (s != GLT_OK) {
+            close(ctl);
+            if (mem >= 0) close(mem);
+        }
+    }
     if (s != GLT_OK) return glt_py_raise(self->st, s);
-    return Py_BuildValue("(ii)", mem, ctl);
+    return Py_BuildValue("(iii)", mem, ctl, geo);
 }
 
 static const char *state_name(glt_slot_state s) {
@@ -138,7 +146,8 @@ static PyMethodDef slots_methods[] = {
      "kept from the workers while the frame (or a tensor made from it) lives; a read that would let them into a set "
      "still held raises SlotsBusyError."},
     {"_export", (PyCFunction)slots_export, METH_NOARGS,
-     "_export() -> (memory_fd, control_fd): new descriptors for a writer; the caller closes them."},
+     "_export() -> (memory_fd, control_fd, geometry_fd): new descriptors for a writer (the geometry's sealed); the "
+     "caller closes them."},
     {"state", (PyCFunction)slots_state, METH_O,
      "state(k) -> (state, pid): 'fresh', 'stale', 'writing' or 'writer_gone', and slot k's last writer's pid."},
     {"close", (PyCFunction)glt_py_close, METH_NOARGS, "Free the trainer's side (idempotent); writers' next write fails."},
@@ -207,21 +216,23 @@ static const glt_py_kind writer_kind = {
 static glt_slot_writer *writer_of(WriterObject *self) { return self->handle; }
 
 GLT_PY_SIG(glt_sig_slot_writer_new, "_SlotWriter.__new__", {"memory_fd", GLT_PY_POSITIONAL, NULL, NULL},
-           {"control_fd", GLT_PY_POSITIONAL, NULL, NULL}, {"slot", GLT_PY_POSITIONAL, NULL, NULL});
+           {"control_fd", GLT_PY_POSITIONAL, NULL, NULL}, {"geometry_fd", GLT_PY_POSITIONAL, NULL, NULL},
+           {"slot", GLT_PY_POSITIONAL, NULL, NULL});
 
 static PyObject *writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *v[3];
-    int mem, ctl, slot;
+    PyObject *v[4];
+    int mem, ctl, geo, slot;
     if (glt_py_parse_tuple(&glt_sig_slot_writer_new, args, kwargs, v) < 0 ||
         glt_py_as_int(v[0], "memory_fd", INT_MIN, INT_MAX, &mem) < 0 ||
         glt_py_as_int(v[1], "control_fd", INT_MIN, INT_MAX, &ctl) < 0 ||
-        glt_py_as_int(v[2], "slot", INT_MIN, INT_MAX, &slot) < 0)
+        glt_py_as_int(v[2], "geometry_fd", INT_MIN, INT_MAX, &geo) < 0 ||
+        glt_py_as_int(v[3], "slot", INT_MIN, INT_MAX, &slot) < 0)
         return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
     WriterObject *self = glt_py_object_new(type, &writer_kind, 1);
     if (!self) return NULL;
-    glt_slot_writer_desc d = {sizeof d, mem, ctl, slot};
+    glt_slot_writer_desc d = {sizeof d, mem, ctl, slot, geo};
     glt_slot_writer *writer = NULL;
     glt_status s = glt_slot_writer_create(&d, &writer);
     self->handle = writer;
@@ -325,7 +336,7 @@ static PyType_Slot writer_type_slots[] = {
     {Py_tp_dealloc, glt_py_dealloc},
     {Py_tp_methods, writer_methods},
     {Py_tp_getset, writer_getset},
-    {Py_tp_doc, "_SlotWriter(memory_fd, control_fd, slot): a worker's side of shared slots, attached in the GL "
+    {Py_tp_doc, "_SlotWriter(memory_fd, control_fd, geometry_fd, slot): a worker's side of shared slots, attached in the GL "
                 "context current in this thread; use gltensor.SlotWriter."},
     {0, NULL},
 };

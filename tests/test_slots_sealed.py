@@ -1,0 +1,183 @@
+"""The slots' geometry is sealed (issue 34): the trainer writes it once into a memfd of its own and seals it
+(F_SEAL_WRITE, SHRINK, GROW, SEAL) before any descriptor leaves; workers refuse a geometry descriptor without
+those seals. So no worker, whatever descriptor it holds and however it uses it, can change what the other workers
+attach by. (The control memfd's page 0, the trainer's read count and closed flag, stays writable to a process
+that re-maps its control descriptor itself: docs/shared-slots.md says what that can and cannot do.)"""
+import errno
+import fcntl
+import mmap
+import multiprocessing as mp
+import os
+
+import numpy as np
+import pytest
+
+import gltensor
+from gltensor import _gltensor
+
+W, H = 37, 23
+SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
+def to_host(frame):
+    try:
+        return np.from_dlpack(frame)
+    except (BufferError, RuntimeError, TypeError):
+        import torch
+
+        return torch.from_dlpack(frame).cpu().numpy()
+
+
+@pytest.fixture
+def exported(backend, gl):
+    s = gltensor.SharedSlots(3, (W, H), backend=backend)
+    mem, ctl, geo = s._core._export()
+    yield s, mem, ctl, geo
+    for fd in (mem, ctl, geo):
+        if fd >= 0:
+            os.close(fd)
+    s.close()
+
+
+def test_the_geometry_descriptor_is_sealed(exported):
+    _, _, _, geo = exported
+    assert fcntl.fcntl(geo, fcntl.F_GET_SEALS) & SEALS == SEALS
+    assert os.readlink(f"/proc/self/fd/{geo}").startswith("/memfd:gltensor-slots-geometry")
+
+
+def _unsealed_copy(geo, change=None):
+    """A memfd holding the header's bytes (one 4-byte field changed: (offset, value)), not sealed."""
+    data = bytearray(os.pread(geo, 4096, 0))
+    if change:
+        data[change[0]:change[0] + 4] = change[1].to_bytes(4, "little")
+    fd = os.memfd_create("forged-geometry", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.write(fd, bytes(data))
+    return fd
+
+
+@pytest.mark.parametrize("seals", [0, fcntl.F_SEAL_WRITE, SEALS & ~fcntl.F_SEAL_SEAL], ids=["none", "write", "no-seal-seal"])
+def test_a_worker_refuses_an_unsealed_geometry(exported, seals):
+    # The trainer's very bytes, but in a memfd whose holder could still change them: refused, naming it.
+    _, mem, ctl, geo = exported
+    fake = _unsealed_copy(geo)
+    try:
+        if seals:
+            fcntl.fcntl(fake, fcntl.F_ADD_SEALS, seals)
+        with pytest.raises(gltensor.InvalidArgumentError, match=rf"geometry descriptor {fake} is not sealed"):
+            _gltensor._SlotWriter(mem, ctl, fake, 0)
+    finally:
+        os.close(fake)
+
+
+def test_a_sealed_forgery_that_does_not_fit_is_refused(exported):
+    # A memfd another process sealed itself (slot count 4000): its geometry does not fit the control memory.
+    _, mem, ctl, geo = exported
+    fake = _unsealed_copy(geo, (20, 4000))
+    try:
+        fcntl.fcntl(fake, fcntl.F_ADD_SEALS, SEALS)
+        with pytest.raises(gltensor.InvalidArgumentError, match="does not fit their control memory"):
+            _gltensor._SlotWriter(mem, ctl, fake, 0)
+    finally:
+        os.close(fake)
+
+
+def _attack_every_memfd(handle, backend, conn):
+    """Spawned worker: attaches and writes, then tries every way to write a forged header (slot count 1, width 5)
+    into every memfd of the slots it holds (the other descriptors are listed, not written: stdio, pipes, the
+    trainer's pidfd, a GL driver's own): pwrite, a writable shared mapping, a reopen through /proc, growing it, changing its
+    seals. Reports what each attempt did. Page 0 of the control memfd (the trainer's read count and closed flag)
+    is put back as it was after each attempt that changed it, so that this test's later steps still run."""
+    try:
+        ctx = handle.headless_context() if backend == "cuda" else None  # noqa: F841 - current while writing
+        handle.write_host(np.zeros((H, W, 4), np.uint8))
+        forged = bytearray(256)
+        forged[0:8] = (0x73746F6C73746C67).to_bytes(8, "little")
+        forged[20:24] = (1).to_bytes(4, "little")
+        forged[28:32] = (5).to_bytes(4, "little")
+        forged = bytes(forged)
+        report = {}
+        for name in sorted(os.listdir("/proc/self/fd"), key=int):
+            fd = int(name)
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if not target.startswith("/memfd:gltensor"):
+                # Pipes, sockets, the trainer's pidfd, stdio; a GL driver's own memfds: none holds the slots.
+                report[fd] = (target, None)
+                continue
+            original = os.pread(fd, len(forged), 0)
+            results = {}
+
+            def attempt(what, action, fd=fd, original=original, results=results):
+                try:
+                    action()
+                    results[what] = "ok"
+                except OSError as e:
+                    results[what] = errno.errorcode.get(e.errno, str(e.errno))
+                if os.pread(fd, len(forged), 0) != original:
+                    results[what] += " (changed)"
+                    os.pwrite(fd, original, 0)
+
+            attempt("pwrite", lambda: os.pwrite(fd, forged, 0))
+
+            def shared_map(fd=fd):
+                m = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+                m[:len(forged)] = forged
+                m.close()
+
+            attempt("mmap", shared_map)
+
+            def reopen(fd=fd):
+                rw = os.open(f"/proc/self/fd/{fd}", os.O_RDWR)
+                try:
+                    os.pwrite(rw, forged, 0)
+                finally:
+                    os.close(rw)
+
+            attempt("reopen", reopen)
+            def grow(fd=fd):
+                size = os.fstat(fd).st_size
+                os.ftruncate(fd, size + 4096)
+                os.ftruncate(fd, size)  # the control memory back to its size (the geometry is checked against it)
+
+            attempt("grow", grow)
+            attempt("seal", lambda: fcntl.fcntl(fd, fcntl.F_ADD_SEALS, 0))
+            report[fd] = (target, results)
+        conn.send(("ok", report))
+    except Exception as e:  # noqa: BLE001 - reported to the test
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+def test_no_descriptor_a_worker_holds_can_change_the_geometry(exported, backend):
+    slots, mem, ctl, geo = exported
+    before = os.pread(geo, 4096, 0)
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_attack_every_memfd, args=(slots.handle(1), backend, child), daemon=True)
+    p.start()
+    child.close()
+    assert parent.poll(120)
+    kind, report = parent.recv()
+    p.join(30)
+    assert kind == "ok", report
+    print(report)  # -s: what each attempt did on each descriptor
+    memfds = {fd: results for fd, (target, results) in report.items() if results is not None}
+    geometry = [results for fd, (target, results) in report.items() if "gltensor-slots-geometry" in target]
+    assert len(geometry) == 1, report
+    # Every way into the sealed memfd is refused, and nothing of it changed.
+    assert geometry[0] == {"pwrite": "EPERM", "mmap": "EPERM", "reopen": "EPERM", "grow": "EPERM",
+                           "seal": "EPERM"}, report
+    assert os.pread(geo, 4096, 0) == before
+    # The other memfd of the slots (the control memory) took the writes, which are not the geometry: a worker
+    # attaching now gets the trainer's geometry, and every slot's image arrives exactly.
+    assert len(memfds) == 2, report
+    control = [results for results in memfds.values() if results is not geometry[0]]
+    assert control[0]["pwrite"] == control[0]["mmap"] == "ok (changed)", report  # the attacks are real ones
+    w = _gltensor._SlotWriter(mem, ctl, geo, 0)
+    assert (w.count, w.size) == (3, (W, H))
+    w.close()
+    imgs = [np.full((H, W, 4), 10 * (i + 1), np.uint8) for i in range(3)]
+    for i, img in enumerate(imgs):
+        slots.write_host(i, img)
+    np.testing.assert_array_equal(to_host(slots.read()), np.stack(imgs))
