@@ -490,6 +490,27 @@ def test_errors_name_the_env(batch):
     assert_tiles_equal(host(r.render_and_read(datas)), reference([model] * n, datas, [-1] * n, 61, 97))
 
 
+def test_models_and_datas_as_given_or_wrapped():
+    """What BatchRenderer takes as a model or a data: the struct, a dm_control wrapper (.ptr), a Physics (.model /
+    .data, wrapped or not); anything else, an MjData given as a model included (it has a .model), a TypeError."""
+    from types import SimpleNamespace as Obj
+
+    from gltensor._mujoco_models import as_data, as_model
+
+    m = make_model()
+    d = mujoco.MjData(m)
+    for obj in (m, Obj(ptr=m), Obj(model=Obj(ptr=m)), Obj(model=m)):
+        assert as_model(mujoco, obj, "model") is m
+    for obj in (d, Obj(ptr=d), Obj(data=Obj(ptr=d)), Obj(data=d)):
+        assert as_data(mujoco, obj, 0) is d
+    for obj in (d, Obj(ptr=d), Obj(model=None), Obj(model=Obj(ptr=d)), object()):
+        with pytest.raises(TypeError, match=r"model\[2\]: expected a mujoco.MjModel"):
+            as_model(mujoco, obj, "model[2]")
+    for obj in (m, Obj(ptr=m), Obj(data=None), Obj(data=Obj(ptr=m)), object()):
+        with pytest.raises(TypeError, match=r"datas\[3\]: expected a mujoco.MjData"):
+            as_data(mujoco, obj, 3)
+
+
 def test_grid_limits(batch):
     assert grid_shape(1, 84, 84, 16384, 16384) == (1, 1)
     assert grid_shape(16, 84, 84, 16384, 16384) == (4, 4)
