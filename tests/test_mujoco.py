@@ -22,43 +22,10 @@ torch = pytest.importorskip("torch")
 
 import gltensor  # noqa: E402
 import gltensor.mujoco as gmj  # noqa: E402
+from mujoco_scene import scene_xml  # noqa: E402
 
 if os.environ["MUJOCO_GL"].lower() != "egl":
     pytest.skip("these tests use MuJoCo's EGL renderer (MUJOCO_GL=egl)", allow_module_level=True)
-
-
-def model_xml(offwidth=640, offheight=480):
-    return f"""
-<mujoco model="gltensor-test">
-  <visual>
-    <global offwidth="{offwidth}" offheight="{offheight}"/>
-    <quality offsamples="4"/>
-  </visual>
-  <asset>
-    <texture name="grid" type="2d" builtin="checker" rgb1=".2 .3 .4" rgb2=".8 .8 .7" width="64" height="64"/>
-    <material name="grid" texture="grid" texrepeat="4 4" reflectance=".2"/>
-  </asset>
-  <worldbody>
-    <light name="top" pos="0 0 4" dir="0 0 -1" diffuse=".8 .8 .8"/>
-    <light name="side" pos="2 -2 3" dir="-1 1 -1.2" diffuse=".4 .3 .3" directional="true"/>
-    <geom name="floor" type="plane" size="3 3 .1" material="grid"/>
-    <camera name="front" pos="0 -3 1.5" xyaxes="1 0 0 0 .45 .9"/>
-    <camera name="side" pos="3 0.3 1.2" xyaxes="-.1 1 0 -.3 0 1"/>
-    <camera name="ortho" pos="0 0 4" xyaxes="1 0 0 0 1 0" projection="orthographic" fovy="4"/>
-    <body name="box" pos="-.5 0 .8" euler="10 20 30">
-      <freejoint/>
-      <geom type="box" size=".25 .2 .15" rgba=".9 .2 .2 1"/>
-    </body>
-    <body name="ball" pos=".5 .3 1.2">
-      <freejoint/>
-      <geom type="sphere" size=".22" rgba=".2 .8 .3 1"/>
-    </body>
-    <body name="pole" pos="0 -.6 .5">
-      <joint type="hinge" axis="1 0 0"/>
-      <geom type="capsule" fromto="0 0 0 0 0 .6" size=".06" rgba=".3 .4 .95 1"/>
-    </body>
-  </worldbody>
-</mujoco>"""
 
 
 @pytest.fixture
@@ -67,7 +34,7 @@ def sim():
     made = []
 
     def make(height, width, offwidth=640, offheight=480):
-        model = mujoco.MjModel.from_xml_string(model_xml(offwidth, offheight))
+        model = mujoco.MjModel.from_xml_string(scene_xml(offwidth, offheight))
         data = mujoco.MjData(model)
         mujoco.mj_forward(model, data)
         renderer = mujoco.Renderer(model, height=height, width=width)

@@ -21,48 +21,12 @@ torch = pytest.importorskip("torch")
 import gltensor  # noqa: E402
 import gltensor.mujoco as gmj  # noqa: E402
 from gltensor.mujoco_batch import grid_shape  # noqa: E402
+from mujoco_scene import scene_xml  # noqa: E402
 
 if os.environ["MUJOCO_GL"].lower() != "egl":
     pytest.skip("these tests use MuJoCo's EGL renderer (MUJOCO_GL=egl)", allow_module_level=True)
 
-XML = """
-<mujoco model="gltensor-batch">
-  <visual>
-    <quality offsamples="4"/>
-    <map fogstart="3" fogend="10"/>
-  </visual>
-  <asset>
-    <texture name="sky" type="skybox" builtin="gradient" rgb1=".3 .5 .7" rgb2="0 0 0" width="64" height="64"/>
-    <texture name="grid" type="2d" builtin="checker" rgb1=".2 .3 .4" rgb2=".8 .8 .7" width="64" height="64"/>
-    <material name="grid" texture="grid" texrepeat="4 4" reflectance=".2"/>
-    <mesh name="tetra" vertex="0 0 0  .3 0 0  0 .3 0  0 0 .3"/>
-  </asset>
-  <worldbody>
-    <light name="top" pos="0 0 4" dir="0 0 -1" diffuse=".8 .8 .8"/>
-    <light name="side" pos="2 -2 3" dir="-1 1 -1.2" diffuse=".4 .3 .3" directional="true"/>
-    <geom name="floor" type="plane" size="3 3 .1" material="grid"/>
-    <camera name="front" pos="0 -3 1.5" xyaxes="1 0 0 0 .45 .9"/>
-    <camera name="side" pos="3 0.3 1.2" xyaxes="-.1 1 0 -.3 0 1"/>
-    <camera name="ortho" pos="0 0 4" xyaxes="1 0 0 0 1 0" projection="orthographic" fovy="4"/>
-    <body name="box" pos="-.5 0 .8" euler="10 20 30">
-      <freejoint/>
-      <geom name="box" type="box" size=".25 .2 .15" rgba=".9 .2 .2 1"/>
-      <camera name="track" mode="trackcom" pos="0 -2 1" xyaxes="1 0 0 0 .45 .9"/>
-    </body>
-    <body name="ball" pos=".5 .3 1.2">
-      <freejoint/>
-      <geom name="ball" type="sphere" size=".22" rgba=".2 .8 .3 1"/>
-    </body>
-    <body name="tetra" pos=".6 -.7 .3">
-      <joint type="hinge" axis="0 0 1"/>
-      <geom type="mesh" mesh="tetra" rgba=".9 .8 .1 1"/>
-    </body>
-    <body name="pole" pos="0 -.6 .5">
-      <joint type="hinge" axis="1 0 0"/>
-      <geom type="capsule" fromto="0 0 0 0 0 .6" size=".06" rgba=".3 .4 .95 1"/>
-    </body>
-  </worldbody>
-</mujoco>"""
+XML = scene_xml(extras=True)
 
 LIGHT = {"shadow": False, "reflection": False}
 VISUALS = {  # name -> (render flags, offsamples)
@@ -268,16 +232,21 @@ def test_scene_option(batch):
     assert_tiles_equal(host(r.render_and_read(datas, scene_option=mujoco.MjvOption())), plain)
 
 
+def render_mode_and_reference(batch, mode, cams, seed):
+    """A 4-env 61x97 batch on the CPU backend in `mode` ("depth" or "segmentation"), one camera per env:
+    (renderer, what its render_and_read gave, Renderer.render()'s images in that mode)."""
+    model = make_model()
+    n, h, w = len(cams), 61, 97
+    datas = make_datas([model] * n, seed=seed)
+    r = batch(model, n, h, w, camera=cams, backend="cpu", **{mode: True})
+    return r, r.render_and_read(datas), reference([model] * n, datas, cams, h, w, mode=mode)
+
+
 def test_depth_equals_renderer(batch):
     """Depth: (n, H, W) float32 distances equal to Renderer.render() in depth mode, every value, perspective and
     orthographic cameras in one batch; layout chw, float16 and out= on the same read."""
-    model = make_model()
+    r, got, want = render_mode_and_reference(batch, "depth", ["front", "ortho", -1, "side"], seed=6)
     n, h, w = 4, 61, 97
-    datas = make_datas([model] * n, seed=6)
-    cams = ["front", "ortho", -1, "side"]
-    r = batch(model, n, h, w, camera=cams, depth=True, backend="cpu")
-    got = r.render_and_read(datas)
-    want = reference([model] * n, datas, cams, h, w, mode="depth")
     assert got.dtype == torch.float32 and tuple(got.shape) == (n, h, w) == r.shape
     assert np.unique(want).size > 100
     assert_array_equal(host(got), want)
@@ -293,13 +262,8 @@ def test_depth_equals_renderer(batch):
 
 
 def test_segmentation_equals_renderer(batch):
-    model = make_model()
+    r, got, want = render_mode_and_reference(batch, "segmentation", ["front", "side", -1, "track"], seed=8)
     n, h, w = 4, 61, 97
-    datas = make_datas([model] * n, seed=8)
-    cams = ["front", "side", -1, "track"]
-    r = batch(model, n, h, w, camera=cams, segmentation=True, backend="cpu")
-    got = r.render_and_read(datas)
-    want = reference([model] * n, datas, cams, h, w, mode="segmentation")
     assert got.dtype == torch.int32 and tuple(got.shape) == (n, h, w, 2) == r.shape
     assert len(np.unique(want[..., 0])) >= 4 and (want == -1).any()
     assert_array_equal(host(got), want)
@@ -488,6 +452,27 @@ def test_errors_name_the_env(batch):
         batch([model, odd], 2, 61, 97)
     # the state of r is untouched by the failed calls
     assert_tiles_equal(host(r.render_and_read(datas)), reference([model] * n, datas, [-1] * n, 61, 97))
+
+
+def test_models_and_datas_as_given_or_wrapped():
+    """What BatchRenderer takes as a model or a data: the struct, a dm_control wrapper (.ptr), a Physics (.model /
+    .data, wrapped or not); anything else, an MjData given as a model included (it has a .model), a TypeError."""
+    from types import SimpleNamespace as Obj
+
+    from gltensor._mujoco_models import as_data, as_model
+
+    m = make_model()
+    d = mujoco.MjData(m)
+    for obj in (m, Obj(ptr=m), Obj(model=Obj(ptr=m)), Obj(model=m)):
+        assert as_model(mujoco, obj, "model") is m
+    for obj in (d, Obj(ptr=d), Obj(data=Obj(ptr=d)), Obj(data=d)):
+        assert as_data(mujoco, obj, 0) is d
+    for obj in (d, Obj(ptr=d), Obj(model=None), Obj(model=Obj(ptr=d)), object()):
+        with pytest.raises(TypeError, match=r"model\[2\]: expected a mujoco.MjModel"):
+            as_model(mujoco, obj, "model[2]")
+    for obj in (m, Obj(ptr=m), Obj(data=None), Obj(data=Obj(ptr=m)), object()):
+        with pytest.raises(TypeError, match=r"datas\[3\]: expected a mujoco.MjData"):
+            as_data(mujoco, obj, 3)
 
 
 def test_grid_limits(batch):

@@ -9,6 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
+# 0. pip must be allowed to install into this Python: a distribution's own one (PEP 668) stops here, saying how to
+# make a virtual environment, before anything is installed.
+PYTHON="$PYTHON" ./tools/pip_allowed.sh || exit 1
+
 # 1. EGL + GL loaders and Mesa's software driver (the fallback context when there is no NVIDIA GPU).
 missing=()
 have_lib() { ldconfig -p | grep -q "$1"; }

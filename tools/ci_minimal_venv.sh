@@ -16,7 +16,7 @@ start=$(date +%s)
 if [ -d "$what" ]; then
     # pip builds a source tree in place (its build/ folder): build a copy, so the tree's own build stays as it is.
     mkdir "$venv/src"
-    tar -C "$what" --exclude=./build --exclude='*.so' --exclude=./.git -cf - . | tar -C "$venv/src" -xf -
+    tar -C "$what" --exclude=./build --exclude=./.venv --exclude='*.so' --exclude=./.git -cf - . | tar -C "$venv/src" -xf -
     what="$venv/src"
 fi
 "$venv/env/bin/python" -m pip install -q --disable-pip-version-check "${what}[test]"

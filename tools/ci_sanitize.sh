@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 work=$(mktemp -d "${TMPDIR:-/tmp}/gltensor-sanitize.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-tar --exclude=./build --exclude='*.so' --exclude=./.git -cf - . | tar -C "$work" -xf -
+tar --exclude=./build --exclude=./.venv --exclude='*.so' --exclude=./.git -cf - . | tar -C "$work" -xf -
 start=$(date +%s)
 (cd "$work" && GLTENSOR_NO_CUDA=1 GLTENSOR_SANITIZE=address,undefined python3 setup.py -q build_ext --inplace) \
     > "$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }

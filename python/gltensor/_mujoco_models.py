@@ -26,34 +26,38 @@ _CONTEXT_ARRAYS = (
 _CONTEXT_STRUCTS = ("global_", "quality", "map")  # model.vis.<name>
 
 
-def as_model(mj, obj, what):
-    """mujoco.MjModel from an MjModel, a dm_control model wrapper (.ptr) or a dm_control Physics (.model)."""
-    if isinstance(obj, mj.MjModel):
+def _unwrap(obj, cls, attr, other):
+    """obj as a `cls` (mujoco.MjModel or MjData): obj itself, its .ptr (a dm_control wrapper), or its .<attr> (a
+    dm_control Physics: .model / .data, a wrapper or the struct itself); None when none is. An `other` (the other
+    struct) is never looked into: MjData.model is an MjModel, but a data passed as a model is a mistake."""
+    if isinstance(obj, cls):
         return obj
     ptr = getattr(obj, "ptr", None)
-    if isinstance(ptr, mj.MjModel):
+    if isinstance(ptr, cls):
         return ptr
-    model = getattr(obj, "model", None)
-    if model is not None and not isinstance(obj, mj.MjData):
-        ptr = getattr(model, "ptr", model)
-        if isinstance(ptr, mj.MjModel):
+    if not isinstance(obj, other):
+        inner = getattr(obj, attr, None)
+        ptr = getattr(inner, "ptr", inner)
+        if isinstance(ptr, cls):
             return ptr
-    raise TypeError(f"{what}: expected a mujoco.MjModel (or a dm_control Physics / model wrapper), "
-                    f"got {type(obj).__name__}")
+    return None
+
+
+def as_model(mj, obj, what):
+    """mujoco.MjModel from an MjModel, a dm_control model wrapper (.ptr) or a dm_control Physics (.model)."""
+    model = _unwrap(obj, mj.MjModel, "model", mj.MjData)
+    if model is None:
+        raise TypeError(f"{what}: expected a mujoco.MjModel (or a dm_control Physics / model wrapper), "
+                        f"got {type(obj).__name__}")
+    return model
 
 
 def as_data(mj, obj, k):
     """mujoco.MjData from an MjData, a dm_control data wrapper (.ptr) or a dm_control Physics (.data.ptr)."""
-    if isinstance(obj, mj.MjData):
-        return obj
-    ptr = getattr(obj, "ptr", None)
-    if isinstance(ptr, mj.MjData):
-        return ptr
-    data = getattr(obj, "data", None)
-    ptr = getattr(data, "ptr", data)
-    if isinstance(ptr, mj.MjData):
-        return ptr
-    raise TypeError(f"datas[{k}]: expected a mujoco.MjData or a dm_control Physics, got {type(obj).__name__}")
+    data = _unwrap(obj, mj.MjData, "data", mj.MjModel)
+    if data is None:
+        raise TypeError(f"datas[{k}]: expected a mujoco.MjData or a dm_control Physics, got {type(obj).__name__}")
+    return data
 
 
 def _struct_values(s):
