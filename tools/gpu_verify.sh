@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: firstcontact docs (issue 35) tests bench-ab procs slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
+#   bash tools/gpu_verify.sh STEP...   steps: firstcontact docs (issue 35) tests bench-ab procs procs-ab slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
 #                                      docs (every python block of README.md and docs/*.md on CUDA, issue 35)
@@ -132,6 +132,20 @@ for step in "$@"; do
         grep -v "glgsg(error)" "$OUT/quick_clears.log" | grep -E "render only|gltensor (single|Batch|Atlas)|cuda-python|usually|Headline|vs " | head -40 ;;
     convert)
         timeout 200 python3 -m gltensor.bench convert --json "$OUT/convert.json" > "$OUT/convert.log" 2>&1; tail -45 "$OUT/convert.log" ;;
+    procs-ab) # issue 34: what trust costs the trainer: `bench procs` (host readback, the shared slots with their
+              # shader and copy writes, the floor) of the commit before the round (.base/base.tar.gz, a `git archive`
+              # of it, carried) and of this tree, alternated in one call (before, after, before, after)
+        rm -rf /tmp/base_tree && mkdir -p /tmp/base_tree && tar xzf .base/base.tar.gz -C /tmp/base_tree
+        GLTENSOR_CUDA_ARCHS=${GLTENSOR_CUDA_ARCHS:-90} python3 -m pip install -q --no-build-isolation --no-deps --no-compile \
+            --target /tmp/site_base /tmp/base_tree > "$OUT/build_base.log" 2>&1 || { tail -20 "$OUT/build_base.log"; exit 1; }
+        for r in ${AB_RUNS:-1 2}; do for which in before after; do
+            if [ "$which" = before ]; then pp=/tmp/site_base${PYTHONPATH:+:$PYTHONPATH}; else pp=${PYTHONPATH:-}; fi
+            PYTHONPATH=$pp timeout ${PROCS_TIME:-150} python3 -m gltensor.bench procs --workers "${PROCS_WORKERS:-4,16}" \
+                --sizes "${PROCS_SIZES:-84,512}" --paths "${PROCS_PATHS:-host,slots,slots_copy,floor}" \
+                --steps "${PROCS_STEPS:-150}" --max-seconds "${PROCS_SECONDS:-0.5}" --json "$OUT/procs_${which}_$r.json" \
+                > "$OUT/procs_${which}_$r.log" 2>&1; echo "procs $which $r exit $?"
+            grep -A9 "^µs per step, every path" "$OUT/procs_${which}_$r.log"
+        done; done ;;
     bench-ab) # issue 25: `python -m gltensor.bench --quick` of the build before the refactor (.before/, a tree of
               # that commit, carried) and of this tree, alternated in one call (before, after, before, after)
         GLTENSOR_CUDA_ARCHS=${GLTENSOR_CUDA_ARCHS:-90} python3 -m pip install -q --no-build-isolation --no-deps --no-compile \
