@@ -46,6 +46,7 @@ struct glt_slot_writer {
     int trainer_pid;
     uint64_t trainer_start;
     int trainer_fd;            /* a pidfd of the trainer; -1 where the kernel has none (then: kill and /proc) */
+    int trainer_stat_fd;       /* the trainer's /proc/<pid>/stat, open; -1 where /proc is not mounted */
     double trainer_checked;    /* no pidfd: when /proc last said the trainer runs (CLOCK_MONOTONIC, s) */
     uint64_t start;            /* this process's start time, written into the record with its pid */
     unsigned slot;
@@ -272,6 +273,7 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
     glt_slot_writer *w = calloc(1, sizeof *w);
     if (!w) return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     w->trainer_fd = -1;
+    w->trainer_stat_fd = -1;
     int geometry_fd = d->geometry_fd;
     st = geometry_fd < 0 ? glt_fail(GLT_INVALID_ARGUMENT,
                                     "glt_slot_writer_create: desc.geometry_fd is not set: a writer attaches by the "
@@ -293,6 +295,7 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
         return st;
     }
     w->trainer_fd = glt_process_watch(w->trainer_pid, w->trainer_start);
+    w->trainer_stat_fd = glt_process_stat_open(w->trainer_pid, w->trainer_start);
     const glt_gl *gl = glt_gl_load();
     if (!gl || !w->fmt) {
         glt_slot_writer_destroy(w);
@@ -331,6 +334,7 @@ void glt_slot_writer_destroy(glt_slot_writer *w) {
     }
     unmap_all(w);
     if (w->trainer_fd >= 0) close(w->trainer_fd);
+    if (w->trainer_stat_fd >= 0) close(w->trainer_stat_fd);
     free(w);
 }
 
@@ -359,12 +363,15 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* Whether the trainer still runs: its pidfd polled at every write (readable from the instant it exits, zombie or
- * reaped; a later process that reuses its pid is another process to it). Without a pidfd: kill(pid, 0) at every write
- * (a reaped trainer is noticed at once), its /proc/<pid>/stat at most every 100 ms (a zombie, or its pid reused
- * by another process: noticed within 100 ms). */
+/* Whether the trainer still runs, at every write: its pidfd polled (readable once it exits, on kernels that report a
+ * zombie so), then its /proc/<pid>/stat read through the descriptor opened at attach (a zombie's state 'Z', a reaped
+ * process's ESRCH; a later process that reuses the pid is another file): a zombie trainer is noticed at the next write
+ * wherever /proc is mounted, ~1 µs. Without either: kill(pid, 0) at every write (a reaped trainer is noticed at once),
+ * /proc/<pid>/stat by path at most every 100 ms (a zombie, or its pid reused: noticed within 100 ms). */
 static int trainer_running(glt_slot_writer *w) {
-    if (w->trainer_fd >= 0) return !glt_process_exited(w->trainer_fd);
+    if (w->trainer_fd >= 0 && glt_process_exited(w->trainer_fd)) return 0;
+    if (w->trainer_stat_fd >= 0) return !glt_process_stat_exited(w->trainer_stat_fd);
+    if (w->trainer_fd >= 0) return 1;
     if (kill(w->trainer_pid, 0) != 0 && errno != EPERM) return 0;
     double t = now_s();
     if (w->trainer_checked && t - w->trainer_checked < 0.1) return 1;

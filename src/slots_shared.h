@@ -146,6 +146,11 @@ int glt_process_running(int pid, uint64_t start);
  * exited (zombie or reaped). */
 int glt_process_watch(int pid, uint64_t start);
 int glt_process_exited(int pidfd);
+/* An open /proc/<pid>/stat of the process `pid` started at `start` (-1: none, or not that process any more), and
+ * whether it says that process exited: a zombie ('Z'/'X') or reaped (ESRCH). One pread per call (~1 µs); the pidfd's
+ * poll does not report a zombie on every kernel and sandbox (a GPU machine's did not), this does. */
+int glt_process_stat_open(int pid, uint64_t start);
+int glt_process_stat_exited(int stat_fd);
 /* This process's start time (/proc/self/stat field 22, clock ticks since boot), 0 where unknown. */
 uint64_t glt_process_start_time(int pid);
 /* The system page size, at least 4096. */

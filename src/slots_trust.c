@@ -132,3 +132,31 @@ int glt_process_exited(int pidfd) {
      * about the process: not taken as exited. */
     return r > 0 && (p.revents & (POLLIN | POLLHUP)) != 0;
 }
+
+int glt_process_stat_open(int pid, uint64_t start) {
+    if (pid <= 0) return -1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    /* Opened after the pid was looked up, as glt_process_watch: the file is of whatever process had the pid then
+     * (procfs binds an open file to that process: it reads ESRCH once it is reaped, even if the pid is reused). */
+    if (!glt_process_running(pid, start)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int glt_process_stat_exited(int stat_fd) {
+    char buf[512];
+    ssize_t n;
+    do n = pread(stat_fd, buf, sizeof buf - 1, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return errno == ESRCH; /* reaped; another error on our own descriptor says nothing */
+    if (n == 0) return 1;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ') return 0;
+    return p[2] == 'Z' || p[2] == 'X';
+}
