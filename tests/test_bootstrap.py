@@ -267,6 +267,18 @@ def test_a_venv_left_without_pip_is_completed_in_place(clone, tmp_path):
     assert (clone / ".venv" / "kept").exists()
 
 
+def test_a_venv_of_another_python_version_stops_with_the_fix(clone, tmp_path):
+    python = fake_system_python(tmp_path)
+    # A .venv whose Python is another version than PYTHON's (it answers the bootstrap's probe as 3.0 would).
+    (clone / ".venv" / "bin").mkdir(parents=True)
+    (clone / ".venv" / "bin" / "python").write_text('#!/bin/sh\necho "3.0 pip"\n')
+    (clone / ".venv" / "bin" / "python").chmod(0o755)
+    proc, chosen = step0(clone, python)
+    assert proc.returncode == 1 and chosen is None and proc.stdout == ""
+    assert "this clone's .venv holds Python 3.0, but PYTHON=" in proc.stderr and "rm -rf .venv" in proc.stderr
+    assert sorted(p.name for p in (clone / ".venv").rglob("*")) == ["bin", "python"]
+
+
 @pytest.mark.parametrize("which", ["a virtual environment's", "this machine's base"])
 def test_a_python_pip_may_install_into_is_used_as_it_is(clone, tmp_path, which):
     if which == "this machine's base":

@@ -27,7 +27,7 @@ apt_install() {
 # makes the same choice. A Python pip may install into (pyenv, conda, an active virtual environment, one built from
 # source) is used as it is, and no .venv is made.
 if ! PYTHON="$PYTHON" ./tools/pip_allowed.sh 2>/dev/null; then
-    system_python=$("$PYTHON" -c 'import sys; print(sys.executable)')
+    { read -r system_python; read -r version; } < <("$PYTHON" -c 'import sys; print(sys.executable); print("%d.%d" % sys.version_info[:2])')
     if [ -n "${VIRTUAL_ENV:-}" ]; then
         # The user chose both: do not guess which they meant.
         echo "bootstrap: $system_python (PYTHON=$PYTHON) is the system's own Python, which pip does not install into" \
@@ -35,13 +35,21 @@ if ! PYTHON="$PYTHON" ./tools/pip_allowed.sh 2>/dev/null; then
              "(PYTHON=python3 while it is active), or deactivate it and the bootstrap makes .venv in this clone" >&2
         exit 1
     fi
-    # A .venv without pip (venv made where ensurepip was missing) is completed in place, not made anew.
-    if [ -x .venv/bin/python ] && .venv/bin/python -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pip") is None)'; then
+    # What the clone's .venv holds: "<version> pip", "<version> nopip" (made where ensurepip was missing: completed
+    # in place below, not made anew), or nothing (none yet, or its Python is gone).
+    have=$(.venv/bin/python -c 'import importlib.util as u, sys; print("%d.%d" % sys.version_info[:2], "pip" if u.find_spec("pip") else "nopip")' 2>/dev/null || true)
+    if [ -n "$have" ] && [ "${have% *}" != "$version" ]; then
+        # Installing for one Python and running another would be a silent surprise: say so instead.
+        echo "bootstrap: this clone's .venv holds Python ${have% *}, but PYTHON=$PYTHON is Python $version: remove .venv" \
+             "(rm -rf .venv) to have it made anew for $version, or run with PYTHON=python${have% *}" >&2
+        exit 1
+    fi
+    if [ "$have" = "$version pip" ]; then
         echo "bootstrap: $system_python is the system's own Python (PEP 668, pip does not install into it):" \
              "installing into this clone's virtual environment .venv (. .venv/bin/activate to use it from your shell)"
     else
         if ! "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null; then
-            venv_pkg=$("$PYTHON" -c 'import sys; print("python%d.%d-venv" % sys.version_info[:2])')
+            venv_pkg=python$version-venv
             echo "bootstrap: $system_python has no venv/ensurepip: installing $venv_pkg"
             apt_install "$venv_pkg" || { echo "bootstrap: could not install $venv_pkg, which $system_python needs to" \
                 "make a virtual environment: install it (sudo apt install $venv_pkg), then run this again" >&2; exit 1; }
