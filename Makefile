@@ -9,19 +9,24 @@ NVCC ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCHS ?= 75 80 86 89 90
 BUILD := build
 
+# The bootstrap installs into $(PYTHON), or, where that is a distribution's own Python (PEP 668), into the clone's
+# .venv that it makes; tools/python.sh runs whichever it chose.
+BOOTSTRAP = PYTHON="$(PYTHON)" ./tools/bootstrap.sh
+RUN_PYTHON = PYTHON="$(PYTHON)" ./tools/python.sh
+
 .PHONY: demo test bench lib clean check-header
 
 demo:
-	./tools/bootstrap.sh
-	$(PYTHON) -m gltensor
+	$(BOOTSTRAP)
+	$(RUN_PYTHON) -m gltensor
 
 test:
-	./tools/bootstrap.sh
-	$(PYTHON) -m pytest
+	$(BOOTSTRAP)
+	$(RUN_PYTHON) -m pytest
 
 bench:
-	./tools/bootstrap.sh
-	$(PYTHON) -m gltensor.bench single
+	$(BOOTSTRAP)
+	$(RUN_PYTHON) -m gltensor.bench single
 
 CORE_SRC := $(wildcard src/*.c)
 CFLAGS_LIB := -std=c11 -O2 -fPIC -fvisibility=hidden -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc

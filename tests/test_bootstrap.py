@@ -1,10 +1,14 @@
 """tools/torch_index.sh, the bootstrap's choice of where torch comes from: without an NVIDIA driver, PyTorch's
 CPU-only index when it answers, else the default index, saying which, and quickly when the index is unreachable.
-tools/pip_allowed.sh, the bootstrap's first step: a distribution's own Python (PEP 668, pip refuses to install into
-it) stops the bootstrap before anything is installed, saying how to make a virtual environment."""
+tools/pip_allowed.sh and the bootstrap's step 0: a distribution's own Python (PEP 668, pip refuses to install into
+it) gets the virtual environment .venv in the clone, made once and then used by the bootstrap and by tools/python.sh
+(what the Makefile runs the demo and tests with); a Python pip may install into is used as it is, and no .venv is
+made. These tests stop the bootstrap right after its choice (GLTENSOR_BOOTSTRAP_STOP_AFTER_PYTHON=1) and ask no
+index for anything (PIP_NO_INDEX): ensurepip installs pip from the wheel Python ships."""
 
 import http.server
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -101,15 +105,11 @@ def test_a_virtual_environment_may_be_installed_into(tmp_path):
     assert (proc.returncode, proc.stderr) == (0, "")
 
 
-def test_the_systems_python_stops_the_bootstrap_with_the_fix(system_python):
+def test_the_systems_python_is_named_with_the_reason(system_python):
     proc = run_tool(PIP_ALLOWED, system_python)
     assert proc.returncode == 1
     assert f"{system_python} is the system's own Python" in proc.stderr and "PEP 668" in proc.stderr
-    assert "python3 -m venv .venv && . .venv/bin/activate" in proc.stderr
-    # The bootstrap runs it first: it stops there, before apt or pip is asked for anything.
-    proc = run_tool(ROOT / "tools" / "bootstrap.sh", system_python)
-    assert proc.returncode == 1
-    assert proc.stdout == "" and "PEP 668" in proc.stderr and "installing" not in proc.stderr
+    assert "tools/bootstrap.sh makes the virtual environment .venv in this clone" in proc.stderr
 
 
 @pytest.mark.parametrize("how", ["env", "config"])
@@ -120,3 +120,201 @@ def test_pips_own_override_is_honoured(system_python, tmp_path, how):
         (tmp_path / "pip.conf").write_text("[global]\nbreak-system-packages = true\n")
         proc = run_tool(PIP_ALLOWED, system_python, PIP_CONFIG_FILE=str(tmp_path / "pip.conf"))
     assert (proc.returncode, proc.stderr) == (0, "")
+
+
+# ---------------------------------------------------------------- PEP 668: the bootstrap's own .venv
+
+BOOTSTRAP_TOOLS = ("bootstrap.sh", "pip_allowed.sh", "python.sh")
+MAKING = "making the virtual environment .venv in this clone and installing into it"
+USING = "installing into this clone's virtual environment .venv"
+
+
+@pytest.fixture
+def clone(tmp_path):
+    """A clone as far as step 0 sees one: the bootstrap runs from its clone's root and makes .venv there."""
+    if not all((ROOT / "tools" / t).exists() for t in BOOTSTRAP_TOOLS):
+        pytest.skip("no checkout (tools/ absent)")
+    (tmp_path / "clone" / "tools").mkdir(parents=True)
+    for t in BOOTSTRAP_TOOLS:
+        shutil.copy2(ROOT / "tools" / t, tmp_path / "clone" / "tools" / t)
+    return tmp_path / "clone"
+
+
+def base_python():
+    """This Python's own interpreter, outside any virtual environment, where it can make one with pip (venv and
+    ensurepip present), or None."""
+    python = getattr(sys, "_base_executable", None) or sys.executable
+    probe = "import sys, venv, ensurepip; sys.exit(sys.prefix != sys.base_prefix)"
+    if subprocess.run([python, "-c", probe], capture_output=True, timeout=30).returncode != 0:
+        return None
+    return python
+
+
+def fake_system_python(where, apt_flag=None):
+    """A stand-in for a distribution's own Python, made without touching the system: a wrapper running this
+    machine's base Python with a sitecustomize that shows pip and tools/pip_allowed.sh (sysconfig.get_path('stdlib'))
+    a standard library folder holding an EXTERNALLY-MANAGED marker. With apt_flag, ensurepip cannot be imported until
+    that file exists (as on Debian before python3.X-venv is installed)."""
+    base = base_python()
+    if base is None:
+        pytest.skip("`python -m venv` cannot work here: no base Python with venv and ensurepip")
+    stdlib, site = where / "fake-stdlib", where / "fake-site"
+    stdlib.mkdir()
+    site.mkdir()
+    (stdlib / "EXTERNALLY-MANAGED").write_text("[externally-managed]\nError=a test's stand-in\n")
+    (site / "sitecustomize.py").write_text(f"""import os, sys, sysconfig
+_get_path = sysconfig.get_path
+sysconfig.get_path = lambda name, *a, **k: {str(stdlib)!r} if name == "stdlib" else _get_path(name, *a, **k)
+if {str(apt_flag) if apt_flag else None!r} is not None and not os.path.exists({str(apt_flag)!r}):
+    sys.modules["ensurepip"] = None
+""")
+    wrapper = where / "python3"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {base} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def real_system_python():
+    python = externally_managed_python()
+    if python is None:
+        pytest.skip("no externally managed (PEP 668) system Python on this machine")
+    if subprocess.run([python, "-c", "import venv, ensurepip"], capture_output=True, timeout=30).returncode != 0:
+        pytest.skip(f"`{python} -m venv` cannot work here: its distribution's venv package is not installed")
+    return python
+
+
+def bootstrap_env(python, **env):
+    drop = ("PIP_BREAK_SYSTEM_PACKAGES", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+    return {k: v for k, v in os.environ.items() if k not in drop} | {
+        "PYTHON": python, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1",
+        "GLTENSOR_BOOTSTRAP_STOP_AFTER_PYTHON": "1"} | env
+
+
+def step0(clone, python, **env):
+    """The bootstrap up to its choice of Python: (process, the Python it chose)."""
+    proc = subprocess.run([str(clone / "tools" / "bootstrap.sh")], capture_output=True, text=True,
+                          env=bootstrap_env(python, **env), timeout=180)
+    chosen = [ln.split(" ", 2)[2] for ln in proc.stdout.splitlines() if ln.startswith("bootstrap: python ")]
+    return proc, chosen[0] if len(chosen) == 1 else None
+
+
+def prefix_run_by_python_sh(clone, python):
+    """sys.prefix of the Python that tools/python.sh (the Makefile's runner) runs for this PYTHON."""
+    proc = subprocess.run([str(clone / "tools" / "python.sh"), "-c", "import sys; print(sys.prefix)"],
+                          capture_output=True, text=True, env=bootstrap_env(python), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def has_pip(python):
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('pip') is None)"
+    return subprocess.run([python, "-c", probe], timeout=30).returncode == 0
+
+
+@pytest.mark.parametrize("which", ["stand-in", "this machine's"])
+def test_a_distributions_python_gets_the_clones_venv_once(clone, tmp_path, which):
+    python = fake_system_python(tmp_path) if which == "stand-in" else real_system_python()
+    venv_python = str(clone / ".venv" / "bin" / "python")
+    own_prefix = prefix_run_by_python_sh(clone, python)
+    assert own_prefix != str(clone / ".venv")  # no .venv yet: the runner runs PYTHON itself
+
+    proc, chosen = step0(clone, python)
+    assert proc.returncode == 0, proc.stderr
+    assert chosen == venv_python, proc.stdout
+    lines = [ln for ln in proc.stdout.splitlines() if "PEP 668" in ln]
+    assert len(lines) == 1 and MAKING in lines[0] and ". .venv/bin/activate" in lines[0], proc.stdout
+    assert has_pip(venv_python)  # the rest of the bootstrap pip-installs into it
+    assert prefix_run_by_python_sh(clone, python) == str(clone / ".venv")
+
+    # Again (make test after make demo): the same .venv, used as it is, not made anew.
+    (clone / ".venv" / "kept").write_text("made by the first run")
+    proc, chosen = step0(clone, python)
+    assert proc.returncode == 0, proc.stderr
+    assert chosen == venv_python
+    assert USING in proc.stdout and MAKING not in proc.stdout
+    assert (clone / ".venv" / "kept").exists()
+
+
+def test_the_venv_package_comes_through_apt_where_ensurepip_is_missing(clone, tmp_path):
+    installed = tmp_path / "python3-venv-installed"
+    python = fake_system_python(tmp_path, apt_flag=installed)
+    # apt-get (and sudo, for a user who is not root) stand-ins that log what they were asked and "install".
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    (fakebin / "apt-get").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/apt.log\n'
+                                     f'case "$*" in *install*) touch {installed} ;; esac\n')
+    (fakebin / "sudo").write_text('#!/bin/sh\nexec "$@"\n')
+    for f in fakebin.iterdir():
+        f.chmod(0o755)
+    version = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+
+    proc, chosen = step0(clone, python, PATH=f"{fakebin}:/usr/bin:/bin")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "apt.log").read_text().splitlines() == ["update -qq", f"install -y -qq python{version}-venv"]
+    assert f"has no venv/ensurepip: installing python{version}-venv" in proc.stdout
+    assert chosen == str(clone / ".venv" / "bin" / "python") and has_pip(chosen)
+
+
+def test_a_venv_left_without_pip_is_completed_in_place(clone, tmp_path):
+    # What `python3 -m venv .venv` leaves on Debian without python3-venv: a Python, no pip.
+    python = fake_system_python(tmp_path)
+    subprocess.run([base_python(), "-m", "venv", "--without-pip", str(clone / ".venv")], check=True, timeout=60)
+    (clone / ".venv" / "kept").write_text("made before the bootstrap")
+    proc, chosen = step0(clone, python)
+    assert proc.returncode == 0, proc.stderr
+    assert chosen == str(clone / ".venv" / "bin" / "python") and has_pip(chosen)
+    assert (clone / ".venv" / "kept").exists()
+
+
+def test_a_venv_of_another_python_version_stops_with_the_fix(clone, tmp_path):
+    python = fake_system_python(tmp_path)
+    # A .venv whose Python is another version than PYTHON's (it answers the bootstrap's probe as 3.0 would).
+    (clone / ".venv" / "bin").mkdir(parents=True)
+    (clone / ".venv" / "bin" / "python").write_text('#!/bin/sh\necho "3.0 pip"\n')
+    (clone / ".venv" / "bin" / "python").chmod(0o755)
+    proc, chosen = step0(clone, python)
+    assert proc.returncode == 1 and chosen is None and proc.stdout == ""
+    assert "this clone's .venv holds Python 3.0, but PYTHON=" in proc.stderr and "rm -rf .venv" in proc.stderr
+    assert sorted(p.name for p in (clone / ".venv").rglob("*")) == ["bin", "python"]
+
+
+@pytest.mark.parametrize("which", ["a virtual environment's", "this machine's base"])
+def test_a_python_pip_may_install_into_is_used_as_it_is(clone, tmp_path, which):
+    if which == "this machine's base":
+        python = base_python()
+        if python is None or run_tool(PIP_ALLOWED, python).returncode != 0:
+            pytest.skip("this machine's base Python is externally managed (or cannot make a venv)")
+    else:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True,
+                       timeout=60)
+        python = str(tmp_path / "env" / "bin" / "python")
+    own_prefix = prefix_run_by_python_sh(clone, python)
+    proc, chosen = step0(clone, python)
+    assert (proc.returncode, proc.stdout) == (0, f"bootstrap: python {python}\n"), proc.stderr
+    assert chosen == python and not (clone / ".venv").exists()
+    # A .venv left in the clone changes nothing for it either.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(clone / ".venv")], check=True, timeout=60)
+    assert step0(clone, python)[1] == python
+    assert prefix_run_by_python_sh(clone, python) == own_prefix != str(clone / ".venv")
+
+
+def test_an_active_venv_beside_the_systems_python_stops_with_the_fix(clone, tmp_path):
+    python = fake_system_python(tmp_path)
+    proc, chosen = step0(clone, python, VIRTUAL_ENV=str(tmp_path / "active"))
+    assert proc.returncode == 1 and chosen is None and proc.stdout == ""
+    assert "is the system's own Python" in proc.stderr and f"{tmp_path / 'active'} is active" in proc.stderr
+    assert not (clone / ".venv").exists()
+
+
+def test_make_passes_the_python_named_to_the_bootstrap_and_the_runner():
+    if shutil.which("make") is None or not (ROOT / "Makefile").exists():
+        pytest.skip("no make, or no checkout")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "MAKEFLAGS")}
+    for target, runs in [("demo", "-m gltensor"), ("test", "-m pytest"), ("bench", "-m gltensor.bench single")]:
+        out = subprocess.run(["make", "-n", target, "PYTHON=python3.12"], cwd=ROOT, capture_output=True,
+                             text=True, env=env, timeout=30).stdout.splitlines()
+        assert out == ['PYTHON="python3.12" ./tools/bootstrap.sh', f'PYTHON="python3.12" ./tools/python.sh {runs}']
+        default = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, env=env,
+                                 timeout=30).stdout.splitlines()
+        assert default == ['PYTHON="python3" ./tools/bootstrap.sh', f'PYTHON="python3" ./tools/python.sh {runs}']
