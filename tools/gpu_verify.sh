@@ -98,7 +98,7 @@ for step in "$@"; do
     memcheck-trust) # issue 34: the fuzz and a short race on the CUDA backend under memcheck (the trainer's reads
                     # of slots whose records and pixels a worker garbled)
         GLTENSOR_UNDER_SANITIZER=1 GLTENSOR_FUZZ_MUTATIONS=${TRUST_MUTATIONS:-2000} GLTENSOR_RACE_SECONDS=10 \
-            timeout 420 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
+            timeout ${MEMCHECK_TIME:-420} compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
             --log-file "$OUT/memcheck_trust.txt" python3 -m pytest -q -s -p no:cacheprovider -k cuda \
             tests/test_slots_trust.py tests/test_slots_race.py > "$OUT/memcheck_trust.log" 2>&1
         echo "memcheck-trust: exit $? (99: the tool found errors)"
