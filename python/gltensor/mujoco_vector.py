@@ -47,12 +47,12 @@ __all__ = ["MujocoVectorEnv", "DmControlBatch", "as_sb3", "default_threads", "me
 
 
 def default_threads(num_envs):
-    """One physics thread, beside the render: measured on the GPU machine (H200 host, 16 cores, HalfCheetah-v5,
-    shadows off), min(N, cores) threads stepping the environments gave 0.90x, 0.83x and 0.72x one thread's
-    env-steps/s at N = 4, 16 and 64: a Gymnasium MuJoCo env's step() is Python that holds the GIL around short
-    mj_step calls. What pays is running that one thread beside the render (tools/mujoco_step_probe.py): the
-    caller's thread draws env k while the physics thread steps env k+1, and both mj_step and mjr_render release
-    the GIL. Pass threads=k for heavier models, where mj_step dominates."""
+    """One physics thread, beside the render: the caller's thread draws env k while the physics thread steps env
+    k+1 (mj_step and mjr_render both release the GIL); on the GPU machine (H200 host, 16 cores, HalfCheetah-v5,
+    shadows off, N = 16) that took a step from 3,869 µs (stepped, then rendered) to 2,953
+    (tools/mujoco_step_probe.py). More physics threads lose: min(N, cores) threads gave 0.85x, 0.67x and 0.44x one
+    thread's env-steps/s at N = 4, 16 and 64, since a Gymnasium MuJoCo env's step() is Python that holds the GIL
+    around short mj_step calls. Pass threads=k for heavier models, where mj_step dominates."""
     return 1
 
 
