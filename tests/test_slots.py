@@ -15,18 +15,9 @@ import gltensor
 import slot_workers
 from conftest import fork_or_skip
 from slot_workers import pattern
+from frames import to_host
 
 W, H = 97, 61  # odd on purpose: no row is a multiple of any alignment
-
-
-def to_host(frame_or_array):
-    """A frame (CPU or CUDA) as a numpy array, through DLPack."""
-    try:
-        return np.from_dlpack(frame_or_array)
-    except (BufferError, RuntimeError, TypeError):
-        import torch
-
-        return torch.from_dlpack(frame_or_array).cpu().numpy()
 
 
 class Workers:

@@ -19,19 +19,11 @@ import pytest
 import gltensor
 import slot_fault_workers
 from slot_fault_workers import memfd_counts, pattern
+from frames import to_host  # noqa: E402
 
 W, H = 97, 61
 CYCLES = int(os.environ.get("GLTENSOR_CYCLES", "1000"))
 SPAWN = mp.get_context("spawn")
-
-
-def to_host(frame):
-    try:
-        return np.from_dlpack(frame)
-    except (BufferError, RuntimeError, TypeError):
-        import torch
-
-        return torch.from_dlpack(frame).cpu().numpy()
 
 
 class Line:

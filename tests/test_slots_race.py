@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import gltensor
+from frames import to_host  # noqa: E402
 
 SIDE = 512
 # Races against a writer that pauses only briefly: beside other tests' GPU work (the GPU machine runs the suite 8
@@ -42,15 +43,6 @@ def rewrite(handle, backend, side, pause, stop, ready):
         handle.close()
         if ctx is not None:
             ctx.close()
-
-
-def to_host(frame):
-    try:
-        return np.from_dlpack(frame)
-    except (BufferError, RuntimeError, TypeError):
-        import torch
-
-        return torch.from_dlpack(frame).cpu().numpy()
 
 
 def whole(image):

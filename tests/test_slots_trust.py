@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import gltensor
 from gltensor import _gltensor
+from frames import to_host  # noqa: E402
 
 MUTATIONS = int(os.environ.get("GLTENSOR_FUZZ_MUTATIONS", "3000"))
 W, H = 37, 23
@@ -44,15 +45,6 @@ HEADER_FIELDS = {
 def read_geometry(geometry_fd):
     header = os.pread(geometry_fd, 4096, 0)
     return {k: struct.unpack_from(f, header, off)[0] for k, (off, f) in HEADER_FIELDS.items()}
-
-
-def to_host(frame):
-    try:
-        return np.from_dlpack(frame)
-    except (BufferError, RuntimeError, TypeError):
-        import torch
-
-        return torch.from_dlpack(frame).cpu().numpy()
 
 
 class Rig:

@@ -140,6 +140,14 @@ class _Stream:
         return False
 
 
+def _close_all(pool, renderer, envs):
+    """The physics threads stopped first (none may step an env being closed), then the render, then the envs."""
+    pool.close()
+    renderer.close()
+    for e in envs:
+        e.close()
+
+
 def _free_camera(mujoco, renderer, data):
     """The MjvCamera Gymnasium's OffScreenViewer renders with for camera_id -1: a free camera looking at the
     median geom position of the first rendered state, at the model's extent, then default_cam_config."""
@@ -400,13 +408,9 @@ class MujocoVectorEnv(VectorEnv):
             e.set_wrapper_attr(name, v)
 
     def close_extras(self, **kwargs):
-        if self.closed:
-            return
-        self.closed = True
-        self._pool.close()
-        self.renderer.close()
-        for e in self.envs:
-            e.close()
+        if not self.closed:
+            self.closed = True
+            _close_all(self._pool, self.renderer, self.envs)
 
     def _check_open(self):
         if self.closed:
@@ -481,13 +485,9 @@ class DmControlBatch:
         return steps, self.render()
 
     def close(self):
-        if self.closed:
-            return
-        self.closed = True
-        self._pool.close()
-        self.renderer.close()
-        for e in self.envs:
-            e.close()
+        if not self.closed:
+            self.closed = True
+            _close_all(self._pool, self.renderer, self.envs)
 
     def __enter__(self):
         return self
