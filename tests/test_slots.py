@@ -336,6 +336,9 @@ def test_no_descriptor_leaks_in_a_worker(backend, workers):
     np.testing.assert_array_equal(to_host(slots.read()), expected(1, 1))
 
 
+# The test forks on purpose (what it checks is what survives a fork); Python 3.12 warns about any fork of a process
+# with threads (torch's, the driver's): not a warning of gltensor's.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
 def test_read_refused_in_a_forked_copy():
     slots = gltensor.SharedSlots(1, (8, 8), backend="cpu")
     ctx = mp.get_context("fork")
@@ -451,6 +454,9 @@ def test_fork_from_a_trainer_without_gl(backend, tmp_path):
     assert proc.returncode == 0 and "fork trainer ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
+# The test forks on purpose (what it checks is what survives a fork); Python 3.12 warns about any fork of a process
+# with threads (torch's, the driver's): not a warning of gltensor's.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
 def test_fork_after_nvidia_egl_is_refused_clearly(ctx, workers):
     """A trainer that made an NVIDIA EGL context forks: the child's GL would crash inside the driver (seen: abort,
     segfault); gltensor refuses it with what to do instead."""

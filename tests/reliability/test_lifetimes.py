@@ -284,6 +284,9 @@ def test_capsule_consumed_twice_or_never(make_texture, capture):
     assert alive() is None, "the frame outlived its last consumer"
 
 
+# The test forks on purpose (what it checks is what survives a fork); Python 3.12 warns about any fork of a process
+# with threads (torch's, the driver's): not a warning of gltensor's.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
 def test_cpu_frames_survive_fork(make_texture, capture):
     """A forked child inherits CPU frames as plain memory: it reads them (copy-on-write), and its exit frees
     nothing of the parent's. (Contexts and captures are not usable in a child: it makes its own.)"""
