@@ -310,11 +310,13 @@ def test_an_active_venv_beside_the_systems_python_stops_with_the_fix(clone, tmp_
 def test_make_passes_the_python_named_to_the_bootstrap_and_the_runner():
     if shutil.which("make") is None or not (ROOT / "Makefile").exists():
         pytest.skip("no make, or no checkout")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "MAKEFLAGS")}
+    # Under `make test` (CI) this runs inside make: MAKELEVEL/MFLAGS would make the inner make print "Entering
+    # directory" lines, so the inner make gets none of the outer one's variables.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     for target, runs in [("demo", "-m gltensor"), ("test", "-m pytest"), ("bench", "-m gltensor.bench single")]:
-        out = subprocess.run(["make", "-n", target, "PYTHON=python3.12"], cwd=ROOT, capture_output=True,
+        out = subprocess.run(["make", "--no-print-directory", "-n", target, "PYTHON=python3.12"], cwd=ROOT, capture_output=True,
                              text=True, env=env, timeout=30).stdout.splitlines()
         assert out == ['PYTHON="python3.12" ./tools/bootstrap.sh', f'PYTHON="python3.12" ./tools/python.sh {runs}']
-        default = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, env=env,
+        default = subprocess.run(["make", "--no-print-directory", "-n", target], cwd=ROOT, capture_output=True, text=True, env=env,
                                  timeout=30).stdout.splitlines()
         assert default == ['PYTHON="python3" ./tools/bootstrap.sh', f'PYTHON="python3" ./tools/python.sh {runs}']
