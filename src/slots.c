@@ -288,21 +288,14 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
 }
 
 static void slots_free(glt_slots *s) {
-    if (s->pid != (int)getpid()) {
-        /* A forked child's copy (a worker started with fork that inherited the trainer's object), freed when the
-         * child dropped it and its last inherited view died: the memory, the CUDA objects and the closed flag are
-         * the trainer's, and CUDA must not be called here. */
-        if (s->h) munmap(s->h, s->control_bytes);
-        if (s->control_fd >= 0) close(s->control_fd);
-        if (s->geometry_fd >= 0) close(s->geometry_fd);
-        pthread_mutex_destroy(&s->lock);
-        free(s->seen);
-        free(s);
-        return;
+    /* In a forked child's copy (a worker started with fork that inherited the trainer's object, freed when the child
+     * dropped it and its last inherited view died), the memory, the CUDA objects and the closed flag are the
+     * trainer's, and CUDA must not be called: only this process's mappings and descriptors go. */
+    if (s->pid == (int)getpid()) {
+        retire_views(s);
+        if (s->backend == GLT_BACKEND_CUDA && s->h) free_cuda(s);
+        glt_pool_release(s->pool);
     }
-    retire_views(s);
-    if (s->backend == GLT_BACKEND_CUDA && s->h) free_cuda(s);
-    glt_pool_release(s->pool);
     if (s->h) munmap(s->h, s->control_bytes);
     if (s->control_fd >= 0) close(s->control_fd);
     if (s->geometry_fd >= 0) close(s->geometry_fd);

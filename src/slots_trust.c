@@ -110,17 +110,21 @@ int glt_process_running(int pid, uint64_t start) {
     return !start || now == start;
 }
 
-int glt_process_watch(int pid, uint64_t start) {
-    if (pid <= 0) return -1;
-    int fd = (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec always */
+/* fd, a descriptor opened for process `pid` after the pid was looked up: it is of whatever process had the pid
+ * then, the one named only if that process still runs and started at `start` (a reused pid started later). fd, or
+ * -1 (closed) when it is not. */
+static int of_the_same_process(int fd, int pid, uint64_t start) {
     if (fd < 0) return -1;
-    /* Opened after the pid was looked up: the descriptor is of whatever process had the pid then. It is the one
-     * named only if that process still runs and started at `start` (a reused pid started later). */
     if (!glt_process_running(pid, start)) {
         close(fd);
         return -1;
     }
     return fd;
+}
+
+int glt_process_watch(int pid, uint64_t start) {
+    if (pid <= 0) return -1;
+    return of_the_same_process((int)syscall(SYS_pidfd_open, pid, 0) /* close-on-exec always */, pid, start);
 }
 
 int glt_process_exited(int pidfd) {
@@ -137,15 +141,8 @@ int glt_process_stat_open(int pid, uint64_t start) {
     if (pid <= 0) return -1;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    /* Opened after the pid was looked up, as glt_process_watch: the file is of whatever process had the pid then
-     * (procfs binds an open file to that process: it reads ESRCH once it is reaped, even if the pid is reused). */
-    if (!glt_process_running(pid, start)) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+    /* procfs binds an open file to its process: it reads ESRCH once that one is reaped, even if the pid is reused. */
+    return of_the_same_process(open(path, O_RDONLY | O_CLOEXEC), pid, start);
 }
 
 int glt_process_stat_exited(int stat_fd) {

@@ -291,3 +291,23 @@ def make_surface(gl):
 # (some from unloaded modules no suppression can name). These tests run in make test and on the GPU instead.
 if os.environ.get("GLTENSOR_UNDER_SANITIZER"):
     collect_ignore = ["test_mujoco_batch.py", "test_mujoco_vector.py", "test_bench_mujoco.py"]
+
+
+@pytest.fixture
+def make_slots(backend, gl, request):
+    """make_slots(count=2, size=(W, H) of the test's module, **kwargs) -> gltensor.SharedSlots on the test's backend,
+    closed after the test (after a collection, so that views the test dropped are gone first)."""
+    import gltensor
+
+    made = []
+
+    def make(count=2, size=None, **kwargs):
+        size = size or (request.module.W, request.module.H)
+        s = gltensor.SharedSlots(count, size, backend=backend, **kwargs)
+        made.append(s)
+        return s
+
+    yield make
+    gc.collect()
+    for s in made:
+        s.close()

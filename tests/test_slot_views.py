@@ -24,21 +24,6 @@ def write_all(slots, imgs):
         slots.write_host(i, img)
 
 
-@pytest.fixture
-def make_slots(backend, gl):
-    made = []
-
-    def make(count=2, size=(W, H), **kwargs):
-        s = gltensor.SharedSlots(count, size, backend=backend, **kwargs)
-        made.append(s)
-        return s
-
-    yield make
-    gc.collect()
-    for s in made:
-        s.close()
-
-
 def test_a_view_is_the_slots_as_stored(make_slots):
     slots = make_slots(3)
     write_all(slots, images(3, 0))

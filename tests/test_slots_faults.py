@@ -161,14 +161,19 @@ def test_stopped_worker_never_blocks_the_read(backend, procs):
     slots.close()
 
 
-def test_stopped_worker_in_async_vector_env_times_out_in_its_own_wait(backend, procs):
-    """AsyncVectorEnv waits for every worker's reply (its own wait, not the slots'): step_wait(timeout=...)
-    raises multiprocessing.TimeoutError; without a timeout it waits as long as the worker is stopped."""
+def pattern_async_vector_env(backend):
+    """Gymnasium's AsyncVectorEnv of two spawned slot_envs.PatternEnv workers writing shared slots."""
     gymnasium = pytest.importorskip("gymnasium")
     from slot_envs import PatternEnv
 
     fns = [functools.partial(PatternEnv, backend=backend, read_as="numpy") for _ in range(2)]
-    envs = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True, context="spawn")
+    return gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True, context="spawn")
+
+
+def test_stopped_worker_in_async_vector_env_times_out_in_its_own_wait(backend, procs):
+    """AsyncVectorEnv waits for every worker's reply (its own wait, not the slots'): step_wait(timeout=...)
+    raises multiprocessing.TimeoutError; without a timeout it waits as long as the worker is stopped."""
+    envs = pattern_async_vector_env(backend)
     try:
         envs.reset(seed=0)
         stopped = envs.processes[1].pid
@@ -191,11 +196,7 @@ def test_killed_worker_in_async_vector_env(backend, procs):
     """Gymnasium's step sends to the dead worker's pipe and fails at once (BrokenPipeError, the vector env's
     own); the slots name the dead worker; close(terminate=True) ends the rest. Gymnasium leaves the slots to
     the SlotBatch (envs.observations): closed by its close() or when it is collected."""
-    gymnasium = pytest.importorskip("gymnasium")
-    from slot_envs import PatternEnv
-
-    fns = [functools.partial(PatternEnv, backend=backend, read_as="numpy") for _ in range(2)]
-    envs = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True, context="spawn")
+    envs = pattern_async_vector_env(backend)
     try:
         envs.reset(seed=0)
         dead = envs.processes[1].pid

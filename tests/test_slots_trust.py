@@ -269,24 +269,9 @@ def test_a_worker_maps_only_its_own_memory(rig, backend):
     np.testing.assert_array_equal(frame, np.stack(imgs))
 
 
-@pytest.fixture
-def slots(backend, gl):
-    made = []
-
-    def make(count):
-        s = gltensor.SharedSlots(count, (W, H), backend=backend)
-        made.append(s)
-        return s
-
-    yield make
-    gc.collect()
-    for s in made:
-        s.close()
-
-
-def test_every_exported_descriptor_is_close_on_exec(slots):
+def test_every_exported_descriptor_is_close_on_exec(make_slots):
     # A program the trainer starts must not inherit the slots (on CUDA: keep the GPU allocation alive).
-    mem, ctl, geo = slots(2)._core._export()
+    mem, ctl, geo = make_slots(2)._core._export()
     try:
         assert not os.get_inheritable(ctl)
         assert not os.get_inheritable(geo)
@@ -336,10 +321,10 @@ def _write_once_and_exit(handle, backend):
     handle.write_host(np.full((H, W, 4), 7, np.uint8))
 
 
-def test_a_zombie_writer_counts_as_gone(slots, backend):
+def test_a_zombie_writer_counts_as_gone(make_slots, backend):
     from multiprocessing.connection import wait
 
-    s = slots(1)
+    s = make_slots(1)
     ctx = mp.get_context("spawn")
     p = ctx.Process(target=_write_once_and_exit, args=(s.handle(0), backend), daemon=True)
     p.start()

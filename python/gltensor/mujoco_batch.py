@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import gc
 
-import os
 
 import numpy as np
 

@@ -39,20 +39,20 @@ static int parse_saved(PyObject *obj, glt_saved_context *s) {
     return 0;
 }
 
-PyObject *glt_py_restore_gl_context(PyObject *module, PyObject *saved) {
+static PyObject *restore_with(PyObject *module, PyObject *saved, glt_status (*restore)(const glt_saved_context *)) {
     glt_saved_context s;
     if (parse_saved(saved, &s) < 0) return NULL;
-    glt_status st = glt_context_restore(&s);
+    glt_status st = restore(&s);
     if (st != GLT_OK) return glt_py_raise(state_of(module), st);
     Py_RETURN_NONE;
 }
 
+PyObject *glt_py_restore_gl_context(PyObject *module, PyObject *saved) {
+    return restore_with(module, saved, glt_context_restore);
+}
+
 PyObject *glt_py_restore_or_release_gl_context(PyObject *module, PyObject *saved) {
-    glt_saved_context s;
-    if (parse_saved(saved, &s) < 0) return NULL;
-    glt_status st = glt_context_restore_or_release(&s);
-    if (st != GLT_OK) return glt_py_raise(state_of(module), st);
-    Py_RETURN_NONE;
+    return restore_with(module, saved, glt_context_restore_or_release);
 }
 
 PyObject *glt_py_gl_context_is_current(PyObject *module, PyObject *saved) {
