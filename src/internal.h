@@ -475,4 +475,8 @@ glt_status glt_slot_writer_gl_supported(void);
  * in this process fails as a GL error in its copy would, after the slot was marked being written. */
 void glt_slot_writer_fail_next_write_for_testing(void);
 
+/* slots.c, for tests only (_gltensor._closed_slots_alive_for_testing): the trainer's slots objects of this process
+ * destroyed but not yet freed (a zero-copy view still holds them). */
+int glt_slots_closed_alive_for_testing(void);
+
 #endif

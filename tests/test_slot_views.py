@@ -130,13 +130,17 @@ def test_a_view_outlives_closed_slots(make_slots):
     slots = make_slots(2)
     write_all(slots, images(2, 0))
     t = torch.from_dlpack(slots.read(copy=False))
+    closed_alive = gltensor._gltensor._closed_slots_alive_for_testing
+    base = closed_alive()
     slots.close()
     with pytest.raises(gltensor.ClosedError):
         slots.read(copy=False)
     gc.collect()
     np.testing.assert_array_equal(t.cpu().numpy(), images(2, 0))  # the memory lives until the view is gone
+    assert closed_alive() == base + 1, "closed slots with a live view must stay allocated"
     del t
     gc.collect()
+    assert closed_alive() == base, "the last view died: the closed slots must be freed"
 
 
 def test_copies_and_views_mix(make_slots):

@@ -219,6 +219,11 @@ static PyObject *py_slots_fail_next_write(PyObject *m, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* For tests only: slots objects closed but not yet freed in this process (a zero-copy view holds them). */
+static PyObject *py_closed_slots_alive(PyObject *m, PyObject *unused) {
+    return PyLong_FromLong(glt_slots_closed_alive_for_testing());
+}
+
 static PyMethodDef module_methods[] = {
     GLT_PY_GLCONTEXT_METHODS
     GLT_PY_GLTILES_METHODS
@@ -227,6 +232,9 @@ static PyMethodDef module_methods[] = {
     {"_slots_fail_next_write_for_testing", py_slots_fail_next_write, METH_NOARGS,
      "Private, for tests only: the next GL write into a shared slot in this process fails as a GL error in its copy "
      "would (after the slot was marked being written, before anything reached it)."},
+    {"_closed_slots_alive_for_testing", py_closed_slots_alive, METH_NOARGS,
+     "Private, for tests only: how many shared slots objects this process closed and has not freed yet (a zero-copy "
+     "view of them still lives)."},
     {"_slots_gl_support", py_slots_gl_support, METH_NOARGS,
      "Private, for the doctor: None where the current GL context can write CUDA shared slots, else why not."},
     {"_environment_problems", glt_py_environment_problems, METH_NOARGS,
