@@ -13,25 +13,21 @@ import io
 import json
 import os
 import pstats
-import time
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from gltensor.bench.measure import time_calls  # noqa: E402
 from gltensor.bench.mujoco import apply_visuals, make_gym, nature_cnn  # noqa: E402
 from gltensor.mujoco_vector import MujocoVectorEnv  # noqa: E402
 
 
 def per_step(fn, steps, sync):
+    """µs per call of fn() after one warm-up call (the bench's timer)."""
     fn()
-    sync()
-    t = time.perf_counter()
-    for _ in range(steps):
-        fn()
-    sync()
-    return (time.perf_counter() - t) / steps * 1e6
+    return time_calls(fn, steps, sync)
 
 
 def probe(n, steps, threads, device):
