@@ -186,7 +186,9 @@ def _no_closed_shared_slots_outlive_their_test():
     yield
     if live() != before:
         gc.collect()  # views the test dropped in a reference cycle
-    assert live() == before, f"{live() - before} shared slots object(s) this test closed are still allocated after it"
+    assert live() == before, (
+        f"{live() - before} shared slots object(s) this test closed are still allocated after it: a zero-copy view "
+        "(or a tensor made from one) outlived the test; drop the test's views before it returns")
 
 
 @pytest.fixture
@@ -336,15 +338,17 @@ def pytest_sessionfinish(session, exitstatus):
     those would hide a real one of ours."""
     import sys
 
+    gc.collect()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
-        gc.collect()
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+        try:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        except Exception:  # pragma: no cover - a device a test left broken: the failed test says why
+            pass
     cupy = sys.modules.get("cupy")
     if cupy is not None:
         try:
-            gc.collect()
             cupy.get_default_memory_pool().free_all_blocks()
             cupy.get_default_pinned_memory_pool().free_all_blocks()
         except Exception:  # pragma: no cover - CuPy without a usable device
