@@ -183,6 +183,14 @@ class MujocoVectorEnv(VectorEnv):
     "reflection": False}``: MuJoCo's shadow pass dominates the GPU time of a render, see docs/mujoco.md).
     render_only: False adds the environments' own observations ("state") beside "pixels". Every environment's
     own model renders it (randomised colours, sizes, lights stay per environment).
+    physics: "auto" (default) steps Gymnasium's own v5 tasks (Ant, HalfCheetah, Hopper, Humanoid, HumanoidStandup,
+    InvertedDoublePendulum, InvertedPendulum, Pusher, Reacher, Swimmer, Walker2d, each under gymnasium.make's
+    wrappers only, the same constructor arguments in every env) on the batched path: every env's ``mj_step`` in
+    a pool of ``threads`` threads (default: the cores, at most 16) and the task's observations, rewards,
+    terminations and infos in NumPy over the batch, bitwise equal to each env's own ``step()``. Any other env
+    (a subclass, another wrapper, ``render_mode="human"``, differing arguments) takes the per-env path: its own
+    ``step()``. ``physics_path`` says which ("batched" or "per-env"), ``physics_path_reason`` why; "batched"
+    raises where the batch cannot take it, "per-env" forces the per-env path.
     """
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -528,7 +536,8 @@ class MujocoVectorEnv(VectorEnv):
 
     def __repr__(self):
         return (f"MujocoVectorEnv({self.spec.id if self.spec else '?'}, num_envs={self.num_envs}, "
-                f"{self.height}x{self.width}, threads={self.threads}, backend={self.renderer.backend})")
+                f"{self.height}x{self.width}, physics={self.physics_path}, threads={self.threads}, "
+                f"backend={self.renderer.backend})")
 
 
 class DmControlBatch:
