@@ -20,7 +20,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 from gymnasium.wrappers import AddRenderObservation  # noqa: E402
 
 import gltensor.mujoco as gmj  # noqa: E402
-from gltensor.mujoco_vector import MujocoVectorEnv, as_sb3, default_threads, merge_infos  # noqa: E402
+from gltensor._mujoco_physics import default_physics_threads  # noqa: E402
+from gltensor.mujoco_vector import MujocoVectorEnv, as_sb3, merge_infos  # noqa: E402
 
 if os.environ["MUJOCO_GL"].lower() != "egl":
     pytest.skip("these tests use MuJoCo's EGL renderer (MUJOCO_GL=egl)", allow_module_level=True)
@@ -128,7 +129,8 @@ def test_state_and_pixels_reset_mask_and_seeds():
 def test_env_fns_and_errors():
     env = MujocoVectorEnv([lambda: gymnasium.make("HalfCheetah-v5")] * 2, height=H, width=W)
     try:
-        assert env.num_envs == 2 and env.threads == default_threads(2) == 1
+        # Gymnasium's own HalfCheetah-v5: the batched physics, a thread per core (at most 16, one per env)
+        assert env.num_envs == 2 and env.physics_path == "batched" and env.threads == default_physics_threads(2)
         obs, _ = env.reset(seed=0)
         assert tuple(obs.shape) == (2, H, W, 3)
         assert env.call("frame_skip") == (5, 5)

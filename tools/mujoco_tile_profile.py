@@ -10,6 +10,11 @@ of every render so that the GPU's work counts:
   exact         BatchRenderer.render: update + mjr_render at (0, 0) + the resolve blit into the tile
   exact-noblit  update + mjr_render at (0, 0), no blit (nothing kept: the floor of the draws alone)
   blit          the N resolve blits alone
+  blit-group    the N resolve blits in one call, the draw framebuffer bound once (_copy_tiles)
+  blit-ss       N single-sample blits in one call (the sheet's own tile (0, 0) to the others): what the MSAA
+                resolve adds
+  exact-groupK  exact tiling, K MjrContexts: K envs drawn (env j of a group into context j's buffer), then their K
+                resolves in one call; tiles compared with `exact`'s, every pixel
   exact-rrK     exact tiling with K MjrContexts drawn in turn (env k into context k mod K's offscreen buffer), so
                 that one env's blit and the next env's draw touch different buffers; its tiles are compared with
                 `exact`'s, every pixel
@@ -110,6 +115,37 @@ def main():
         want = r.read().cpu().numpy().copy()
         timed("exact-noblit", noblit, r)
         timed("blit", blit, r)
+        from gltensor import _gltensor as core
+        xs = [rc.left for rc in r._rects]
+        ys = [rc.bottom for rc in r._rects]
+        off = r.mjr_context.offFBO
+        timed("blit-group", lambda: core._copy_tiles([off] * n, r._sheet.fbo, s, s, xs, ys, False, off), r)
+        others = [(x, y) for x, y in zip(xs, ys) if (x, y) != (0, 0)]
+        timed("blit-ss", lambda: core._copy_tiles([r._sheet.fbo] * len(others), r._sheet.fbo, s, s,
+                                                  [x for x, _ in others], [y for _, y in others], False, off), r)
+        for K in (4, 16):
+            with _ContextKept(r.gl_context):
+                cons = [r.mjr_context] + [mujoco.MjrContext(r._models[0], mujoco.mjtFontScale.mjFONTSCALE_150.value)
+                                          for _ in range(K - 1)]
+            groups = [list(range(g, min(n, g + K))) for g in range(0, n, K)]
+
+            def grouped(cons=cons, groups=groups):
+                fb = mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value
+                for idx in groups:
+                    for j, k in enumerate(idx):
+                        mujoco.mjr_setBuffer(fb, cons[j])
+                        mujoco.mjv_updateScene(models[k], datas[k], opt, None, cams[k], cat, r._scene_of[k])
+                        mujoco.mjr_render(r._origin, r._scene_of[k], cons[j])
+                    core._copy_tiles([cons[j].offFBO for j in range(len(idx))], r._sheet.fbo, s, s,
+                                     [xs[k] for k in idx], [ys[k] for k in idx], False, cons[0].offFBO)
+                mujoco.mjr_setBuffer(fb, cons[0])
+                r._rendered = True
+            timed("exact-group%d" % K, grouped, r)
+            res["exact-group%d-equal" % K] = bool(np.array_equal(r.read().cpu().numpy(), want))
+            with _ContextKept(r.gl_context):
+                for c in cons[1:]:
+                    c.free()
+                mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, r.mjr_context)
         for K in (2, 4):
             with _ContextKept(r.gl_context):
                 ctx_model = r._models[0]

@@ -59,6 +59,13 @@ def _sumsq_rows(width, dtype):
     return rowwise("sumsq", lambda r: np.sum(np.square(r)), lambda a: np.sum(np.square(a), axis=1), width, dtype)
 
 
+def _pow2(v):
+    """Each element squared as ``np.float64(x) ** 2`` squares it: C's pow(x, 2.0), which is not always x * x (glibc's
+    pow is within 0.52 ulp, not correctly rounded) and which NumPy's array power replaces by x * x or a SIMD pow.
+    Python's float ** 2 is the same pow call."""
+    return np.fromiter((x ** 2 for x in v.tolist()), dtype=np.float64, count=len(v))
+
+
 def _same(a, b):
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and \
@@ -323,8 +330,8 @@ class InvertedDoublePendulum(Task):
                       np.clip(g.qfrc_constraint, -10, 10)[:, :1])
         terminated = y <= 1
         v1, v2 = g.qvel[:, 1], g.qvel[:, 2]
-        dist_penalty = 0.01 * x**2 + (y - 2) ** 2
-        vel_penalty = 1e-3 * v1**2 + 5e-3 * v2**2
+        dist_penalty = 0.01 * _pow2(x) + _pow2(y - 2)
+        vel_penalty = 1e-3 * _pow2(v1) + 5e-3 * _pow2(v2)
         alive_bonus = self.p["healthy_reward"] * (~terminated).astype(np.int64)
         reward = alive_bonus - dist_penalty - vel_penalty
         info = {"reward_survive": alive_bonus, "distance_penalty": -dist_penalty, "velocity_penalty": -vel_penalty}

@@ -34,6 +34,7 @@ masks); ``render()`` returns the latest pixel batch. :func:`as_sb3` wraps one fo
 
 from __future__ import annotations
 
+import itertools
 import queue
 from concurrent.futures import ThreadPoolExecutor
 
@@ -140,8 +141,10 @@ class _Stream:
         return False
 
 
-def _close_all(pool, renderer, envs):
+def _close_all(pool, renderer, envs, physics=None):
     """The physics threads stopped first (none may step an env being closed), then the render, then the envs."""
+    if physics is not None:
+        physics.close()
     pool.close()
     renderer.close()
     for e in envs:
@@ -260,30 +263,33 @@ class MujocoVectorEnv(VectorEnv):
         if physics not in ("auto", "batched", "per-env"):
             raise ValueError(f"physics must be 'auto', 'batched' or 'per-env', not {physics!r}")
         self._batched = None
+        task = None
         if physics == "per-env":
             self.physics_path, self.physics_path_reason = "per-env", "physics='per-env' was asked for"
         else:
             task, why = batched_or_reason(self.envs, self.unwrapped_envs)
-            if task is not None:
-                try:
-                    self._batched = BatchedPhysics(self.envs, self.unwrapped_envs, task)
-                except ValueError as exc:
-                    why = str(exc)
-            if self._batched is not None:
-                self.physics_path = "batched"
-                self.physics_path_reason = (f"every environment is Gymnasium's {task.__name__}-v5 under "
-                                            "gymnasium.make's wrappers")
-            elif physics == "batched":
+            if task is None and physics == "batched":
                 raise ValueError(f"MujocoVectorEnv(physics='batched'): {why}")
-            else:
+            if task is None:
                 self.physics_path, self.physics_path_reason = "per-env", why
         if threads is not None:
             self.threads = max(1, int(threads))
-        elif self._batched is not None:
+        elif task is not None:
             self.threads = default_physics_threads(self.num_envs)
         else:
             self.threads = default_threads(self.num_envs)
         self._pool = _Pool(self.num_envs, self.threads)
+        if task is not None:
+            try:
+                self._batched = BatchedPhysics(self.envs, self.unwrapped_envs, task, self.threads, self._pool)
+            except ValueError as exc:
+                if physics == "batched":
+                    raise ValueError(f"MujocoVectorEnv(physics='batched'): {exc}") from None
+                self.physics_path, self.physics_path_reason = "per-env", str(exc)
+            else:
+                self.physics_path = "batched"
+                self.physics_path_reason = (f"every environment is Gymnasium's {task.__name__}-v5 under "
+                                            f"gymnasium.make's wrappers; physics in {self._batched.stepper}")
         self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
         if self._batched is not None and not self.render_only:
             self._state = np.zeros((self.num_envs,) + self._state_space.shape, dtype=self._state_space.dtype)
@@ -439,23 +445,16 @@ class MujocoVectorEnv(VectorEnv):
         resets = self._autoreset.copy() if mode == AutoresetMode.NEXT_STEP else np.zeros(self.num_envs, np.bool_)
         stepped = ~resets
         ph.check_reset(stepped)
-        before = ph.before()
         envs = self.envs
-
-        def one(i):
-            if resets[i]:
-                return envs[i].reset()
-            ph.step_env(i, a[i])
-            return None
-
-        if self._pipelined():
-            with self._pool.stream(one) as done:
-                pixels = self._render(order=done)
-            out = done.results
-        else:
-            out = self._pool.map(one)
-            pixels = None
         reset_idx = np.flatnonzero(resets)
+        out = dict(zip(reset_idx.tolist(), self._pool.map(lambda i: envs[i].reset(), reset_idx.tolist())))
+        before = ph.before()
+        ph.start(a, stepped)
+        try:
+            # Drawn as they finish: the reset envs first, then each stepped env once its physics is done.
+            pixels = self._render(order=itertools.chain(out, ph.finished())) if self._pipelined() else None
+        finally:
+            ph.wait()  # no physics thread may be left touching an env, whatever the render did
         ph.reset_done(reset_idx)
         state, rewards, terms, truncs, info = ph.finish(a, before, stepped)
         infos = {}
@@ -528,7 +527,7 @@ class MujocoVectorEnv(VectorEnv):
     def close_extras(self, **kwargs):
         if not self.closed:
             self.closed = True
-            _close_all(self._pool, self.renderer, self.envs)
+            _close_all(self._pool, self.renderer, self.envs, self._batched)
 
     def _check_open(self):
         if self.closed:

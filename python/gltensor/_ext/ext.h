@@ -30,6 +30,8 @@ typedef struct gltensor_state {
     /* slots.c */
     PyTypeObject *slots_type;
     PyTypeObject *slot_writer_type;
+    /* mjstep.c */
+    PyTypeObject *mujoco_stepper_type;
 } gltensor_state;
 
 extern PyModuleDef gltensor_module_def;
@@ -50,6 +52,7 @@ extern PyType_Spec glt_buffer_spec;      /* buffer.c */
 extern PyType_Spec glt_buffer_view_spec; /* buffer.c */
 extern PyType_Spec glt_slots_spec;       /* slots.c */
 extern PyType_Spec glt_slot_writer_spec; /* slots.c */
+extern PyType_Spec glt_mujoco_stepper_spec; /* mjstep.c */
 
 /* capture.c: parses backend="auto"|"cuda"|"cpu". */
 int glt_py_parse_backend(PyObject *obj, glt_backend *out);

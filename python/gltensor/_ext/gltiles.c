@@ -48,3 +48,60 @@ PyObject *glt_py_copy_tile(PyObject *module, PyObject *args) {
     }
     Py_RETURN_NONE;
 }
+
+/* Several tiles in one call: tile j is (0, 0, width, height) of framebuffer srcs[j], copied to (xs[j], ys[j]) of dst,
+ * with the draw framebuffer bound once for all of them; then `rebind` is bound as GL_FRAMEBUFFER. For a batch drawn
+ * into several MjrContexts in turn (one offscreen buffer each), so that the resolves of a group run back to back
+ * instead of between the draws. */
+PyObject *glt_py_copy_tiles(PyObject *module, PyObject *args) {
+    PyObject *srcs, *xs, *ys;
+    unsigned dst = 0, rebind = 0;
+    int width = 0, height = 0, depth = 0;
+    if (!PyArg_ParseTuple(args, "OIiiOOpI:_copy_tiles", &srcs, &dst, &width, &height, &xs, &ys, &depth, &rebind))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(srcs);
+    if (n < 0) return NULL;
+    if (PySequence_Size(xs) != n || PySequence_Size(ys) != n || width <= 0 || height <= 0) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "_copy_tiles: %zd sources need as many x and y, and a positive size", n);
+        return NULL;
+    }
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return glt_py_raise(state_of(module), GLT_GL_ERROR);
+    if (!glt_current_gl_handles().context) {
+        PyErr_SetString(PyExc_RuntimeError, "_copy_tiles: no GL context is current in this thread");
+        return NULL;
+    }
+    glt_gl_drain_errors(gl);
+    gl->Disable(GL_SCISSOR_TEST_);
+    gl->BindFramebuffer(GL_DRAW_FRAMEBUFFER_, dst);
+    unsigned bound_read = 0;
+    for (Py_ssize_t j = 0; j < n; ++j) {
+        PyObject *s = PySequence_GetItem(srcs, j), *x = PySequence_GetItem(xs, j), *y = PySequence_GetItem(ys, j);
+        long src = s ? PyLong_AsLong(s) : -1, xj = x ? PyLong_AsLong(x) : -1, yj = y ? PyLong_AsLong(y) : -1;
+        Py_XDECREF(s);
+        Py_XDECREF(x);
+        Py_XDECREF(y);
+        if (PyErr_Occurred()) return NULL;
+        if (src <= 0 || xj < 0 || yj < 0) {
+            PyErr_Format(PyExc_ValueError, "_copy_tiles: tile %zd has framebuffer %ld at (%ld, %ld)", j, src, xj, yj);
+            return NULL;
+        }
+        if ((unsigned)src != bound_read) {
+            gl->BindFramebuffer(GL_READ_FRAMEBUFFER_, (unsigned)src);
+            bound_read = (unsigned)src;
+        }
+        gl->BlitFramebuffer(0, 0, width, height, (int)xj, (int)yj, (int)xj + width, (int)yj + height,
+                            depth ? GL_DEPTH_BUFFER_BIT_ : GL_COLOR_BUFFER_BIT_, GL_NEAREST_);
+    }
+    gl->BindFramebuffer(GL_FRAMEBUFFER_, rebind);
+    GLenum err = gl->GetError();
+    if (err != 0) {
+        glt_gl_drain_errors(gl);
+        glt_fail(GLT_GL_ERROR, "BatchRenderer: copying %zd %dx%d tiles into framebuffer %u failed with GL error 0x%04x; "
+                 "were the renderer's framebuffers deleted (close it and make a new one)?", n, width, height, dst,
+                 (unsigned)err);
+        return glt_py_raise(state_of(module), GLT_GL_ERROR);
+    }
+    Py_RETURN_NONE;
+}

@@ -7,11 +7,16 @@
 #include "ext.h"
 
 PyObject *glt_py_copy_tile(PyObject *module, PyObject *args);
+PyObject *glt_py_copy_tiles(PyObject *module, PyObject *args);
 
 #define GLT_PY_GLTILES_METHODS                                                                                     \
     {"_copy_tile", glt_py_copy_tile, METH_VARARGS,                                                                  \
      "Private, for gltensor.mujoco.BatchRenderer: _copy_tile(src_fbo, dst_fbo, width, height, x, y, depth) copies "  \
      "(0, 0, width, height) of framebuffer src_fbo (resolving its samples, GL_NEAREST) to (x, y) of dst_fbo in the " \
-     "current GL context, scissor test off, then binds src_fbo as GL_FRAMEBUFFER; raises GLError on a GL error."},
+     "current GL context, scissor test off, then binds src_fbo as GL_FRAMEBUFFER; raises GLError on a GL error."},     \
+    {"_copy_tiles", glt_py_copy_tiles, METH_VARARGS,                                                                \
+     "Private, for gltensor.mujoco.BatchRenderer: _copy_tiles(src_fbos, dst_fbo, width, height, xs, ys, depth, "    \
+     "rebind) copies (0, 0, width, height) of each src_fbos[j] to (xs[j], ys[j]) of dst_fbo, the draw framebuffer "   \
+     "bound once, then binds rebind as GL_FRAMEBUFFER; raises GLError on a GL error."},
 
 #endif

@@ -295,6 +295,9 @@ static int module_exec(PyObject *m) {
     if (!st->slots_type || !st->slot_writer_type || PyModule_AddType(m, st->slots_type) < 0 ||
         PyModule_AddType(m, st->slot_writer_type) < 0)
         return -1;
+    /* The batched MuJoCo physics (mjstep.c): C threads stepping envs without the GIL. */
+    st->mujoco_stepper_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &glt_mujoco_stepper_spec, NULL);
+    if (!st->mujoco_stepper_type || PyModule_AddType(m, st->mujoco_stepper_type) < 0) return -1;
     if (!(st->str_flip = intern("flip")) || !(st->str_stream = intern("stream")) || !(st->str_out = intern("out")) ||
         !(st->str_cuda_stream = intern("cuda_stream")) || !(st->str_ptr = intern("ptr")) ||
         !(st->str_handle = intern("handle")) || !(st->str_value = intern("value")))
@@ -321,6 +324,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
     Py_VISIT(st->buffer_type);
     Py_VISIT(st->buffer_view_type);
     Py_VISIT(st->slots_type);
+    Py_VISIT(st->mujoco_stepper_type);
     Py_VISIT(st->slot_writer_type);
     for (int i = 0; i < GLT_STATUS_COUNT_; ++i) Py_VISIT(st->errors[i]);
     return 0;
@@ -339,6 +343,7 @@ static int module_clear(PyObject *m) {
     Py_CLEAR(st->buffer_view_type);
     Py_CLEAR(st->slots_type);
     Py_CLEAR(st->slot_writer_type);
+    Py_CLEAR(st->mujoco_stepper_type);
     for (int i = 0; i < GLT_STATUS_COUNT_; ++i) Py_CLEAR(st->errors[i]);
     Py_CLEAR(st->str_flip);
     Py_CLEAR(st->str_stream);

@@ -23,7 +23,7 @@ Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
                NumPy over N), each env drawn as its physics finishes, one BatchRenderer read per step
   batch-per-env  the same with physics="per-env": each env's own step() in one thread beside the render (the
                path every other env takes; the previous default)
-  physics      the floor of the batch's physics: the batched path's threads and NumPy alone, no render
+  physics      the floor of the batch's physics: the batched path's C threads and NumPy alone, no render
   rollout      the floor of MuJoCo's own threaded stepping: mujoco.rollout of the N states, frame_skip steps, as
                many threads as the batch uses, no observation, no render (it leaves no MjData a task or the
                renderer could read: a floor, not a path)
@@ -241,13 +241,14 @@ class GymCase:
                 self.forward(torch.as_tensor(obs, device=dev))
         elif key == "physics":
             venv = envs["batch"]
-            ph, pool = venv._batched, venv._pool
+            ph = venv._batched
             everyone = np.ones(venv.num_envs, dtype=np.bool_)
 
             def step(k):
                 a = acts[k % len(acts)]
                 before = ph.before()
-                pool.map(lambda i: ph.step_env(i, a[i]))
+                ph.start(a, everyone)
+                ph.wait()
                 ph.finish(a, before, everyone)
         elif key == "rollout":
             step = self._rollout_step(envs["batch"])

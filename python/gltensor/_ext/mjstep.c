@@ -1,0 +1,289 @@
+/* mjstep.c: N MuJoCo environments' physics stepped by a pool of C threads that never hold the GIL, for
+ * gltensor.mujoco_vector's batched path (python/gltensor/_mujoco_physics.py).
+ *
+ * Why in C: a Gymnasium MuJoCo env's do_simulation is `data.ctrl[:] = action; mj_step(model, data, nstep);
+ * mj_rnePostConstraint(model, data)`. Called from Python threads, every call takes the GIL back, so 16 threads
+ * stepping 256 envs ran at a third of mujoco.rollout's speed and starved the render thread beside them of the GIL
+ * (H100 host). Here each env's step is those same MuJoCo calls, in the same order, from a C thread; the caller's
+ * thread takes the finished env indices one by one (next()) and draws each while the others still step.
+ *
+ * What is trusted: MuJoCo's functions and every mjModel/mjData/ctrl address come from gltensor's own Python code
+ * (the loaded libmujoco's symbols, MjModel._address, MjData._address, data.ctrl's buffer), which keeps the objects
+ * alive while this stepper exists; nothing here comes from a user. A MuJoCo fatal error (mju_error) inside mj_step
+ * in one of these threads goes to MuJoCo's default handler, as in its own rollout threads. */
+#include "ext.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*mj_fn)(const void *model, void *data);
+
+typedef struct {
+    PyObject_HEAD
+    mj_fn step, rne;
+    void **models, **datas;
+    double **ctrls;
+    int n, nu, nstep, nthreads;
+    pthread_t *threads;
+    int started;              /* threads running */
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;   /* a new job, or quit */
+    pthread_cond_t done_cv;   /* an env finished, or a thread went idle */
+    /* the job: read by the threads after they see a new generation (under mu) */
+    const double *actions;    /* (n, nu) float64 */
+    const uint8_t *mask;      /* (n,) 1: step this env */
+    uint64_t generation;
+    atomic_int next_env;      /* the next env index a thread claims */
+    int *finished;            /* env indices in the order they finished */
+    int finished_count;       /* published (under mu) */
+    int consumed;             /* taken by next() */
+    int expected;             /* envs the job steps */
+    int busy_threads;         /* threads still on the job */
+    int quit;
+} Stepper;
+
+static void *worker(void *arg) {
+    Stepper *s = arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->quit && s->generation == seen) pthread_cond_wait(&s->work_cv, &s->mu);
+        if (s->quit) break;
+        seen = s->generation;
+        const double *actions = s->actions;
+        const uint8_t *mask = s->mask;
+        pthread_mutex_unlock(&s->mu);
+        /* Envs are claimed one at a time, so they finish roughly in index order and the render follows closely. */
+        for (int i; (i = atomic_fetch_add(&s->next_env, 1)) < s->n;) {
+            if (!mask[i]) continue;
+            memcpy(s->ctrls[i], actions + (size_t)i * (size_t)s->nu, (size_t)s->nu * sizeof(double));
+            for (int k = 0; k < s->nstep; ++k) s->step(s->models[i], s->datas[i]);
+            s->rne(s->models[i], s->datas[i]);
+            pthread_mutex_lock(&s->mu);
+            s->finished[s->finished_count++] = i;
+            pthread_cond_broadcast(&s->done_cv);
+            pthread_mutex_unlock(&s->mu);
+        }
+        pthread_mutex_lock(&s->mu);
+        if (--s->busy_threads == 0) pthread_cond_broadcast(&s->done_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static void *address_of(PyObject *seq, Py_ssize_t i) {
+    PyObject *item = PySequence_GetItem(seq, i);
+    if (!item) return NULL;
+    void *p = PyLong_AsVoidPtr(item);
+    Py_DECREF(item);
+    return p;
+}
+
+static void stepper_stop(Stepper *s) {
+    if (!s->started) return;
+    pthread_mutex_lock(&s->mu);
+    while (s->busy_threads > 0) pthread_cond_wait(&s->done_cv, &s->mu);
+    s->quit = 1;
+    pthread_cond_broadcast(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int t = 0; t < s->nthreads; ++t) pthread_join(s->threads[t], NULL);
+    s->started = 0;
+}
+
+static int stepper_init(PyObject *self, PyObject *args, PyObject *kwargs) {
+    Stepper *s = (Stepper *)self;
+    static char *kwlist[] = {"step", "rne", "models", "datas", "ctrls", "nu", "nstep", "threads", NULL};
+    PyObject *step_addr, *rne_addr, *models, *datas, *ctrls;
+    int nu = 0, nstep = 0, nthreads = 0;
+    if (s->models) {
+        PyErr_SetString(PyExc_RuntimeError, "_MujocoStepper: already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOiii:_MujocoStepper", kwlist, &step_addr, &rne_addr, &models,
+                                     &datas, &ctrls, &nu, &nstep, &nthreads))
+        return -1;
+    Py_ssize_t n = PySequence_Size(models);
+    if (n < 1 || n > (1 << 24) || PySequence_Size(datas) != n || PySequence_Size(ctrls) != n || nu < 0 ||
+        nstep < 1 || nthreads < 1 || nthreads > 256) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "_MujocoStepper: %zd models need as many datas and ctrls, nu >= 0, "
+                         "nstep >= 1 and 1..256 threads (got nu=%d, nstep=%d, threads=%d)", n, nu, nstep, nthreads);
+        return -1;
+    }
+    s->step = (mj_fn)PyLong_AsVoidPtr(step_addr);
+    s->rne = (mj_fn)PyLong_AsVoidPtr(rne_addr);
+    if (PyErr_Occurred()) return -1;
+    if (!s->step || !s->rne) {
+        PyErr_SetString(PyExc_ValueError, "_MujocoStepper: mj_step and mj_rnePostConstraint addresses must be set");
+        return -1;
+    }
+    s->n = (int)n;
+    s->nu = nu;
+    s->nstep = nstep;
+    s->nthreads = nthreads < (int)n ? nthreads : (int)n;
+    s->models = calloc((size_t)n, sizeof(void *));
+    s->datas = calloc((size_t)n, sizeof(void *));
+    s->ctrls = calloc((size_t)n, sizeof(double *));
+    s->finished = calloc((size_t)n, sizeof(int));
+    s->threads = calloc((size_t)s->nthreads, sizeof(pthread_t));
+    if (!s->models || !s->datas || !s->ctrls || !s->finished || !s->threads) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        s->models[i] = address_of(models, i);
+        s->datas[i] = address_of(datas, i);
+        s->ctrls[i] = address_of(ctrls, i);
+        if (PyErr_Occurred()) return -1;
+        if (!s->models[i] || !s->datas[i] || (nu > 0 && !s->ctrls[i])) {
+            PyErr_Format(PyExc_ValueError, "_MujocoStepper: env %zd has a null model, data or ctrl address", i);
+            return -1;
+        }
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
+    pthread_cond_init(&s->done_cv, NULL);
+    for (int t = 0; t < s->nthreads; ++t) {
+        if (pthread_create(&s->threads[t], NULL, worker, s) != 0) {
+            s->nthreads = t; /* the ones made are stopped by stepper_stop */
+            s->started = t > 0;
+            stepper_stop(s);
+            PyErr_Format(PyExc_OSError, "_MujocoStepper: could not start physics thread %d", t);
+            return -1;
+        }
+    }
+    s->started = 1;
+    return 0;
+}
+
+static int job_running(Stepper *s) { return s->busy_threads > 0 || s->consumed < s->expected; }
+
+static PyObject *stepper_start(PyObject *self, PyObject *args) {
+    Stepper *s = (Stepper *)self;
+    PyObject *actions_addr, *mask_addr;
+    if (!PyArg_ParseTuple(args, "OO:start", &actions_addr, &mask_addr)) return NULL;
+    if (!s->started) {
+        PyErr_SetString(PyExc_RuntimeError, "_MujocoStepper: closed");
+        return NULL;
+    }
+    const double *actions = PyLong_AsVoidPtr(actions_addr);
+    const uint8_t *mask = PyLong_AsVoidPtr(mask_addr);
+    if (PyErr_Occurred()) return NULL;
+    if (!mask || (!actions && s->nu > 0)) {
+        PyErr_SetString(PyExc_ValueError, "_MujocoStepper.start: null actions or mask");
+        return NULL;
+    }
+    int expected = 0;
+    for (int i = 0; i < s->n; ++i) expected += mask[i] != 0;
+    pthread_mutex_lock(&s->mu);
+    if (job_running(s)) {
+        pthread_mutex_unlock(&s->mu);
+        PyErr_SetString(PyExc_RuntimeError, "_MujocoStepper.start: the previous step has not been waited for");
+        return NULL;
+    }
+    s->actions = actions;
+    s->mask = mask;
+    s->finished_count = 0;
+    s->consumed = 0;
+    s->expected = expected;
+    atomic_store(&s->next_env, 0);
+    s->busy_threads = s->nthreads;
+    s->generation++;
+    pthread_cond_broadcast(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+    Py_RETURN_NONE;
+}
+
+/* The next env whose physics finished (in finishing order), or None once every env of the job was taken. */
+static PyObject *stepper_next(PyObject *self, PyObject *unused) {
+    Stepper *s = (Stepper *)self;
+    int index = -1;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&s->mu);
+    if (s->consumed < s->expected) {
+        while (s->consumed >= s->finished_count) pthread_cond_wait(&s->done_cv, &s->mu);
+        index = s->finished[s->consumed++];
+    }
+    pthread_mutex_unlock(&s->mu);
+    Py_END_ALLOW_THREADS
+    if (index < 0) Py_RETURN_NONE;
+    return PyLong_FromLong(index);
+}
+
+/* Waits until every thread is done with the job (the caller may then read every env's data); the envs not yet
+ * taken by next() count as taken. */
+static PyObject *stepper_wait(PyObject *self, PyObject *unused) {
+    Stepper *s = (Stepper *)self;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&s->mu);
+    while (s->busy_threads > 0) pthread_cond_wait(&s->done_cv, &s->mu);
+    s->consumed = s->expected;
+    pthread_mutex_unlock(&s->mu);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *stepper_close(PyObject *self, PyObject *unused) {
+    Stepper *s = (Stepper *)self;
+    Py_BEGIN_ALLOW_THREADS
+    stepper_stop(s);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static void stepper_dealloc(PyObject *self) {
+    Stepper *s = (Stepper *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    stepper_stop(s); /* no thread may outlive the addresses it steps */
+    if (s->models) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->work_cv);
+        pthread_cond_destroy(&s->done_cv);
+    }
+    free(s->models);
+    free(s->datas);
+    free(s->ctrls);
+    free(s->finished);
+    free(s->threads);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *stepper_threads(PyObject *self, void *closure) { return PyLong_FromLong(((Stepper *)self)->nthreads); }
+
+static PyMethodDef stepper_methods[] = {
+    {"start", stepper_start, METH_VARARGS,
+     "start(actions_address, mask_address): step every env whose mask byte is set (ctrl = its row of the float64 "
+     "(n, nu) actions; mj_step nstep times; mj_rnePostConstraint) in the threads; returns at once."},
+    {"next", stepper_next, METH_NOARGS, "next() -> the next finished env index, or None when all were taken."},
+    {"wait", stepper_wait, METH_NOARGS, "wait(): until every thread is done with the job."},
+    {"close", stepper_close, METH_NOARGS, "close(): stops the threads (after the job in flight); idempotent."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef stepper_getset[] = {
+    {"threads", stepper_threads, NULL, "the physics threads", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot stepper_slots[] = {
+    {Py_tp_init, stepper_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, stepper_dealloc},
+    {Py_tp_methods, stepper_methods},
+    {Py_tp_getset, stepper_getset},
+    {Py_tp_doc, "Private, for gltensor._mujoco_physics: _MujocoStepper(step, rne, models, datas, ctrls, nu, nstep, "
+                "threads) steps MuJoCo envs' physics in C threads without the GIL (mjstep.c)."},
+    {0, NULL},
+};
+
+PyType_Spec glt_mujoco_stepper_spec = {
+    .name = "gltensor._gltensor._MujocoStepper",
+    .basicsize = sizeof(Stepper),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = stepper_slots,
+};
