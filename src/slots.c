@@ -192,6 +192,7 @@ static glt_status make_memory(glt_slots *s) {
     /* Data, not a hole: a hole found there later was punched (check_control says so). */
     atomic_store(&s->h->reads, 0);
     atomic_store(&s->h->closed, 0u);
+    atomic_store(&s->h->marker, GLT_SLOTS_CONTROL_MARKER);
     st = glt_memfd_seal(s->control_fd, "control page", !atomic_load(&weak_control), &g->control_seals);
     if (st != GLT_OK) return st;
     s->slot_fds = malloc(sizeof *s->slot_fds * g->count);
@@ -463,13 +464,13 @@ static glt_slot_state state_of(const glt_slots *s, unsigned i, uint64_t reads, i
     if (seq_out) *seq_out = seq;
     if (why && why_size) why[0] = '\0';
     if (!pid && !seq && !written && s->ever[i]) {
-        /* Written before, a record of zeros now: a process holding the slot's memory cleared it. */
+        /* Written before, a record of zeros now: a process holding the slot's memory cleared it. (Whether by a
+         * punched hole cannot be told any more: the loads above filled the hole with a page of zeros.) */
         if (why && why_size)
             snprintf(why, why_size,
-                     "its record was %s since it was last written, by a process holding slot %u's memory (its worker, "
-                     "or a process it handed the slot to); the worker's next write makes the slot fresh again",
-                     glt_memfd_hole_at(s->slot_fds[i], 0) ? "punched out (fallocate PUNCH_HOLE: it reads as zeros)"
-                                                          : "overwritten with zeros",
+                     "its record was cleared since it was last written (all zeros: a hole punched in slot %u's "
+                     "memory with fallocate PUNCH_HOLE, or zeros written over it, by a process holding it); its "
+                     "worker's next write makes it fresh again",
                      i);
         return GLT_SLOT_STALE;
     }
@@ -510,17 +511,17 @@ glt_status glt_slots_state(const glt_slots *s, int slot, glt_slot_state *state, 
 
 /* GLT_STALE_SLOT naming every slot that is not fresh and why, or GLT_OK; notes each record's seq in s->seen. */
 static glt_status check_fresh(glt_slots *s, uint64_t reads) {
-    char msg[900];
+    char msg[1400];
     size_t used = 0;
     int bad = 0;
     for (unsigned i = 0; i < s->g.count; ++i) {
         int pid = 0;
-        char corrupt[240]; /* what is wrong with the record, or why else it is stale, when the state says too little */
+        char corrupt[320]; /* what is wrong with the record, or why else it is stale, when the state says too little */
         glt_slot_state st = state_of(s, i, reads, &pid, &s->seen[i], corrupt, sizeof corrupt);
         if (pid) s->ever[i] = 1;
         if (st == GLT_SLOT_FRESH) continue;
         if (++bad > 6) continue;
-        char why[280];
+        char why[340];
         if (s->tamper[0] && pid > 0 && st == GLT_SLOT_STALE)
             snprintf(why, sizeof why, "its writer (pid %d) last wrote by the changed read count: write again", pid);
         else if (corrupt[0] && st != GLT_SLOT_WRITER_GONE)
@@ -670,15 +671,20 @@ static void check_control(glt_slots *s) {
     s->tamper[0] = '\0';
     uint64_t reads = atomic_load_explicit(&s->h->reads, memory_order_seq_cst);
     uint32_t closed = atomic_load_explicit(&s->h->closed, memory_order_relaxed);
-    if (reads == s->reads && !closed) return;
-    int hole = glt_memfd_hole_at(s->control_fd, 0);
+    uint32_t marker = atomic_load_explicit(&s->h->marker, memory_order_relaxed);
+    if (reads == s->reads && !closed && marker == GLT_SLOTS_CONTROL_MARKER) return;
+    /* A punched page reads as zeros, like one zeros were written over; it is still a hole only until a process
+     * touches it again (a worker's write does). */
+    const char *what = glt_memfd_hole_at(s->control_fd, 0) ? "punched out (fallocate PUNCH_HOLE: it read as zeros)"
+                       : !marker && !reads && !closed ? "cleared (every byte read as zero: a hole punched in it with "
+                                                        "fallocate PUNCH_HOLE, or zeros written over it)"
+                                                      : "overwritten";
     snprintf(s->tamper, sizeof s->tamper,
              "the slots' control page was %s by a process holding its descriptor (read count %llu where the trainer's "
              "is %llu%s); the trainer restored it, and the workers' writes made by it went to other images than the "
              "next read's",
-             hole ? "punched out (fallocate PUNCH_HOLE: it read as zeros)"
-                  : !reads && !closed ? "overwritten with zeros" : "overwritten",
-             (unsigned long long)reads, (unsigned long long)s->reads, closed ? ", closed flag set" : "");
+             what, (unsigned long long)reads, (unsigned long long)s->reads, closed ? ", closed flag set" : "");
+    atomic_store_explicit(&s->h->marker, GLT_SLOTS_CONTROL_MARKER, memory_order_relaxed);
     atomic_store_explicit(&s->h->closed, 0u, memory_order_relaxed);
     atomic_store_explicit(&s->h->reads, s->reads, memory_order_seq_cst);
 }

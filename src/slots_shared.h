@@ -126,9 +126,11 @@ typedef struct glt_slots_header {
 /* Page 0 of the control memfd: what the trainer changes after creation. */
 typedef struct glt_slots_control {
     _Atomic uint32_t closed; /* the trainer closed the slots: writes fail */
-    uint32_t pad_;
+    _Atomic uint32_t marker; /* GLT_SLOTS_CONTROL_MARKER: zero once the page was cleared (a hole punched in it) */
     _Atomic uint64_t reads; /* reads done: the set workers write is reads % buffers */
 } glt_slots_control;
+
+#define GLT_SLOTS_CONTROL_MARKER 0x6374726cu /* "ctrl" */
 
 /* Every slot starts on this boundary: CUDA texture objects over pitched memory need 512 bytes. */
 #define GLT_SLOT_ALIGN 4096u

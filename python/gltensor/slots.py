@@ -262,9 +262,7 @@ class SlotClient:
             raise _gltensor.InvalidArgumentError(
                 f"slot {slot} is not this process's to write: a SlotHandle carries its own slot's memory only, and "
                 f"this client holds slot(s) {held}; write through the handle of the slot you were given")
-        if not (isinstance(slot, numbers.Integral) and 0 <= slot < self.count):
-            raise IndexError(f"slot {slot} does not exist: there are {self.count} slots")
-        fd = self._export(int(slot))
+        fd = self._export(slot)  # a slot that does not exist: the core's InvalidArgumentError names it
         self._fds.slots[int(slot)] = fd
         return fd
 
