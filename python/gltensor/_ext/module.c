@@ -81,7 +81,7 @@ static const struct {
     {GLT_OUT_OF_MEMORY, "OutOfMemoryError", 2, "Host or device memory ran out."},
     {GLT_UNSUPPORTED, "UnsupportedError", 0, "The driver or device lacks a feature the call needs."},
     {GLT_STALE_SLOT, "StaleSlotError", 0, "A shared slot was not written since the last read (a worker died or skipped its write)."},
-    {GLT_SLOTS_BUSY, "SlotsBusyError", 0, "A read would let the workers overwrite shared slots that a zero-copy view (read(copy=False)) still holds."},
+    {GLT_SLOTS_BUSY, "SlotsBusyError", 0, "Shared slots are held elsewhere: a read would let the workers overwrite a set that a zero-copy view (read(copy=False)) still holds, or a slot already has a writer in a process that still runs (one writer per slot)."},
 };
 
 static int add_exceptions(PyObject *m, gltensor_state *st) {
