@@ -57,7 +57,10 @@
  *        sees r + 1 (Dekker).
  *     3. with buffers == 1 the workers' next set is the one being read: the copy is done first (on the GPU,
  *        waited for), then the seqs are checked again (moved: refused, naming the slot), then reads <- r + 1.
- * The trainer commits its private read count only when the read succeeds.
+ * The trainer commits its private read count only when the read succeeds. Between reads the control page holds
+ * the trainer's values (reads, not closed, the marker); a read that finds others there (a kernel without
+ * F_SEAL_FUTURE_WRITE let a process change or punch the page) puts them back before step 1 and names the change in
+ * its refusal: a changed page never stalls reads for good, and no honest worker is blamed for it.
  *
  * Processes are named by pid and start time (/proc/<pid>/stat), so that a reused pid is not taken for the
  * writer or the trainer; a zombie counts as gone. A worker holds a pidfd of the trainer (pidfd_open at attach,
