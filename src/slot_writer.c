@@ -127,7 +127,7 @@ static glt_status map_control(glt_slot_writer *w, int geometry_fd, int fd, int s
                         slot);
     int made_for = slot_of_memfd(slot_fd);
     if (made_for == -1 || (made_for >= 0 && made_for != slot)) {
-        char whose[48] = "not the memory of a shared slot";
+        char whose[48] = "no shared slot's memory";
         if (made_for >= 0) snprintf(whose, sizeof whose, "slot %d's memory", made_for);
         return glt_fail(GLT_INVALID_ARGUMENT,
                         "descriptor %d is %s, not slot %d's: a slot's descriptor writes that slot only; pass the "

@@ -71,6 +71,40 @@ def test_a_worker_refuses_an_unsealed_geometry(exported, seals):
         os.close(fake)
 
 
+@pytest.mark.parametrize("seals", [0, fcntl.F_SEAL_SHRINK, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW],
+                         ids=["none", "shrink", "no-seal-seal"])
+@pytest.mark.parametrize("which", ["control", "slot"])
+def test_a_worker_refuses_memory_that_could_be_resized(exported, which, seals):
+    # A memfd of the right size, but one its holder could still shrink under the worker's mapping (SIGBUS): refused
+    # before anything is mapped, naming it and the seals it lacks. (One that is not a slot's memfd at all, or another
+    # slot's, is refused before that: tests/test_slots_writers.py.)
+    slots, mem, ctl, geo = exported
+    real = ctl if which == "control" else slots.own
+    fake = os.memfd_create("gltensor-slot-0", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)  # a forger picks the name too
+    try:
+        os.ftruncate(fake, os.fstat(real).st_size)
+        if seals:
+            fcntl.fcntl(fake, fcntl.F_ADD_SEALS, seals)
+        args = (mem, fake, geo, slots.own, 0) if which == "control" else (mem, ctl, geo, fake, 0)
+        what = "control page" if which == "control" else "slot 0's memory"
+        with pytest.raises(gltensor.InvalidArgumentError,
+                           match=rf"{what} \(descriptor {fake}\) is not sealed against resizing \(missing F_SEAL"):
+            _gltensor._SlotWriter(*args)
+    finally:
+        os.close(fake)
+
+
+def test_every_memfd_the_trainer_hands_out_is_sealed_against_resizing(exported):
+    slots, mem, ctl, geo = exported
+    size = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+    for fd in (ctl, geo, slots.own):
+        assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & size == size, os.readlink(f"/proc/self/fd/{fd}")
+        with pytest.raises(PermissionError):
+            os.ftruncate(fd, 0)
+        with pytest.raises(PermissionError):
+            os.ftruncate(fd, 1 << 30)
+
+
 def test_a_sealed_forgery_that_does_not_fit_is_refused(exported):
     # A memfd another process sealed itself (slot count 4000): its geometry does not fit the control memory.
     slots, mem, ctl, geo = exported
