@@ -817,12 +817,14 @@ static glt_status write_host(glt_slot_writer *w, const void *pixels, size_t row_
 /* Every write runs here: one thread at a time (two writes of one writer at once would be two writers of the slot),
  * and in a forked child only once the slot is the child's (take_slot), so that the record names the child. */
 static glt_status enter_write(glt_slot_writer *w) {
+    int inherited = w->pid != (int)getpid();
+    if (inherited) atomic_store(&w->busy, 0); /* a write of the parent's other thread, copied by fork mid-write */
     if (atomic_exchange(&w->busy, 1))
         return glt_fail(GLT_SLOTS_BUSY,
                         "shared slot %u's writer is already writing in another thread: use a writer from one thread "
                         "at a time",
                         w->slot);
-    glt_status st = w->pid == (int)getpid() ? GLT_OK : take_slot(w, 1);
+    glt_status st = inherited ? take_slot(w, 1) : GLT_OK;
     if (st != GLT_OK) atomic_store(&w->busy, 0);
     return st;
 }
