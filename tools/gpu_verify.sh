@@ -186,6 +186,24 @@ for step in "$@"; do
             --visuals "${MUJOCO_VISUALS:-default,light}" --steps "${MUJOCO_STEPS:-50}" --rounds "${MUJOCO_ROUNDS:-3}" \
             --json "$OUT/mujoco.json" > "$OUT/mujoco.log" 2>&1; echo "bench rc $?"
         tail -45 "$OUT/mujoco.log" ;;
+    mujoco-tasks) # the batched task physics: every v5 task in both autoreset modes against Gymnasium's own envs
+                  # (1,000 steps each), the vector env's tests (pixels, the batched path being the default) on CUDA
+        MUJOCO_GL=egl timeout ${TASKS_TIME:-300} python3 -m pytest -q -p no:cacheprovider -rfEs -n ${TESTS_WORKERS:-8} \
+            tests/test_mujoco_tasks.py tests/test_mujoco_vector.py > "$OUT/mujoco_tasks.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed|^E  " "$OUT/mujoco_tasks.log" | tail -30 ;;
+    tileprofile) # where a BatchRenderer tile's time goes (exact against viewport tiling, blits, round-robin
+                 # contexts) and the batched physics per thread count (tools/mujoco_tile_profile.py)
+        MUJOCO_GL=egl timeout ${PROFILE_TIME:-240} python3 tools/mujoco_tile_profile.py --envs "${PROFILE_ENVS:-64,256}" \
+            --json "$OUT/tile_profile.json" 2>&1 | grep -v settotalmass | grep -v "^$" | tee "$OUT/tile_profile.log" ;;
+    mujoco-fast) # pixel RL at the renderer's floor: the batched path beside both floors (physics: mujoco.rollout and
+                 # the path's own threads; render: the bare render and render+read), the per-env path and
+                 # AsyncVectorEnv, light visuals, N = 4..256 (MUJOCO_ENVS, MUJOCO_STEPS, MUJOCO_ROUNDS, MUJOCO_TASK)
+        MUJOCO_GL=egl timeout ${FAST_TIME:-420} python3 -m gltensor.bench mujoco --envs "${MUJOCO_ENVS:-4,16,64,256}" \
+            --visuals "${MUJOCO_VISUALS:-light}" --steps "${MUJOCO_STEPS:-50}" --rounds "${MUJOCO_ROUNDS:-3}" \
+            --task "${MUJOCO_TASK:-HalfCheetah-v5}" --dm-task "${MUJOCO_DM_TASK:-}" \
+            --paths "${MUJOCO_PATHS:-async,batch,batch-per-env,physics,rollout,render,render+read}" \
+            --json "$OUT/mujoco_fast.json" > "$OUT/mujoco_fast.log" 2>&1; echo "bench rc $?"
+        grep -v settotalmass "$OUT/mujoco_fast.log" | grep -v "^$" | tail -40 ;;
     mujoco-batch) # issue 33: every tile of gltensor.mujoco.BatchRenderer equal to its env's own Renderer.render()
                   # on both backends (CUDA: the batch on the GPU), N up to 256, MuJoCo's default and light visuals;
                   # RendererCapture beside it. Carry the mujoco wheels in .whl (dm_control too, or its test skips).

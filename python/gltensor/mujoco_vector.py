@@ -183,15 +183,24 @@ class MujocoVectorEnv(VectorEnv):
     "reflection": False}``: MuJoCo's shadow pass dominates the GPU time of a render, see docs/mujoco.md).
     render_only: False adds the environments' own observations ("state") beside "pixels". Every environment's
     own model renders it (randomised colours, sizes, lights stay per environment).
+    physics: "auto" (default) steps Gymnasium's own v5 tasks (Ant, HalfCheetah, Hopper, Humanoid, HumanoidStandup,
+    InvertedDoublePendulum, InvertedPendulum, Pusher, Reacher, Swimmer, Walker2d, each under gymnasium.make's
+    wrappers only, the same constructor arguments in every env) on the batched path: every env's ``mj_step`` in
+    a pool of ``threads`` threads (default: the cores, at most 16) and the task's observations, rewards,
+    terminations and infos in NumPy over the batch, bitwise equal to each env's own ``step()``. Any other env
+    (a subclass, another wrapper, ``render_mode="human"``, differing arguments) takes the per-env path: its own
+    ``step()``. ``physics_path`` says which ("batched" or "per-env"), ``physics_path_reason`` why; "batched"
+    raises where the batch cannot take it, "per-env" forces the per-env path.
     """
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, env, num_envs=None, *, height=84, width=84, camera=None, threads=None, backend="auto",
                  cuda_device=None, autoreset_mode=AutoresetMode.NEXT_STEP, render_only=True, scene_option=None,
-                 render_flags=None, max_geom=None, **make_kwargs):
+                 render_flags=None, max_geom=None, physics="auto", **make_kwargs):
         import mujoco
 
+        from ._mujoco_physics import BatchedPhysics, batched_or_reason, default_physics_threads
         from .mujoco import BatchRenderer
 
         self._mj = mujoco
@@ -246,10 +255,40 @@ class MujocoVectorEnv(VectorEnv):
                                       cuda_device=cuda_device,
                                       max_geom=max_geom or getattr(r0, "max_geom", 1000),
                                       scene_option=scene_option, render_flags=render_flags)
-        self.threads = default_threads(self.num_envs) if threads is None else max(1, int(threads))
+        # The physics: every env's own step() (per-env), or the batched task physics where the envs are
+        # Gymnasium's own v5 tasks under gymnasium.make's wrappers (_mujoco_physics says what it takes over).
+        if physics not in ("auto", "batched", "per-env"):
+            raise ValueError(f"physics must be 'auto', 'batched' or 'per-env', not {physics!r}")
+        self._batched = None
+        if physics == "per-env":
+            self.physics_path, self.physics_path_reason = "per-env", "physics='per-env' was asked for"
+        else:
+            task, why = batched_or_reason(self.envs, self.unwrapped_envs)
+            if task is not None:
+                try:
+                    self._batched = BatchedPhysics(self.envs, self.unwrapped_envs, task)
+                except ValueError as exc:
+                    why = str(exc)
+            if self._batched is not None:
+                self.physics_path = "batched"
+                self.physics_path_reason = (f"every environment is Gymnasium's {task.__name__}-v5 under "
+                                            "gymnasium.make's wrappers")
+            elif physics == "batched":
+                raise ValueError(f"MujocoVectorEnv(physics='batched'): {why}")
+            else:
+                self.physics_path, self.physics_path_reason = "per-env", why
+        if threads is not None:
+            self.threads = max(1, int(threads))
+        elif self._batched is not None:
+            self.threads = default_physics_threads(self.num_envs)
+        else:
+            self.threads = default_threads(self.num_envs)
         self._pool = _Pool(self.num_envs, self.threads)
         self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
-        self._state = [None] * self.num_envs
+        if self._batched is not None and not self.render_only:
+            self._state = np.zeros((self.num_envs,) + self._state_space.shape, dtype=self._state_space.dtype)
+        else:
+            self._state = [None] * self.num_envs
         self._pixels = None
         self.closed = False
 
@@ -290,6 +329,8 @@ class MujocoVectorEnv(VectorEnv):
     def _obs(self, pixels):
         if self.render_only:
             return pixels
+        if isinstance(self._state, np.ndarray):  # the batched path's (N, ...) state
+            return {"state": self._state.copy(), "pixels": pixels}
         return {"state": np.stack([np.asarray(s) for s in self._state]).astype(self._state_space.dtype,
                                                                              copy=False),
                 "pixels": pixels}
@@ -318,13 +359,18 @@ class MujocoVectorEnv(VectorEnv):
         out = self._pool.map(lambda i: self.envs[i].reset(seed=seeds[i], options=options or None), indices)
         infos = {}
         for i, (obs, info) in zip(indices, out):
-            self._state[i] = obs
+            if not self.render_only:
+                self._state[i] = obs
             infos = self._add_info(infos, info, i)
         self._autoreset[indices] = False
+        if self._batched is not None:
+            self._batched.reset_done(indices)
         return self._obs(self._render()), infos
 
     def step(self, actions):
         self._check_open()
+        if self._batched is not None:
+            return self._step_batched(actions)
         if hasattr(actions, "detach"):  # a torch tensor (possibly on the GPU)
             actions = actions.detach().cpu().numpy()
         actions = list(gymnasium.vector.utils.iterate(self.action_space, actions))
@@ -352,8 +398,9 @@ class MujocoVectorEnv(VectorEnv):
         rewards = np.array([o[1] for o in out], dtype=np.float64)
         terms = np.array([o[2] for o in out], dtype=np.bool_)
         truncs = np.array([o[3] for o in out], dtype=np.bool_)
-        for i, o in enumerate(out):
-            self._state[i] = o[0]
+        if not self.render_only:
+            for i, o in enumerate(out):
+                self._state[i] = o[0]
         done = np.logical_or(terms, truncs)
         if mode == AutoresetMode.SAME_STEP and done.any():
             finished = [i for i in range(self.num_envs) if done[i]]
@@ -376,6 +423,77 @@ class MujocoVectorEnv(VectorEnv):
             pixels = None  # the reset environments' first frames are drawn below
         else:
             infos = merge_infos(self, [o[4] for o in out])
+        self._autoreset = done
+        return self._obs(pixels if pixels is not None else self._render()), rewards, terms, truncs, infos
+
+    def _step_batched(self, actions):
+        """step() on the batched path: each env's physics in the pool's threads, drawn as it finishes; then the
+        task's observations, rewards and terminations for the batch at once (_mujoco_physics)."""
+        ph = self._batched
+        a = ph.actions(actions)
+        mode = self.autoreset_mode
+        if mode == AutoresetMode.DISABLED and self._autoreset.any():
+            i = int(np.flatnonzero(self._autoreset)[0])
+            raise RuntimeError(f"environment {i} finished and autoreset_mode is DISABLED: "
+                               "reset it (options={'reset_mask': ...}) before stepping it again")
+        resets = self._autoreset.copy() if mode == AutoresetMode.NEXT_STEP else np.zeros(self.num_envs, np.bool_)
+        stepped = ~resets
+        ph.check_reset(stepped)
+        before = ph.before()
+        envs = self.envs
+
+        def one(i):
+            if resets[i]:
+                return envs[i].reset()
+            ph.step_env(i, a[i])
+            return None
+
+        if self._pipelined():
+            with self._pool.stream(one) as done:
+                pixels = self._render(order=done)
+            out = done.results
+        else:
+            out = self._pool.map(one)
+            pixels = None
+        reset_idx = np.flatnonzero(resets)
+        ph.reset_done(reset_idx)
+        state, rewards, terms, truncs, info = ph.finish(a, before, stepped)
+        infos = {}
+        if stepped.any():  # a key no env gave is absent, as in SyncVectorEnv
+            for key, value in info.items():
+                infos[key], infos["_" + key] = value, stepped.copy()
+        if reset_idx.size:  # NEXT_STEP: these envs were reset instead of stepped, as SyncVectorEnv does it
+            rewards[reset_idx] = 0.0
+            terms[reset_idx] = False
+            truncs[reset_idx] = False
+            for value in info.values():
+                value[reset_idx] = 0
+            for i in reset_idx:
+                state[i] = out[i][0]
+                infos = self._add_info(infos, out[i][1], int(i))
+        done = np.logical_or(terms, truncs)
+        if not self.render_only:
+            self._state = state.astype(self._state_space.dtype, copy=False)
+        if mode == AutoresetMode.SAME_STEP and done.any():
+            finished = [int(i) for i in np.flatnonzero(done)]
+            final_obs = self._obs(pixels if pixels is not None else self._render())
+            final_obs = final_obs.clone() if self.render_only else dict(final_obs, pixels=final_obs["pixels"].clone())
+            resets_out = self._pool.map(lambda i: envs[i].reset(), finished)
+            ph.reset_done(finished)
+            per_env = [{k: v[i] for k, v in info.items()} for i in range(self.num_envs)]
+            infos = {}
+            for i in range(self.num_envs):
+                if done[i]:
+                    one_final = final_obs[i] if self.render_only else {"state": final_obs["state"][i],
+                                                                        "pixels": final_obs["pixels"][i]}
+                    infos = self._add_info(infos, {"final_obs": one_final, "final_info": per_env[i]}, i)
+            for i, (obs_i, info_i) in zip(finished, resets_out):
+                per_env[i] = info_i
+                if not self.render_only:
+                    self._state[i] = obs_i
+            for i in range(self.num_envs):
+                infos = self._add_info(infos, per_env[i], i)
+            pixels = None  # the reset environments' first frames are drawn below
         self._autoreset = done
         return self._obs(pixels if pixels is not None else self._render()), rewards, terms, truncs, infos
 
@@ -418,7 +536,8 @@ class MujocoVectorEnv(VectorEnv):
 
     def __repr__(self):
         return (f"MujocoVectorEnv({self.spec.id if self.spec else '?'}, num_envs={self.num_envs}, "
-                f"{self.height}x{self.width}, threads={self.threads}, backend={self.renderer.backend})")
+                f"{self.height}x{self.width}, physics={self.physics_path}, threads={self.threads}, "
+                f"backend={self.renderer.backend})")
 
 
 class DmControlBatch:

@@ -18,9 +18,15 @@ Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
                check of the batch compares its first --sync-max envs with a SyncVectorEnv of that many)
   slots        AsyncVectorEnv + gltensor.gymnasium.SlotSpace: each worker writes its renderer's image into its
                slot, the trainer reads every slot once per step (a torch tensor on the slots' device)
-  batch        gltensor.mujoco_vector.MujocoVectorEnv at its defaults: one process, one physics thread stepping
-               the envs beside the render (env k drawn while env k+1 steps), one BatchRenderer read per step
-  batch-mt     the same with min(N, cores) physics threads (what a thread pool buys; the default is one)
+  batch        gltensor.mujoco_vector.MujocoVectorEnv at its defaults: one process; for Gymnasium's own v5 tasks
+               the batched task physics (every env's mj_step in a pool of threads, observations and rewards in
+               NumPy over N), each env drawn as its physics finishes, one BatchRenderer read per step
+  batch-per-env  the same with physics="per-env": each env's own step() in one thread beside the render (the
+               path every other env takes; the previous default)
+  physics      the floor of the batch's physics: the batched path's threads and NumPy alone, no render
+  rollout      the floor of MuJoCo's own threaded stepping: mujoco.rollout of the N states, frame_skip steps, as
+               many threads as the batch uses, no observation, no render (it leaves no MjData a task or the
+               renderer could read: a floor, not a path)
   render       the batch's render alone + one trivial op on the device (the floor of the handoff: render, then the
                graphics -> compute switch any handoff pays), no physics
   render+read  the batch's render + read + x.float().mean(), no physics: its ratio to `render` is the handoff's
@@ -53,7 +59,8 @@ from .measure import CheckFailed, median  # noqa: E402
 from .options import arg, parse_cameras  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
-GYM_PATHS = ("async", "sync", "slots", "batch", "batch-mt", "render", "render+read")
+GYM_PATHS = ("async", "sync", "slots", "batch", "batch-per-env", "physics", "rollout", "render", "render+read")
+FLOORS = ("physics", "rollout", "render", "render+read")
 DM_PATHS = ("dm-stock", "dm-batch")
 
 
@@ -151,10 +158,12 @@ class GymCase:
         elif "sync" in want:
             self.skipped["sync"] = "N > --sync-max %d" % args.sync_max
         self.ref = self.envs.get("sync")
-        if self.ref is None and any(p in want for p in ("batch", "batch-mt")):
+        if self.ref is None and any(p in want for p in ("batch", "batch-per-env")):
             self.ref = SyncVectorEnv([stock] * self.ref_n)
-        if "async" in want:
+        if "async" in want and n <= args.async_max:
             self.envs["async"] = AsyncVectorEnv([stock] * n, shared_memory=True, context="spawn")
+        elif "async" in want:
+            self.skipped["async"] = "N > --async-max %d (one spawned process per env)" % args.async_max
         if "slots" in want:
             slot = functools.partial(make_gym, task, h, w, visuals, "slot")
             self.envs["slots"] = AsyncVectorEnv([slot] * n, shared_memory=True, context="spawn")
@@ -163,15 +172,23 @@ class GymCase:
         if self.ref is not None:  # the stock viewers' free cameras (placed by AddRenderObservation's first render)
             cams = [e.unwrapped.mujoco_renderer.viewer.cam for e in self.ref.envs]
             cams += [None] * (n - len(cams))
-        if any(p in want for p in ("batch", "render", "render+read")):
-            self.envs["batch"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams, backend=args.backend)
-        if "batch-mt" in want:
-            self.envs["batch-mt"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams, threads=min(n, os.cpu_count() or 1),
-                                                    backend=args.backend)
+        if any(p in want for p in ("batch",) + FLOORS):
+            self.envs["batch"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams, backend=args.backend,
+                                                 threads=args.threads or None)
+        if "batch-per-env" in want:
+            self.envs["batch-per-env"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams,
+                                                         backend=args.backend, physics="per-env")
         log("    built %d paths in %.1f s" % (len(self.envs), time.perf_counter() - t0))
         self.backend = self.envs["batch"].renderer.backend if "batch" in self.envs else None
         self.threads = self.envs["batch"].threads if "batch" in self.envs else None
-        self.paths = [p for p in want if p in self.envs or p in ("render", "render+read") and "batch" in self.envs]
+        self.physics_path = self.envs["batch"].physics_path if "batch" in self.envs else None
+        batched = "batch" in self.envs and self.envs["batch"].physics_path == "batched"
+        for p in ("physics", "rollout"):
+            if p in want and not batched:
+                self.skipped[p] = "the batch took the per-env path (%s)" % (
+                    self.envs["batch"].physics_path_reason if "batch" in self.envs else "no batch")
+        self.paths = [p for p in want if p in self.envs or p in FLOORS and "batch" in self.envs
+                      and p not in self.skipped]
         rng = np.random.default_rng(0)
         shape = (n,) + gymnasium.vector.utils.batch_space(self._single_action(), n).shape[1:]
         self.actions = rng.uniform(-1, 1, (64,) + shape).astype(np.float32)
@@ -185,7 +202,7 @@ class GymCase:
             k = self.ref_n
             stock_context_current(self.ref)
             ref, _ = self.ref.reset(seed=11)
-            for key in ("batch", "batch-mt"):
+            for key in ("batch", "batch-per-env"):
                 if key in self.envs:
                     got, _ = self.envs[key].reset(seed=11)
                     if not np.array_equal(ref, got[:k].cpu().numpy()):
@@ -193,7 +210,7 @@ class GymCase:
             a = self.actions[0]
             stock_context_current(self.ref)
             ref = self.ref.step(a[:k])
-            for key in ("batch", "batch-mt"):
+            for key in ("batch", "batch-per-env"):
                 if key in self.envs:
                     got = self.envs[key].step(a)
                     if not np.array_equal(ref[0], got[0][:k].cpu().numpy()) or not np.array_equal(ref[1], got[1][:k]):
@@ -218,10 +235,22 @@ class GymCase:
             def step(k):
                 obs = envs[key].step(acts[k % len(acts)])[0]
                 self.forward(torch.from_numpy(obs).to(dev, non_blocking=False))
-        elif key in ("slots", "batch", "batch-mt"):
+        elif key in ("slots", "batch", "batch-per-env"):
             def step(k):
                 obs = envs[key].step(acts[k % len(acts)])[0]
                 self.forward(torch.as_tensor(obs, device=dev))
+        elif key == "physics":
+            venv = envs["batch"]
+            ph, pool = venv._batched, venv._pool
+            everyone = np.ones(venv.num_envs, dtype=np.bool_)
+
+            def step(k):
+                a = acts[k % len(acts)]
+                before = ph.before()
+                pool.map(lambda i: ph.step_env(i, a[i]))
+                ph.finish(a, before, everyone)
+        elif key == "rollout":
+            step = self._rollout_step(envs["batch"])
         else:
             venv = envs["batch"]
             datas = [u.data for u in venv.unwrapped_envs]
@@ -241,7 +270,35 @@ class GymCase:
                     r.read().float().mean()
         return step
 
+    def _rollout_step(self, venv):
+        """mujoco.rollout of the batch's N states, frame_skip steps of each with one control, in as many threads
+        as the batch's physics (one MjData a thread; its persistent pool made once)."""
+        import mujoco
+        from mujoco import rollout
+
+        models = [u.model for u in venv.unwrapped_envs]
+        datas = [mujoco.MjData(models[0]) for _ in range(venv.threads)]
+        spec = mujoco.mjtState.mjSTATE_FULLPHYSICS.value
+        size = mujoco.mj_stateSize(models[0], spec)
+        state0 = np.empty((venv.num_envs, size))
+        for i, u in enumerate(venv.unwrapped_envs):
+            mujoco.mj_getState(u.model, u.data, state0[i], spec)
+        skip = venv.unwrapped_envs[0].frame_skip
+        acts = self.actions
+        runner = rollout.Rollout(nthread=venv.threads)
+        self._closers = getattr(self, "_closers", []) + [runner.close]
+        out_state = np.empty((venv.num_envs, skip, size))
+        out_sens = np.empty((venv.num_envs, skip, models[0].nsensordata))
+
+        def step(k):
+            control = np.repeat(acts[k % len(acts)][:, None, :].astype(np.float64), skip, axis=1)
+            runner.rollout(models, datas, state0, control, nstep=skip, state=out_state, sensordata=out_sens)
+            state0[:] = out_state[:, -1]
+        return step
+
     def close(self):
+        for c in getattr(self, "_closers", []):
+            c()
         for e in self.envs.values():
             e.close()
         if self.ref is not None and self.ref is not self.envs.get("sync"):
@@ -391,10 +448,17 @@ def ratios(results):
             continue
         key = (r["task"], r["visuals"], r["n"])
         base = by.get(key + ("async",)) or by.get(key + ("dm-stock",))
-        if base and r["path"] not in ("render", "render+read", "async", "dm-stock"):
+        if base and r["path"] not in FLOORS + ("async", "dm-stock"):
             r["vs_stock"] = r["env_steps_per_s"] / base
         if r["path"] == "render+read" and by.get(key + ("render",)):
             r["vs_render_floor"] = by[key + ("render",)] / r["env_steps_per_s"]  # time ratio
+        if r["path"] == "batch":
+            # A step against the larger of its two floors (time ratios): MuJoCo's own C threads (rollout) and
+            # the bare render; then against this path's own physics and the render with its read
+            for floor, names in (("vs_floor", ("rollout", "render")), ("vs_floor_read", ("physics", "render+read"))):
+                rates = [by.get(key + (f,)) for f in names]
+                if all(rates):
+                    r[floor] = min(rates) / r["env_steps_per_s"]
     return results
 
 
@@ -411,7 +475,9 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians reported")
     ap.add_argument("--sync-max", type=int, default=16, help="largest N for SyncVectorEnv (it renders serially)")
+    ap.add_argument("--async-max", type=int, default=64, help="largest N for AsyncVectorEnv (a process per env)")
     ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--threads", type=int, default=0, help="physics threads of the batch path (0: its default)")
     ap.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads(N) first (0: default)")
     ap.add_argument("--out", help="folder for mujoco_<host>.json and .png (default ~/.cache/gltensor/bench)")
     ap.add_argument("--json", help="JSON file (the PNG goes beside it)")
@@ -480,7 +546,8 @@ def main(argv=None):
                 case.close()
             for p, v in rates.items():
                 results.append({"task": task, "visuals": vis, "n": n, "path": p, "size": args.size,
-                                "backend": case.backend, "threads": case.threads if "batch" in p else None,
+                                "backend": case.backend, "threads": case.threads if p in ("batch", "physics", "rollout") else None,
+                                "physics_path": case.physics_path if p == "batch" else None,
                                 "rounds_env_steps_per_s": v, "env_steps_per_s": median(v),
                                 "us_per_env_step": 1e6 / median(v)})
             for p, why in case.skipped.items():
@@ -503,7 +570,7 @@ def main(argv=None):
               "argv": sys.argv[1:] if argv is None else list(argv), "machine": info,
               "config": {"envs": args.envs, "visuals": visuals, "task": args.task, "dm_task": args.dm_task,
                          "paths": args.paths, "size": args.size, "steps": args.steps, "warmup": args.warmup,
-                         "rounds": args.rounds, "sync_max": args.sync_max, "backend": args.backend,
+                         "rounds": args.rounds, "sync_max": args.sync_max, "async_max": args.async_max, "backend": args.backend,
                          "device": str(device)},
               "results": results, "status": status}
     save_json(json_path, report)
@@ -516,6 +583,9 @@ def main(argv=None):
         note = ""
         if r.get("vs_render_floor"):
             note = "%.2fx the render floor" % r["vs_render_floor"]
+        if r.get("vs_floor"):
+            note = "%.2fx max(rollout, render); %.2fx max(physics, render+read); %s physics, %d threads" % (
+                r["vs_floor"], r.get("vs_floor_read") or float("nan"), r["physics_path"], r["threads"])
         rows.append([r["task"], r["visuals"], r["n"], "%s%s" % (r["path"], " [%s]" % r["backend"] if r["backend"]
                                                                and r["path"] not in ("async", "sync", "dm-stock") else ""),
                      "{:,.0f}".format(r["env_steps_per_s"]), "{:,.0f}".format(r["us_per_env_step"]),

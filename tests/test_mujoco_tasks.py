@@ -1,0 +1,213 @@
+"""The batched task physics of MujocoVectorEnv (gltensor._mujoco_tasks, _mujoco_physics) against Gymnasium's own
+envs: for each of the eleven v5 MuJoCo tasks, in both autoreset modes, with seeds and random actions, the batch's
+observations, rewards, terminations, truncations and infos (final_info and the final states included) equal a
+SyncVectorEnv of the stock envs, bit for bit and dtype for dtype. Then the choice of path: which envs take the
+batched path, which keep their own step(), and what is said about it.
+
+GLTENSOR_TASK_STEPS sets the steps per task and mode (default 1000)."""
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("mujoco")
+pytest.importorskip("torch")
+gymnasium = pytest.importorskip("gymnasium")
+
+from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
+
+from gltensor._mujoco_tasks import TASKS  # noqa: E402
+from gltensor.mujoco_vector import MujocoVectorEnv  # noqa: E402
+
+if os.environ["MUJOCO_GL"].lower() != "egl":
+    pytest.skip("these tests use MuJoCo's EGL renderer (MUJOCO_GL=egl)", allow_module_level=True)
+
+STEPS = int(os.environ.get("GLTENSOR_TASK_STEPS", "1000"))
+N = 3
+TILE = 8  # the pixels are tested elsewhere (test_mujoco_vector); these tests are about the physics
+
+# Non-default constructor arguments of each task (weights, ranges, flags, frame_skip, noise): the batched task
+# must read each one from the env, not assume Gymnasium's defaults.
+VARIANTS = {
+    "Ant-v5": dict(exclude_current_positions_from_observation=False, include_cfrc_ext_in_observation=False,
+                   ctrl_cost_weight=0.3, contact_cost_weight=1e-3, contact_force_range=(-0.5, 0.5),
+                   main_body="torso", healthy_z_range=(0.35, 0.9), healthy_reward=2.0, reset_noise_scale=0.2),
+    "HalfCheetah-v5": dict(forward_reward_weight=2.0, ctrl_cost_weight=0.2, frame_skip=3, reset_noise_scale=0.3,
+                           exclude_current_positions_from_observation=False),
+    "Hopper-v5": dict(terminate_when_unhealthy=False, healthy_state_range=(-50.0, 50.0),
+                      healthy_angle_range=(-0.1, 0.1), exclude_current_positions_from_observation=False,
+                      healthy_reward=0.5),
+    "Humanoid-v5": dict(include_cinert_in_observation=False, include_cvel_in_observation=False,
+                        include_qfrc_actuator_in_observation=False, contact_cost_weight=1e-6,
+                        contact_cost_range=(-1.0, 0.5), healthy_z_range=(1.1, 2.0), forward_reward_weight=2.0),
+    "HumanoidStandup-v5": dict(impact_cost_weight=1e-5, impact_cost_range=(-1.0, 0.1), ctrl_cost_weight=0.2,
+                               include_cfrc_ext_in_observation=False, exclude_current_positions_from_observation=False),
+    "InvertedDoublePendulum-v5": dict(healthy_reward=5.0, reset_noise_scale=0.2),
+    "InvertedPendulum-v5": dict(reset_noise_scale=0.1, frame_skip=3),
+    "Pusher-v5": dict(reward_near_weight=1.0, reward_dist_weight=0.5, reward_control_weight=0.2),
+    "Reacher-v5": dict(reward_dist_weight=2.0, reward_control_weight=0.5),
+    "Swimmer-v5": dict(exclude_current_positions_from_observation=False, ctrl_cost_weight=1e-3,
+                       forward_reward_weight=0.5),
+    "Walker2d-v5": dict(healthy_z_range=(0.9, 2.0), terminate_when_unhealthy=False, frame_skip=2,
+                        healthy_angle_range=(-0.5, 0.5)),
+}
+
+
+def bits(x):
+    a = np.ascontiguousarray(np.asarray(x))
+    return a.dtype.str, a.shape, a.tobytes() if a.dtype != object else repr(a.tolist())
+
+
+def assert_same(want, got, what):
+    """Equal bits and dtypes; on a difference, name the field and its largest difference."""
+    if bits(want) != bits(got):
+        w, g = np.asarray(want), np.asarray(got)
+        diff = ""
+        if w.shape == g.shape and w.dtype.kind in "fi" and g.dtype.kind in "fi":
+            diff = f", largest difference {np.max(np.abs(w.astype(np.float64) - g.astype(np.float64))):.3g}"
+        raise AssertionError(f"{what}: stock {w.dtype}{w.shape} vs batched {g.dtype}{g.shape}{diff}")
+
+
+def assert_infos_same(want, got, where):
+    assert sorted(want) == sorted(got), f"{where}: info keys {sorted(want)} vs {sorted(got)}"
+    for k in want:
+        if k == "final_obs":  # one object per env (None where not finished): each finished env's state
+            for i, (w, g) in enumerate(zip(want[k], got[k])):
+                assert (w is None) == (g is None), f"{where}: final_obs[{i}]"
+                if w is not None:
+                    assert_same(w, g["state"], f"{where}: final_obs[{i}]")
+        elif isinstance(want[k], dict):
+            assert_infos_same(want[k], got[k], f"{where}.{k}")
+        else:
+            assert_same(want[k], got[k], f"{where}: info[{k!r}]")
+
+
+def run_both(env_id, mode, steps, kwargs, seed, threads=None, max_steps=60):
+    make = lambda: gymnasium.make(env_id, max_episode_steps=max_steps, **kwargs)  # noqa: E731
+    ref = SyncVectorEnv([make] * N, autoreset_mode=mode)
+    env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, autoreset_mode=mode, render_only=False,
+                          threads=threads)
+    try:
+        assert env.physics_path == "batched", env.physics_path_reason
+        o1, i1 = ref.reset(seed=seed)
+        o2, i2 = env.reset(seed=seed)
+        assert_same(o1, o2["state"], "reset obs")
+        assert_infos_same(i1, i2, "reset")
+        rng = np.random.default_rng(seed)
+        low, high = ref.single_action_space.low, ref.single_action_space.high
+        ends = 0
+        for t in range(steps):
+            a = rng.uniform(low, high, (N,) + low.shape).astype(ref.single_action_space.dtype)
+            if t % 97 == 0:
+                a[0] *= 3  # out of the action box: Gymnasium does not clip, neither may we
+            want, got = ref.step(a), env.step(a)
+            where = f"{env_id} {mode.name} step {t}"
+            assert_same(want[0], got[0]["state"], where + ": obs")
+            for k, name in ((1, "reward"), (2, "terminated"), (3, "truncated")):
+                assert_same(want[k], got[k], f"{where}: {name}")
+            assert_infos_same(want[4], got[4], where)
+            ends += int(np.sum(want[2] | want[3]))
+        return ends
+    finally:
+        env.close()
+        ref.close()
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.name)
+@pytest.mark.parametrize("env_id", TASKS)
+def test_task_equals_gymnasium(env_id, mode):
+    ends = run_both(env_id, mode, STEPS, {}, seed=TASKS.index(env_id))
+    assert ends > 0 or STEPS < 60  # episodes end (time limit or termination) and the resets are compared too
+
+
+@pytest.mark.parametrize("env_id", TASKS)
+def test_task_reads_its_constructor_arguments(env_id):
+    run_both(env_id, AutoresetMode.NEXT_STEP, max(60, STEPS // 5), VARIANTS[env_id], seed=100, threads=2,
+             max_steps=25)
+
+
+def test_threads_do_not_change_results():
+    outs = []
+    for threads in (1, 3):
+        env = MujocoVectorEnv("Hopper-v5", N, height=TILE, width=TILE, render_only=False, threads=threads)
+        env.reset(seed=5)
+        rng = np.random.default_rng(5)
+        seq = []
+        for _ in range(40):
+            o, r, te, tr, _ = env.step(rng.uniform(-1, 1, (N, 3)).astype(np.float32))
+            seq.append((o["state"].tobytes(), r.tobytes(), te.tobytes(), tr.tobytes()))
+        env.close()
+        outs.append(seq)
+    assert outs[0] == outs[1]
+
+
+def test_which_path_and_why():
+    from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
+    from gymnasium.wrappers import AddRenderObservation, ClipAction
+
+    env = MujocoVectorEnv("Walker2d-v5", 2, height=TILE, width=TILE)
+    assert env.physics_path == "batched" and "Walker2d" in env.physics_path_reason
+    assert "physics=batched" in repr(env)
+    env.close()
+
+    class MyHopper(HopperEnv):  # a subclass may change step(): its own step() runs
+        pass
+
+    env = MujocoVectorEnv([lambda: MyHopper()] * 2, height=TILE, width=TILE)
+    assert env.physics_path == "per-env" and "MyHopper" in env.physics_path_reason and "physics=per-env" in repr(env)
+    env.close()
+    env = MujocoVectorEnv([lambda: ClipAction(gymnasium.make("Hopper-v5"))] * 2, height=TILE, width=TILE)
+    assert env.physics_path == "per-env" and "ClipAction" in env.physics_path_reason
+    env.close()
+    env = MujocoVectorEnv([lambda: gymnasium.make("Hopper-v5"), lambda: gymnasium.make("Hopper-v5", frame_skip=2)],
+                          height=TILE, width=TILE)
+    assert env.physics_path == "per-env" and "frame_skip" in env.physics_path_reason
+    env.close()
+    env = MujocoVectorEnv("Hopper-v5", 2, height=TILE, width=TILE, physics="per-env")
+    assert env.physics_path == "per-env"
+    env.close()
+    with pytest.raises(ValueError, match="ClipAction"):
+        MujocoVectorEnv([lambda: ClipAction(gymnasium.make("Hopper-v5"))] * 2, height=TILE, width=TILE,
+                        physics="batched")
+    with pytest.raises(ValueError, match="physics must be"):
+        MujocoVectorEnv("Hopper-v5", 2, height=TILE, width=TILE, physics="fast")
+    # an env that renders in its own step() keeps its own step()
+    env = MujocoVectorEnv([lambda: AddRenderObservation(gymnasium.make("Hopper-v5", render_mode="rgb_array",
+                                                                         width=TILE, height=TILE))] * 2,
+                          height=TILE, width=TILE)
+    assert env.physics_path == "per-env" and "AddRenderObservation" in env.physics_path_reason
+    env.close()
+
+
+def test_errors_and_wrapper_state():
+    env = MujocoVectorEnv("HalfCheetah-v5", 2, height=TILE, width=TILE, max_episode_steps=5)
+    try:
+        with pytest.raises(gymnasium.error.ResetNeeded, match="reset"):
+            env.step(np.zeros((2, 6), np.float32))
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match=r"shape \(2, 5\).*\(2, 6\)"):
+            env.step(np.zeros((2, 5), np.float32))
+        import torch
+        env.step(torch.zeros(2, 6))  # a torch tensor is accepted (copied to the host once)
+        assert env.get_attr("_elapsed_steps") == (1, 1)  # TimeLimit's own count follows the batched steps
+        for _ in range(4):
+            _, _, _, trunc, _ = env.step(np.zeros((2, 6), np.float32))
+        assert trunc.all()
+    finally:
+        env.close()
+    env = MujocoVectorEnv("Hopper-v5", 2, height=TILE, width=TILE, autoreset_mode=AutoresetMode.DISABLED)
+    try:
+        env.reset(seed=0)
+        done = np.zeros(2, bool)
+        while not done.any():
+            _, _, te, tr, _ = env.step(np.ones((2, 3), np.float32))
+            done = te | tr
+        with pytest.raises(RuntimeError, match="DISABLED"):
+            env.step(np.ones((2, 3), np.float32))
+        env.reset(options={"reset_mask": done})
+        env.step(np.ones((2, 3), np.float32))
+    finally:
+        env.close()
