@@ -95,7 +95,7 @@ extern "C" {
     X(OUT_OF_MEMORY, "out of memory")                                                       \
     X(UNSUPPORTED, "the driver or device lacks a feature the call needs")                   \
     X(STALE_SLOT, "a shared slot was not written since the last read")                     \
-    X(SLOTS_BUSY, "a set of shared slots is still held by a zero-copy view")
+    X(SLOTS_BUSY, "shared slots are held elsewhere: a set by a zero-copy view, or a slot by another writer")
 
 typedef enum glt_status {
 #define GLT_STATUS_ENUM_(name, text) GLT_##name,
@@ -613,6 +613,12 @@ GLT_API glt_status glt_buffer_read(glt_buffer *buf, size_t offset, size_t bytes,
  * its image into its slot with glReadPixels into that memory (a copy on the GPU), then waits on a GL
  * fence. CPU backend: the slots are shared host memory (memfd); workers read back into it.
  *
+ * What a worker gets is its own slot's memory only (glt_slots_export_slot: a memfd per slot holding its record
+ * and, on the CPU backend, its images), the trainer's control page and the sealed geometry. Every memfd is sealed
+ * against shrinking and growing before a descriptor of it leaves the trainer, and both sides refuse one that is
+ * not. A slot has one writer at a time: a second process that attaches to a slot whose writer still runs is
+ * refused with GLT_SLOTS_BUSY naming it (a forked child that inherited the writer included).
+ *
  * The protocol every vector environment already follows: workers write, reply, and the trainer reads once
  * all have replied. A read refuses slots not written since the previous read (GLT_STALE_SLOT, naming them
  * and why: a write under way, a worker that died), so a stale or half-written image is never returned.
@@ -621,6 +627,11 @@ GLT_API glt_status glt_buffer_read(glt_buffer *buf, size_t offset, size_t bytes,
  * A frame read is a copy (fused with the conversions) and is never overwritten later; a zero-copy view
  * (glt_slots_read_view) is the set itself, kept from the workers until it is destroyed. Slots store rows top
  * row first. */
+/* The layout of the memory the trainer and its workers share: a trainer and a worker of different versions refuse
+ * each other at attach, naming both. 4: one memfd per slot, every memfd sealed against resizing, one writer per
+ * slot (glt_slots_export_slot, glt_slot_writer_desc.slot_fd). */
+#define GLT_SLOTS_VERSION 4
+
 typedef struct glt_slots glt_slots;             /* the trainer's side: owns the memory */
 typedef struct glt_slot_writer glt_slot_writer; /* a worker's side: GL only */
 
@@ -676,10 +687,15 @@ GLT_API glt_status glt_slots_create(const glt_slots_desc *desc, glt_slots **out)
  * next write fails with GLT_CLOSED. */
 GLT_API void glt_slots_destroy(glt_slots *slots);
 GLT_API glt_status glt_slots_get_info(const glt_slots *slots, glt_slots_info *info);
-/* New file descriptors for a writer (the caller owns and closes them): the shared memory (-1 on the CPU
- * backend, whose data lives in the control memory) and the control memory. Send them to the worker
- * (SCM_RIGHTS, or inheritance across fork). */
+/* New file descriptors for a writer (the caller owns and closes them): the shared pixel memory (CUDA backend; -1 on
+ * the CPU backend, whose pixels live in each slot's memfd) and the trainer's control page (a memfd of one page,
+ * sealed against resizing and, on Linux 5.1 or newer, against every write but the trainer's own). Send them to the
+ * worker (SCM_RIGHTS, or inheritance across fork). */
 GLT_API glt_status glt_slots_export(glt_slots *slots, int *memory_fd, int *control_fd);
+/* A new file descriptor (the caller owns and closes it) of slot `slot`'s own memory: a memfd holding its record
+ * and, on the CPU backend, its image of each set, sealed against resizing. A writer of that slot needs it
+ * (glt_slot_writer_desc.slot_fd); it gives no access to any other slot, so hand each worker its own. */
+GLT_API glt_status glt_slots_export_slot(glt_slots *slots, int slot, int *slot_fd);
 /* A new file descriptor (the caller owns and closes it) of the slots' geometry: a memfd sealed against writing,
  * so that no worker can change what the others attach by. A writer needs it besides glt_slots_export's two
  * (glt_slot_writer_desc.geometry_fd) and refuses one that is not sealed. */
@@ -708,8 +724,9 @@ typedef struct glt_slot_writer_desc {
     int control_fd; /* from glt_slots_export; duplicated */
     int slot;       /* which slot this process writes, 0 <= slot < count */
     int geometry_fd; /* from glt_slots_export_geometry (required); read once at attach, not kept */
+    int slot_fd;     /* from glt_slots_export_slot of the same slot (required); mapped at attach, not kept */
 } glt_slot_writer_desc;
-#define GLT_SLOT_WRITER_DESC_INIT {sizeof(glt_slot_writer_desc), -1, -1, 0, -1}
+#define GLT_SLOT_WRITER_DESC_INIT {sizeof(glt_slot_writer_desc), -1, -1, 0, -1, -1}
 
 typedef struct glt_slot_writer_info {
     size_t size; /* 0 or sizeof(glt_slot_writer_info) before the call; the library sets it (see "Struct sizes") */
@@ -730,7 +747,11 @@ typedef struct glt_slot_writer_info {
 /* Attaches to a slot in the GL context current in this thread (CUDA backend: imports the memory into GL, and
  * refuses a context on another GPU with GLT_WRONG_DEVICE; GLT_UNSUPPORTED when the driver lacks
  * GL_EXT_memory_object_fd). Creates no CUDA context. On the CPU backend a writer may attach with no context
- * current: it then writes host pixels only (glt_slot_writer_write refuses with GLT_WRONG_CONTEXT). */
+ * current: it then writes host pixels only (glt_slot_writer_write refuses with GLT_WRONG_CONTEXT).
+ * One writer per slot: GLT_SLOTS_BUSY, naming the holder, while another writer of the slot is attached in a
+ * process that still runs (this one included); a writer whose process exited is taken over. A writer inherited
+ * across fork writes in the child only once the slot is free, and then as the child (its own pid). The writer is
+ * used by one thread at a time. */
 GLT_API glt_status glt_slot_writer_create(const glt_slot_writer_desc *desc, glt_slot_writer **out);
 /* Releases the writer's GL objects (call with its context current where possible). */
 GLT_API void glt_slot_writer_destroy(glt_slot_writer *writer);

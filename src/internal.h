@@ -478,5 +478,8 @@ void glt_slot_writer_fail_next_write_for_testing(void);
 /* slots.c, for tests only (_gltensor._closed_slots_alive_for_testing): the trainer's slots objects of this process
  * destroyed but not yet freed (a zero-copy view still holds them). */
 int glt_slots_closed_alive_for_testing(void);
+/* slots.c, for tests only (_gltensor._slots_weak_control_for_testing): slots made while on leave their control page
+ * unsealed against other processes' writes, as on a kernel before Linux 5.1 (the trainer's recovery is tested so). */
+void glt_slots_weak_control_for_testing(int on);
 
 #endif

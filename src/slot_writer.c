@@ -67,6 +67,13 @@ struct glt_slot_writer {
     glt_slot_packer *packer; /* WRITE_SHADER */
     uint64_t writes;
     uint64_t direct_writes; /* shader writes that read the caller's texture itself (no blit) */
+    /* One writer per slot (slot_owner.c): the process that holds the slot through this writer, and its word. A forked
+     * child's copy finds another pid here and takes the slot for itself before it writes. */
+    int pid;
+    uint64_t owner;
+    uint64_t slot_dev, slot_ino; /* the slot's memfd: this process's registry of attached writers */
+    int registered;
+    atomic_int busy; /* a write in progress: the writer is used by one thread at a time */
 };
 
 static void unmap_all(glt_slot_writer *w) {
@@ -79,35 +86,69 @@ static void unmap_all(glt_slot_writer *w) {
     memset(w->pixels, 0, sizeof w->pixels);
 }
 
-/* Reads the sealed header (geometry_fd), checks its geometry against the control descriptor's size, then maps
- * what this worker may see (the control page, read-only) and write (its record and, on the CPU backend, its slot
- * of each set): nothing is mapped or placed by a geometry the trainer could not have made, or another worker
- * could have rewritten. */
-static glt_status map_control(glt_slot_writer *w, int geometry_fd, int fd, int slot) {
+/* The slot a memfd was made for, from its name (gltensor-slot-<i>): -1 where it is not a slot's memfd, -2 where this
+ * process cannot tell (no /proc). A handle's descriptor writes its own slot only: a slot index that differs from the
+ * memory's is refused, not written into the wrong record. */
+static int slot_of_memfd(int fd) {
+    char path[64], target[128];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n < 0) return -2;
+    target[n] = '\0';
+    static const char prefix[] = "/memfd:gltensor-slot-";
+    unsigned slot = 0;
+    if (strncmp(target, prefix, sizeof prefix - 1) || sscanf(target + sizeof prefix - 1, "%u", &slot) != 1) return -1;
+    return slot <= GLT_SLOTS_MAX_COUNT ? (int)slot : -1;
+}
+
+/* Reads the sealed header (geometry_fd) and checks its geometry, checks the seals and sizes of the control page
+ * (control_fd) and of the slot's own memfd (slot_fd), then maps what this worker may see (the control page,
+ * read-only) and write (its record and, on the CPU backend, its image of each set): nothing is mapped or placed by
+ * a geometry the trainer could not have made, or in a file another process could resize. */
+static glt_status map_control(glt_slot_writer *w, int geometry_fd, int fd, int slot_fd, int slot) {
     glt_status status = glt_slots_header_read(geometry_fd, &w->hdr);
     if (status != GLT_OK) return status;
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return glt_fail(GLT_INVALID_ARGUMENT,
-                        "fstat of the slots' control descriptor %d failed (%s); pass the descriptors glt_slots_export "
-                        "gave, or the handle gltensor.SharedSlots.handle() gave",
-                        fd, strerror(errno));
-    const char *bad = glt_slots_geometry_check(&w->hdr.geo, (uint64_t)st.st_size, glt_page_size());
+    const char *bad = glt_slots_geometry_check(&w->hdr.geo, glt_page_size());
     if (bad)
         return glt_fail(GLT_INVALID_ARGUMENT,
-                        "the shared slots' geometry (descriptor %d) does not fit their control memory (descriptor "
-                        "%d): %s; pass the descriptors of one SharedSlots (glt_slots_export and "
-                        "glt_slots_export_geometry of the same slots)",
-                        geometry_fd, fd, bad);
+                        "the shared slots' geometry (descriptor %d) is not one a trainer of this gltensor makes: %s; "
+                        "pass the descriptors of one SharedSlots",
+                        geometry_fd, bad);
     w->g = w->hdr.geo;
     w->trainer_pid = w->hdr.trainer_pid;
     w->trainer_start = w->hdr.trainer_start;
     if (slot < 0 || (unsigned)slot >= w->g.count)
         return glt_fail(GLT_INVALID_ARGUMENT, "slot %d does not exist: the trainer made %u slots (0 to %u)", slot,
                         w->g.count, w->g.count - 1);
+    if (slot_fd < 0)
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "glt_slot_writer_create: desc.slot_fd is not set: a writer writes the memory of its own slot; "
+                        "pass glt_slots_export_slot's descriptor of slot %d",
+                        slot);
+    int made_for = slot_of_memfd(slot_fd);
+    if (made_for == -1 || (made_for >= 0 && made_for != slot)) {
+        char whose[48] = "no shared slot's memory";
+        if (made_for >= 0) snprintf(whose, sizeof whose, "slot %d's memory", made_for);
+        return glt_fail(GLT_INVALID_ARGUMENT,
+                        "descriptor %d is %s, not slot %d's: a slot's descriptor writes that slot only; pass the "
+                        "handle of slot %d (SharedSlots.handle(%d)), or glt_slots_export_slot's descriptor of it",
+                        slot_fd, whose, slot, slot, slot);
+    }
+    status = glt_memfd_check(fd, "control page", w->g.control_seals, w->g.control_bytes);
+    if (status == GLT_OK) {
+        char what[48];
+        snprintf(what, sizeof what, "slot %d's memory", slot);
+        status = glt_memfd_check(slot_fd, what, GLT_SEALS_SIZE, w->g.slot_file_bytes);
+    }
+    if (status != GLT_OK) return status;
+    struct stat st;
+    if (fstat(slot_fd, &st) == 0) {
+        w->slot_dev = (uint64_t)st.st_dev;
+        w->slot_ino = (uint64_t)st.st_ino;
+    }
     const char *what = "control page";
     /* The control page through a read-only descriptor of the same memfd: a mapping this process cannot make writable
-     * (mprotect refuses with EACCES), not just one it did not. */
+     * (mprotect refuses with EACCES), not just one it did not (sealed F_SEAL_FUTURE_WRITE, no process can anyway). */
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     int ro = open(path, O_RDONLY | O_CLOEXEC);
@@ -116,15 +157,14 @@ static glt_status map_control(glt_slot_writer *w, int geometry_fd, int fd, int s
     if (p != MAP_FAILED) {
         w->h = p;
         what = "record";
-        p = mmap(NULL, (size_t)w->g.page, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                 (off_t)(w->g.record_offset + (uint64_t)slot * w->g.record_stride));
+        p = mmap(NULL, (size_t)w->g.page, PROT_READ | PROT_WRITE, MAP_SHARED, slot_fd, 0);
     }
     if (p != MAP_FAILED) {
         w->rec = p;
         what = "pixels";
         for (unsigned set = 0; set < w->g.buffers && w->g.backend == GLT_BACKEND_CPU && p != MAP_FAILED; ++set) {
-            p = mmap(NULL, (size_t)w->g.slot_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                     (off_t)(w->g.data_offset + glt_slot_offset(&w->g, set, (unsigned)slot)));
+            p = mmap(NULL, (size_t)w->g.slot_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, slot_fd,
+                     (off_t)(w->g.pixel_offset + set * w->g.slot_bytes));
             if (p != MAP_FAILED) w->pixels[set] = p;
         }
     }
@@ -133,6 +173,28 @@ static glt_status map_control(glt_slot_writer *w, int geometry_fd, int fd, int s
         unmap_all(w);
         return glt_fail(GLT_OUT_OF_MEMORY, "mapping the %s of shared slot %d failed (%s)", what, slot, strerror(err));
     }
+    return GLT_OK;
+}
+
+/* Takes the slot for this process (slot_owner.c): at attach, and in a forked child at its first write through the
+ * writer it inherited. */
+static glt_status take_slot(glt_slot_writer *w, int inherited) {
+    int pid = (int)getpid();
+    uint64_t start = glt_process_start_time(pid);
+    uint64_t word = glt_slot_owner_word(pid, start);
+    if (!inherited) {
+        if (!glt_slot_owner_register(w->slot_dev, w->slot_ino))
+            return glt_fail(GLT_SLOTS_BUSY,
+                            "shared slot %u already has a writer in this process (pid %d): one writer writes each slot "
+                            "(two would tear its images); use that one, or close it first",
+                            w->slot, pid);
+        w->registered = 1;
+    }
+    glt_status st = glt_slot_owner_take(w->rec, w->slot, word, inherited);
+    if (st != GLT_OK) return st;
+    w->pid = pid;
+    w->start = start;
+    w->owner = word;
     return GLT_OK;
 }
 
@@ -279,15 +341,19 @@ glt_status glt_slot_writer_create(const glt_slot_writer_desc *d, glt_slot_writer
                                     "glt_slot_writer_create: desc.geometry_fd is not set: a writer attaches by the "
                                     "slots' sealed geometry; pass glt_slots_export_geometry's descriptor with "
                                     "desc.size = sizeof(glt_slot_writer_desc) (GLT_SLOT_WRITER_DESC_INIT)")
-                         : map_control(w, geometry_fd, d->control_fd, d->slot);
+                         : map_control(w, geometry_fd, d->control_fd, d->slot_fd, d->slot);
     if (st != GLT_OK) {
         free(w);
         return st;
     }
     w->slot = (unsigned)d->slot;
+    st = take_slot(w, 0);
+    if (st != GLT_OK) {
+        glt_slot_writer_destroy(w);
+        return st;
+    }
     w->backend = (glt_backend)w->g.backend;
     w->fmt = glt_format_find(w->g.gl_internal_format);
-    w->start = glt_process_start_time((int)getpid());
     if (!glt_process_running(w->trainer_pid, w->trainer_start)) {
         st = glt_fail(GLT_CLOSED, "attaching to shared slot %d: the trainer process (pid %d) has exited; stop this "
                                   "worker", d->slot, w->trainer_pid);
@@ -332,6 +398,9 @@ void glt_slot_writer_destroy(glt_slot_writer *w) {
         if (glt_gl_context_enter(w->gl_context, &saved)) release_gl(w);
         glt_gl_context_leave(&saved);
     }
+    /* A forked child's copy of a writer its parent holds releases nothing of the parent's. */
+    if (w->rec && w->owner && w->pid == (int)getpid()) glt_slot_owner_release(w->rec, w->owner);
+    if (w->registered) glt_slot_owner_unregister(w->slot_dev, w->slot_ino);
     unmap_all(w);
     if (w->trainer_fd >= 0) close(w->trainer_fd);
     if (w->trainer_stat_fd >= 0) close(w->trainer_stat_fd);
@@ -500,7 +569,8 @@ static glt_status wait_gl(const glt_gl *gl, unsigned slot) {
  * loaded, whose set is written. Both seq_cst: the trainer's claim of a set relies on that order. */
 static uint64_t begin_write(glt_slot_writer *w) {
     glt_slot_record *rec = w->rec;
-    atomic_store_explicit(&rec->writer_pid, (int32_t)getpid(), memory_order_relaxed);
+    glt_slot_owner_keep(rec, w->owner);
+    atomic_store_explicit(&rec->writer_pid, (int32_t)w->pid, memory_order_relaxed);
     atomic_store_explicit(&rec->writer_start, w->start, memory_order_relaxed);
     atomic_store_explicit(&rec->writing, 1u, memory_order_relaxed);
     /* Odd whatever was there (the record is this process's own memory: a wild write may have left anything). */
@@ -580,8 +650,7 @@ static atomic_int fail_next_write;
 
 void glt_slot_writer_fail_next_write_for_testing(void) { atomic_store(&fail_next_write, 1); }
 
-glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned target, const glt_rect *region) {
-    if (!w) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write: writer is NULL");
+static glt_status write_gl(glt_slot_writer *w, unsigned name, unsigned target, const glt_rect *region) {
     char what[64];
     snprintf(what, sizeof what, "shared slot %u's writer", w->slot);
     glt_status st = glt_check_gl_context(w->gl_context, what);
@@ -701,8 +770,7 @@ glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned tar
     return st;
 }
 
-glt_status glt_slot_writer_write_host(glt_slot_writer *w, const void *pixels, size_t row_stride) {
-    if (!w || !pixels) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write_host: NULL argument");
+static glt_status write_host(glt_slot_writer *w, const void *pixels, size_t row_stride) {
     size_t row = glt_dtype_size(w->fmt->dtype) * (size_t)w->fmt->channels * (size_t)w->g.width;
     if (row_stride < row)
         return glt_fail(GLT_INVALID_ARGUMENT, "shared slot %u: rows of %zu bytes are %zu bytes apart, less than a row",
@@ -743,5 +811,38 @@ glt_status glt_slot_writer_write_host(glt_slot_writer *w, const void *pixels, si
         if (st == GLT_OK) st = wait_gl(gl, w->slot);
     }
     end_write(w, reads, st == GLT_OK);
+    return st;
+}
+
+/* Every write runs here: one thread at a time (two writes of one writer at once would be two writers of the slot),
+ * and in a forked child only once the slot is the child's (take_slot), so that the record names the child. */
+static glt_status enter_write(glt_slot_writer *w) {
+    int inherited = w->pid != (int)getpid();
+    if (inherited) atomic_store(&w->busy, 0); /* a write of the parent's other thread, copied by fork mid-write */
+    if (atomic_exchange(&w->busy, 1))
+        return glt_fail(GLT_SLOTS_BUSY,
+                        "shared slot %u's writer is already writing in another thread: use a writer from one thread "
+                        "at a time",
+                        w->slot);
+    glt_status st = inherited ? take_slot(w, 1) : GLT_OK;
+    if (st != GLT_OK) atomic_store(&w->busy, 0);
+    return st;
+}
+
+glt_status glt_slot_writer_write(glt_slot_writer *w, unsigned name, unsigned target, const glt_rect *region) {
+    if (!w) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write: writer is NULL");
+    glt_status st = enter_write(w);
+    if (st != GLT_OK) return st;
+    st = write_gl(w, name, target, region);
+    atomic_store(&w->busy, 0);
+    return st;
+}
+
+glt_status glt_slot_writer_write_host(glt_slot_writer *w, const void *pixels, size_t row_stride) {
+    if (!w || !pixels) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slot_writer_write_host: NULL argument");
+    glt_status st = enter_write(w);
+    if (st != GLT_OK) return st;
+    st = write_host(w, pixels, row_stride);
+    atomic_store(&w->busy, 0);
     return st;
 }

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -41,11 +42,17 @@
 #define PID_LIMIT 4194304 /* PID_MAX_LIMIT: no process has a larger pid */
 
 struct glt_slots {
-    glt_slots_control *h; /* the control memory, mapped: its page 0, then the records and (CPU) the pixels */
+    glt_slots_control *h; /* the control page, mapped writable (the only writable mapping of it: it is sealed) */
+    char *records;        /* every slot's record page, side by side (slot i's memfd, page 0), mapped read-only */
+    char *pixels;         /* CPU backend: every set's images, set by set (slot i's image of set k comes from slot
+                           * i's memfd), mapped writable: count * slot_bytes contiguous bytes per set */
+    int *slot_fds;        /* each slot's memfd */
+    unsigned char *ever;  /* each slot was seen written (a record of zeros later was cleared, not never written) */
+    char tamper[320];     /* what the read in progress found done to the control page, or "" */
     glt_slots_geometry g; /* the trainer's own copy: nothing is sized or placed from shared memory */
     glt_slots_header hdr; /* what the workers get, sealed into geometry_fd once complete */
     int geometry_fd;
-    uint64_t reads;       /* the trainer's own read count (published in the header for the workers) */
+    uint64_t reads;       /* the trainer's own read count (published in the control page for the workers) */
     uint64_t *seen;       /* each record's seq when the read in progress checked it (slots_shared.h) */
     int pid;              /* the trainer: a forked child's copy of this object frees only its own mappings */
     size_t control_bytes;
@@ -72,7 +79,7 @@ struct glt_slots {
 
 /* Slot i's record: the trainer's layout, never the header's. */
 static glt_slot_record *record_of(const glt_slots *s, unsigned i) {
-    return (glt_slot_record *)((char *)s->h + s->g.record_offset + (size_t)i * s->g.record_stride);
+    return (glt_slot_record *)(s->records + (size_t)i * s->g.page);
 }
 
 const glt_format *glt_slot_format(unsigned gl_internal_format) {
@@ -118,40 +125,86 @@ static glt_status check_desc(const glt_slots_desc *d, const glt_format **fmt) {
     return *fmt ? GLT_OK : GLT_UNSUPPORTED_FORMAT;
 }
 
-/* The memfd both sides map: the control page, one page per slot record, and (CPU backend) the pixels. */
-static glt_status map_control(glt_slots *s, int count, size_t pixel_bytes) {
-    size_t page = (size_t)s->g.page;
-    size_t head = page + page * (size_t)count;
-    size_t total = head + pixel_bytes;
-    int fd = glt_memfd_create("gltensor-slots", 0);
-    if (fd < 0) {
-        int err = errno;
-        return glt_fail(err == ENOSYS ? GLT_UNSUPPORTED : GLT_OUT_OF_MEMORY,
-                        "memfd_create failed (%s): cannot make shared memory for the slots; %s", strerror(err),
-                        err == ENOSYS ? "it needs Linux 3.17 or newer: upgrade the kernel"
-                                      : "free memory or raise the process's limits, or make fewer or smaller slots");
+/* For tests (_gltensor._slots_weak_control_for_testing): slots made while set leave the control page without
+ * F_SEAL_FUTURE_WRITE, as on a kernel before 5.1, so that the trainer's recovery from a changed control page runs. */
+static atomic_int weak_control;
+
+void glt_slots_weak_control_for_testing(int on) { atomic_store(&weak_control, on != 0); }
+
+/* A range of address space nothing is mapped in yet (the slots' pieces are mapped into it, MAP_FIXED). */
+static char *reserve(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* One descriptor per slot: where the process's limit of open files is too low for them, the soft limit is raised
+ * towards the hard one (as Go's runtime does at start), once, and the creation tried again. */
+static int raise_file_limit(size_t more) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY || r.rlim_cur >= r.rlim_max) return 0;
+    rlim_t want = r.rlim_cur + (rlim_t)more + 64;
+    r.rlim_cur = r.rlim_max == RLIM_INFINITY || want < r.rlim_max ? want : r.rlim_max;
+    return setrlimit(RLIMIT_NOFILE, &r) == 0;
+}
+
+/* Slot i's memfd: sized, sealed, its record mapped (read-only) into s->records and, on the CPU backend, its image
+ * of each set into s->pixels. */
+static glt_status make_slot(glt_slots *s, unsigned i, int *raised) {
+    const glt_slots_geometry *g = &s->g;
+    char name[40], what[48];
+    snprintf(name, sizeof name, "gltensor-slot-%u", i);
+    snprintf(what, sizeof what, "slot %u's memory", i);
+    glt_status st = glt_memfd_sized(name, g->slot_file_bytes, &s->slot_fds[i]);
+    if (st != GLT_OK && !*raised && raise_file_limit(g->count - i)) {
+        *raised = 1;
+        glt_clear_error();
+        st = glt_memfd_sized(name, g->slot_file_bytes, &s->slot_fds[i]);
     }
-    if (ftruncate(fd, (off_t)total) != 0) {
-        int err = errno;
-        close(fd);
-        return glt_fail(GLT_OUT_OF_MEMORY, "ftruncate of the slots' shared memory to %zu bytes failed (%s)", total,
-                        strerror(err));
-    }
-    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        int err = errno;
-        close(fd);
-        return glt_fail(GLT_OUT_OF_MEMORY, "mapping %zu bytes of shared memory for the slots failed (%s)", total,
-                        strerror(err));
-    }
-    s->h = p;
-    s->control_fd = fd;
-    s->control_bytes = total;
-    s->g.record_offset = page;
-    s->g.record_stride = page;
-    s->g.data_offset = pixel_bytes ? head : 0;
-    s->g.control_bytes = total;
+    if (st == GLT_OK) st = glt_memfd_seal(s->slot_fds[i], what, 0, NULL);
+    if (st != GLT_OK) return st;
+    int fd = s->slot_fds[i];
+    void *p = mmap(s->records + (size_t)i * g->page, (size_t)g->page, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    for (unsigned set = 0; p != MAP_FAILED && s->pixels && set < g->buffers; ++set)
+        p = mmap(s->pixels + glt_slot_offset(g, set, i), (size_t)g->slot_bytes, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_FIXED, fd, (off_t)(g->pixel_offset + set * g->slot_bytes));
+    if (p == MAP_FAILED)
+        return glt_fail(GLT_OUT_OF_MEMORY, "mapping %s failed (%s); raise vm.max_map_count or make fewer slots", what,
+                        strerror(errno));
     return GLT_OK;
+}
+
+/* The memory the workers share: the control page (a memfd of its own, sealed), and one memfd per slot holding its
+ * record and (CPU backend) its images. */
+static glt_status make_memory(glt_slots *s) {
+    glt_slots_geometry *g = &s->g;
+    size_t page = (size_t)g->page;
+    int cpu = s->backend == GLT_BACKEND_CPU;
+    g->control_bytes = page;
+    g->pixel_offset = cpu ? page : 0;
+    g->slot_file_bytes = page + (cpu ? (uint64_t)g->buffers * g->slot_bytes : 0);
+    glt_status st = glt_memfd_sized("gltensor-slots-control", page, &s->control_fd);
+    if (st != GLT_OK) return st;
+    void *p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, s->control_fd, 0);
+    if (p == MAP_FAILED)
+        return glt_fail(GLT_OUT_OF_MEMORY, "mapping the slots' control page failed (%s)", strerror(errno));
+    s->h = p;
+    s->control_bytes = page;
+    /* Data, not a hole: a hole found there later was punched (check_control says so). */
+    atomic_store(&s->h->reads, 0);
+    atomic_store(&s->h->closed, 0u);
+    atomic_store(&s->h->marker, GLT_SLOTS_CONTROL_MARKER);
+    st = glt_memfd_seal(s->control_fd, "control page", !atomic_load(&weak_control), &g->control_seals);
+    if (st != GLT_OK) return st;
+    s->slot_fds = malloc(sizeof *s->slot_fds * g->count);
+    s->ever = calloc(g->count, 1);
+    s->records = reserve(page * g->count);
+    if (cpu) s->pixels = reserve((size_t)g->buffers * g->count * g->slot_bytes);
+    for (unsigned i = 0; s->slot_fds && i < g->count; ++i) s->slot_fds[i] = -1;
+    if (!s->slot_fds || !s->ever || !s->records || (cpu && !s->pixels))
+        return glt_fail(GLT_OUT_OF_MEMORY, "out of host memory or address space for %u shared slots", g->count);
+    int raised = 0;
+    for (unsigned i = 0; i < g->count && st == GLT_OK; ++i) st = make_slot(s, i, &raised);
+    return st;
 }
 
 /* Waits for the consumers of a dead view of each set (their work must finish before the memory is freed). */
@@ -252,11 +305,9 @@ glt_status glt_slots_create(const glt_slots_desc *d, glt_slots **out) {
     s->g.slot_bytes = slot_bytes;
     s->g.memory_bytes = pixels;
     s->seen = calloc((size_t)d->count, sizeof *s->seen);
-    st = s->seen ? map_control(s, d->count, s->backend == GLT_BACKEND_CPU ? pixels : 0)
-                 : glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
+    st = s->seen ? make_memory(s) : glt_fail(GLT_OUT_OF_MEMORY, "out of host memory");
     if (st != GLT_OK) {
-        free(s->seen);
-        free(s);
+        glt_slots_destroy(s);
         return st;
     }
     glt_slots_header *h = &s->hdr;
@@ -306,9 +357,15 @@ static void slots_free(glt_slots *s) {
         if (s->destroyed) atomic_fetch_sub(&closed_alive, 1);
     }
     if (s->h) munmap(s->h, s->control_bytes);
+    if (s->records) munmap(s->records, (size_t)s->g.page * s->g.count);
+    if (s->pixels) munmap(s->pixels, (size_t)s->g.buffers * s->g.count * s->g.slot_bytes);
+    for (unsigned i = 0; s->slot_fds && i < s->g.count; ++i)
+        if (s->slot_fds[i] >= 0) close(s->slot_fds[i]);
     if (s->control_fd >= 0) close(s->control_fd);
     if (s->geometry_fd >= 0) close(s->geometry_fd);
     pthread_mutex_destroy(&s->lock);
+    free(s->slot_fds);
+    free(s->ever);
     free(s->seen);
     free(s);
 }
@@ -372,6 +429,19 @@ glt_status glt_slots_export(glt_slots *s, int *memory_fd, int *control_fd) {
     return GLT_OK;
 }
 
+glt_status glt_slots_export_slot(glt_slots *s, int slot, int *slot_fd) {
+    if (!s || !slot_fd) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_export_slot: NULL argument");
+    *slot_fd = -1;
+    if (slot < 0 || (unsigned)slot >= s->g.count)
+        return glt_fail(GLT_INVALID_ARGUMENT, "slot %d does not exist: there are %u slots (0 to %u)", slot, s->g.count,
+                        s->g.count - 1);
+    *slot_fd = fcntl(s->slot_fds[slot], F_DUPFD_CLOEXEC, 0);
+    if (*slot_fd < 0)
+        return glt_fail(GLT_INVALID_ARGUMENT, "duplicating slot %d's descriptor failed (%s); too many open files?",
+                        slot, strerror(errno));
+    return GLT_OK;
+}
+
 glt_status glt_slots_export_geometry(glt_slots *s, int *geometry_fd) {
     if (!s || !geometry_fd) return glt_fail(GLT_INVALID_ARGUMENT, "glt_slots_export_geometry: NULL argument");
     *geometry_fd = fcntl(s->geometry_fd, F_DUPFD_CLOEXEC, 0);
@@ -393,6 +463,17 @@ static glt_slot_state state_of(const glt_slots *s, unsigned i, uint64_t reads, i
     if (pid_out) *pid_out = pid;
     if (seq_out) *seq_out = seq;
     if (why && why_size) why[0] = '\0';
+    if (!pid && !seq && !written && s->ever[i]) {
+        /* Written before, a record of zeros now: a process holding the slot's memory cleared it. (Whether by a
+         * punched hole cannot be told any more: the loads above filled the hole with a page of zeros.) */
+        if (why && why_size)
+            snprintf(why, why_size,
+                     "its record was cleared since it was last written (all zeros: a hole punched in slot %u's "
+                     "memory with fallocate PUNCH_HOLE, or zeros written over it, by a process holding it); its "
+                     "worker's next write makes it fresh again",
+                     i);
+        return GLT_SLOT_STALE;
+    }
     const char *bad = NULL;
     char detail[160];
     if (pid < 0 || pid > PID_LIMIT || (!pid && (seq || written))) {
@@ -430,17 +511,20 @@ glt_status glt_slots_state(const glt_slots *s, int slot, glt_slot_state *state, 
 
 /* GLT_STALE_SLOT naming every slot that is not fresh and why, or GLT_OK; notes each record's seq in s->seen. */
 static glt_status check_fresh(glt_slots *s, uint64_t reads) {
-    char msg[900];
+    char msg[1400];
     size_t used = 0;
     int bad = 0;
     for (unsigned i = 0; i < s->g.count; ++i) {
         int pid = 0;
-        char corrupt[240]; /* what is wrong with the record, or why else it is stale, when the state says too little */
+        char corrupt[320]; /* what is wrong with the record, or why else it is stale, when the state says too little */
         glt_slot_state st = state_of(s, i, reads, &pid, &s->seen[i], corrupt, sizeof corrupt);
+        if (pid) s->ever[i] = 1;
         if (st == GLT_SLOT_FRESH) continue;
         if (++bad > 6) continue;
-        char why[280];
-        if (corrupt[0] && st != GLT_SLOT_WRITER_GONE)
+        char why[340];
+        if (s->tamper[0] && pid > 0 && st == GLT_SLOT_STALE)
+            snprintf(why, sizeof why, "its writer (pid %d) last wrote by the changed read count: write again", pid);
+        else if (corrupt[0] && st != GLT_SLOT_WRITER_GONE)
             snprintf(why, sizeof why, "%s", corrupt);
         else if (st == GLT_SLOT_WRITING)
             snprintf(why, sizeof why, "a write by pid %d is under way", pid);
@@ -454,6 +538,9 @@ static glt_status check_fresh(glt_slots *s, uint64_t reads) {
             used += (size_t)snprintf(msg + used, sizeof msg - used, "%sslot %u: %s", bad > 1 ? "; " : "", i, why);
     }
     if (!bad) return GLT_OK;
+    if (s->tamper[0])
+        return glt_fail(GLT_STALE_SLOT, "%s; %d of %u shared slots are not fresh (%s%s)", s->tamper, bad, s->g.count,
+                        msg, bad > 6 ? "; ..." : "");
     return glt_fail(GLT_STALE_SLOT,
                     "%d of %u shared slots were not written since the last read (%s%s); every worker must write its "
                     "slot once per step before the trainer reads (restart the workers that died; the other slots' "
@@ -512,7 +599,7 @@ static glt_status copy_cuda(glt_slots *s, unsigned set, const glt_read_dest *d, 
 
 static void copy_host(glt_slots *s, unsigned set, const glt_read_dest *d, int flip) {
     const glt_slots_geometry *h = &s->g;
-    const char *base = (const char *)s->h + h->data_offset;
+    const char *base = s->pixels;
     ptrdiff_t pitch = (ptrdiff_t)h->row_pitch;
     for (unsigned i = 0; i < h->count; ++i) {
         const char *slot = base + glt_slot_offset(h, set, i);
@@ -575,6 +662,33 @@ static glt_status release_set(glt_slots *s, unsigned set) {
     return st;
 }
 
+/* The control page holds what the trainer published (its read count, not closed) between reads. Where the kernel
+ * could not seal it against other processes' writes (before Linux 5.1), one that maps its descriptor itself may
+ * have changed it, or punched a hole in it (it then reads as zeros): the trainer puts its own values back, so that
+ * the workers' next writes go where the next read looks, and s->tamper says what it found, for the error of a read
+ * that finds slots written by the changed values. */
+static void check_control(glt_slots *s) {
+    s->tamper[0] = '\0';
+    uint64_t reads = atomic_load_explicit(&s->h->reads, memory_order_seq_cst);
+    uint32_t closed = atomic_load_explicit(&s->h->closed, memory_order_relaxed);
+    uint32_t marker = atomic_load_explicit(&s->h->marker, memory_order_relaxed);
+    if (reads == s->reads && !closed && marker == GLT_SLOTS_CONTROL_MARKER) return;
+    /* A punched page reads as zeros, like one zeros were written over; it is still a hole only until a process
+     * touches it again (a worker's write does). */
+    const char *what = glt_memfd_hole_at(s->control_fd, 0) ? "punched out (fallocate PUNCH_HOLE: it read as zeros)"
+                       : !marker && !reads && !closed ? "cleared (every byte read as zero: a hole punched in it with "
+                                                        "fallocate PUNCH_HOLE, or zeros written over it)"
+                                                      : "overwritten";
+    snprintf(s->tamper, sizeof s->tamper,
+             "the slots' control page was %s by a process holding its descriptor (read count %llu where the trainer's "
+             "is %llu%s); the trainer restored it, and the workers' writes made by it went to other images than the "
+             "next read's",
+             what, (unsigned long long)reads, (unsigned long long)s->reads, closed ? ", closed flag set" : "");
+    atomic_store_explicit(&s->h->marker, GLT_SLOTS_CONTROL_MARKER, memory_order_relaxed);
+    atomic_store_explicit(&s->h->closed, 0u, memory_order_relaxed);
+    atomic_store_explicit(&s->h->reads, s->reads, memory_order_seq_cst);
+}
+
 /* The read path's prepare step (read_path.c): the trainer's process, its stream, every slot of the set the
  * workers finished (c->note: the read count, whose set is read). */
 static glt_status prepare_read(glt_slots *s, glt_read_call *c) {
@@ -593,6 +707,7 @@ static glt_status prepare_read(glt_slots *s, glt_read_call *c) {
         }
     }
     uint64_t reads = s->reads;
+    check_control(s);
     glt_status st = check_fresh(s, reads);
     if (st == GLT_OK) st = check_not_viewed(s, (unsigned)((reads + 1) % g->buffers));
     if (st != GLT_OK) return st;
@@ -701,7 +816,7 @@ glt_status glt_slots_read_view(glt_slots *s, const glt_read_options *opts, glt_f
     /* Claimed first: from here on no worker writes this set until a later read lets them in again. */
     st = claim_set(s, reads);
     if (st != GLT_OK) return st;
-    char *base = s->backend == GLT_BACKEND_CUDA ? glt_cuda_vmm_ptr(s->vmm) : (char *)s->h + g->data_offset;
+    char *base = s->backend == GLT_BACKEND_CUDA ? glt_cuda_vmm_ptr(s->vmm) : s->pixels;
     glt_block *b = s->spare[set]; /* the set's last view block, settled: its events are reused */
     s->spare[set] = NULL;
     if (!b)

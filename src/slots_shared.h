@@ -3,28 +3,42 @@
  *
  * Trust: a worker runs engine code that can make wild writes; the trainer holds hours of training state. So
  * nothing that sizes or places memory is ever read by the trainer from memory a worker can write: the trainer
- * keeps its own copy of the geometry (glt_slots_geometry) from creation on. What workers must know is in two
- * memfds, both close-on-exec, handed over by descriptor passing only:
+ * keeps its own copy of the geometry (glt_slots_geometry) from creation on. What workers must know is in memfds,
+ * all close-on-exec, handed over by descriptor passing only, each sealed against shrinking and growing (and against
+ * new seals) once sized, before any descriptor leaves the trainer: a process holding one cannot make another's
+ * mapping run past the file's end (SIGBUS). Both sides check the seals (F_GET_SEALS): the trainer after sealing,
+ * a worker before it maps anything.
  *   the geometry memfd    glt_slots_header (geometry, the trainer's identity, its GPU): written once by the trainer
- *                         with write() before any descriptor leaves it, then sealed (F_SEAL_WRITE, SHRINK, GROW,
- *                         SEAL; slots_seal.c). No process can change it from then on, whatever descriptor it holds:
- *                         write(), a writable MAP_SHARED mapping, a reopen through /proc and removing a seal all
- *                         fail. A worker refuses a descriptor without those seals, then reads it once at attach
- *                         and checks the geometry against the control descriptor's size.
- *   the control memfd, laid out in pages so that each worker maps writable only what it must write:
- *   page 0                glt_slots_control: the trainer's read count and closed flag, written by the trainer
- *                         only; workers map it PROT_READ through a read-only descriptor of the memfd (a mapping
- *                         mprotect cannot make writable; a wild write there kills the worker, not the others).
- *   record_offset + i * record_stride   slot i's record (one page each): written by slot i's worker only, mapped
- *                         writable by that worker alone. The trainer treats every field as untrusted input: a
- *                         value out of range makes that slot stale with a message naming it, nothing else.
- *   data_offset           CPU backend: the pixels, set by set; each worker maps writable only its own slot of
- *                         each set (slots are page-aligned). CUDA backend: the pixels are the trainer's GPU
- *                         memory, exported as a descriptor (close-on-exec) and imported by the workers' GL.
- * A worker that ignores all this (maps the control descriptor again itself) can still write anything into the
- * control memfd: other slots' records and pixels, the read count, the closed flag. The trainer still never
- * crashes or reads out of bounds (it sizes nothing from it), and what other workers attach by (the geometry)
- * stays sealed; but other slots' images are then only as safe as that worker is honest.
+ *                         with write() before any descriptor leaves it, then sealed against writing too (F_SEAL_WRITE,
+ *                         SHRINK, GROW, SEAL; slots_seal.c). A worker reads it once at attach and checks the
+ *                         geometry against the sizes of the other descriptors it got.
+ *   the control memfd     one page, glt_slots_control: the trainer's read count and closed flag, written by the
+ *                         trainer only, through the mapping it made before sealing. On Linux 5.1 or newer it is
+ *                         also sealed F_SEAL_FUTURE_WRITE: no other process can write it, map it writable or punch
+ *                         a hole in it, whatever descriptor it holds (geo.control_seals says what the trainer set;
+ *                         a worker requires those seals). On older kernels a process that maps its descriptor
+ *                         itself can change it: the trainer republishes its own values at every read and names
+ *                         what it found (slots.c, check_control).
+ *   a slot's memfd        one per slot (glt_slots_export_slot): page 0 is the slot's record (glt_slot_record),
+ *                         written by that slot's writer only; on the CPU backend the slot's image of each set
+ *                         follows at pixel_offset + set * slot_bytes. A worker gets its own slot's memfd and no
+ *                         other, so even with raw access to what it holds it cannot touch another slot's record or
+ *                         (CPU) pixels. The trainer maps every slot's images side by side into one range of its
+ *                         address space (a set is count * slot_bytes contiguous bytes, as views need) and treats
+ *                         every field of a record as untrusted input: a value out of range makes that slot stale
+ *                         with a message naming it, nothing else.
+ *   CUDA backend          the pixels are the trainer's GPU memory, one allocation exported as a descriptor
+ *                         (close-on-exec) and imported by the workers' GL: a worker that imports it itself could
+ *                         write any slot's pixels there (docs/shared-slots.md, trust model).
+ * What a worker can still do to memory it holds: write anything into its own record and (CPU) pixels, punch holes
+ * in them (fallocate(PUNCH_HOLE): they then read as zeros; only F_SEAL_WRITE stops that, and the worker must
+ * write). The trainer still never crashes or reads out of bounds (it sizes nothing from shared memory, and no
+ * file it maps can shrink).
+ *
+ * One writer per slot (slot_owner.c): a writer takes its slot at attach by a compare-exchange of the record's owner
+ * word (the writer's pid and start time), refused while another writer's process runs; released at destroy; taken
+ * over from a process that exited. A forked child's inherited writer takes the slot for the child first. Two
+ * writers of one slot would tear frames: the seqlock below assumes one writer per record.
  *
  * Freshness and torn frames, per slot record (a seqlock plus a claim of the set being read):
  *   worker write:  seq <- odd (seq_cst); r <- control.reads (seq_cst); write set r % buffers;
@@ -43,7 +57,10 @@
  *        sees r + 1 (Dekker).
  *     3. with buffers == 1 the workers' next set is the one being read: the copy is done first (on the GPU,
  *        waited for), then the seqs are checked again (moved: refused, naming the slot), then reads <- r + 1.
- * The trainer commits its private read count only when the read succeeds.
+ * The trainer commits its private read count only when the read succeeds. Between reads the control page holds
+ * the trainer's values (reads, not closed, the marker); a read that finds others there (a kernel without
+ * F_SEAL_FUTURE_WRITE let a process change or punch the page) puts them back before step 1 and names the change in
+ * its refusal: a changed page never stalls reads for good, and no honest worker is blamed for it.
  *
  * Processes are named by pid and start time (/proc/<pid>/stat), so that a reused pid is not taken for the
  * writer or the trainer; a zombie counts as gone. A worker holds a pidfd of the trainer (pidfd_open at attach,
@@ -61,7 +78,7 @@
 #include <stdint.h>
 
 #define GLT_SLOTS_MAGIC 0x73746f6c73746c67ull /* "gltslots" */
-#define GLT_SLOTS_VERSION 3u
+/* GLT_SLOTS_VERSION (gltensor.h): the layout below; the header carries it. */
 
 /* Bounds a geometry must respect (the trainer's checks at creation; a worker's checks at attach). */
 #define GLT_SLOTS_MAX_COUNT 4096
@@ -74,14 +91,15 @@ typedef struct glt_slots_geometry {
     uint32_t count, buffers;
     int32_t width, height;
     uint32_t gl_internal_format;
-    uint64_t page;          /* the unit of the layout (>= the system page size) */
-    uint64_t row_pitch;     /* bytes between a slot's rows (GL_PACK_ROW_LENGTH * pixel size) */
-    uint64_t slot_bytes;    /* one slot, padded to GLT_SLOT_ALIGN (and to `page` on the CPU backend) */
-    uint64_t memory_bytes;  /* the pixel allocation: buffers * count * slot_bytes, rounded up as CUDA needs */
-    uint64_t record_offset; /* where slot 0's record is in the control memory */
-    uint64_t record_stride; /* one page per record */
-    uint64_t data_offset;   /* CPU backend: where the pixels start in the control memory; 0 on CUDA */
-    uint64_t control_bytes; /* the control memory's size */
+    uint64_t page;            /* the unit of the layout (>= the system page size) */
+    uint64_t row_pitch;       /* bytes between a slot's rows (GL_PACK_ROW_LENGTH * pixel size) */
+    uint64_t slot_bytes;      /* one slot, padded to GLT_SLOT_ALIGN (and to `page` on the CPU backend) */
+    uint64_t memory_bytes;    /* the pixel memory: buffers * count * slot_bytes, rounded up as CUDA needs */
+    uint64_t control_bytes;   /* the control memfd's size: one page */
+    uint64_t slot_file_bytes; /* each slot's memfd: its record page, then (CPU) its image of each set */
+    uint64_t pixel_offset;    /* CPU backend: where a slot's image of set 0 is in its memfd (one page); 0 on CUDA */
+    uint32_t control_seals;   /* the seals the trainer put on the control memfd: workers require them */
+    uint32_t pad_;
 } glt_slots_geometry;
 
 typedef struct glt_slot_record {
@@ -92,6 +110,7 @@ typedef struct glt_slot_record {
     _Atomic uint32_t writing;    /* 1 from the start of a write until its copy is complete (diagnostics) */
     _Atomic uint64_t writer_start; /* the writer's start time (/proc/<pid>/stat field 22): a reused pid differs */
     _Atomic uint64_t writes;     /* writes done, for diagnostics */
+    _Atomic uint64_t owner;      /* the attached writer (slot_owner.c): start time << 22 | pid; 0: none */
 } glt_slot_record;
 
 /* The geometry memfd's whole content: written once, then sealed (nothing in it changes after creation). */
@@ -110,9 +129,11 @@ typedef struct glt_slots_header {
 /* Page 0 of the control memfd: what the trainer changes after creation. */
 typedef struct glt_slots_control {
     _Atomic uint32_t closed; /* the trainer closed the slots: writes fail */
-    uint32_t pad_;
+    _Atomic uint32_t marker; /* GLT_SLOTS_CONTROL_MARKER: zero once the page was cleared (a hole punched in it) */
     _Atomic uint64_t reads; /* reads done: the set workers write is reads % buffers */
 } glt_slots_control;
+
+#define GLT_SLOTS_CONTROL_MARKER 0x6374726cu /* "ctrl" */
 
 /* Every slot starts on this boundary: CUDA texture objects over pitched memory need 512 bytes. */
 #define GLT_SLOT_ALIGN 4096u
@@ -125,18 +146,50 @@ static inline uint64_t glt_slot_offset(const glt_slots_geometry *g, unsigned set
     return ((uint64_t)set * g->count + i) * g->slot_bytes;
 }
 
-/* slots_trust.c: NULL when `g` is a geometry the trainer could have made (bounds, alignment, sizes that add up,
- * every offset inside control_bytes, which must equal `control_file_bytes`, the control memfd's size), else what
- * is wrong. `page`: this process's page size (the layout's unit must be a multiple of it). */
-const char *glt_slots_geometry_check(const glt_slots_geometry *g, uint64_t control_file_bytes, uint64_t page);
+/* slots_trust.c: NULL when `g` is a geometry the trainer could have made (bounds, alignment, sizes that add up, no
+ * overflow), else what is wrong. `page`: this process's page size (the layout's unit must be a multiple of it). The
+ * sizes of the files the geometry describes are checked where they are opened (glt_memfd_check). */
+const char *glt_slots_geometry_check(const glt_slots_geometry *g, uint64_t page);
 
 /* slots_seal.c: a memfd (close-on-exec; `sealable`: MFD_ALLOW_SEALING), -1 with errno on failure. */
 int glt_memfd_create(const char *name, int sealable);
+/* The seals every memfd of the slots carries once sized: no shrinking, no growing, no new seals. */
+#define GLT_SEALS_SIZE 0x0007u /* F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW */
+#define GLT_SEAL_FUTURE_WRITE 0x0010u
+/* The trainer: a new sealable memfd named `name` of `bytes` bytes (zeros), in *fd. */
+glt_status glt_memfd_sized(const char *name, uint64_t bytes, int *fd);
+/* The trainer: seals `fd` (`what` names it in errors) with GLT_SEALS_SIZE, plus F_SEAL_FUTURE_WRITE where
+ * `future_write` and the kernel has it (Linux 5.1), then reads the seals back; *seals_out: the seals it carries. */
+glt_status glt_memfd_seal(int fd, const char *what, int future_write, uint32_t *seals_out);
+/* Either side: GLT_OK when `fd` is a memfd carrying every seal in `need` and holding exactly `bytes` bytes, else a
+ * GLT_INVALID_ARGUMENT naming `what` and what is wrong (not sealed, resized). */
+glt_status glt_memfd_check(int fd, const char *what, uint32_t need, uint64_t bytes);
+/* Where a hole was punched in `fd` at `offset` (fallocate(PUNCH_HOLE): the page is gone, it reads as zeros): 1; 0
+ * where it holds data or cannot tell. */
+int glt_memfd_hole_at(int fd, uint64_t offset);
 /* The trainer: a new memfd holding `h`, sealed (F_SEAL_WRITE, SHRINK, GROW, SEAL), in *fd. */
 glt_status glt_slots_header_seal(const glt_slots_header *h, int *fd);
 /* A worker: the header in `fd`, refused unless the memfd carries those seals, has the header's size, and its
  * magic and version are this gltensor's. The geometry itself is checked by glt_slots_geometry_check. */
 glt_status glt_slots_header_read(int fd, glt_slots_header *out);
+
+/* slot_owner.c: one writer per slot (see the top). The owner word of process `pid` started at `start`. */
+uint64_t glt_slot_owner_word(int pid, uint64_t start);
+/* The pid an owner word names (0: none, or not a pid), and whether that process still runs. */
+int glt_slot_owner_pid(uint64_t word);
+int glt_slot_owner_alive(uint64_t word);
+/* Takes slot `slot` (record `rec`, its memfd `slot_fd` identifying it in this process) for `mine`: GLT_OK, or
+ * GLT_SLOTS_BUSY naming the writer that holds it (another writer object of this process included). `inherited`:
+ * the caller is a forked child taking over the writer its parent attached (named so in the refusal). */
+glt_status glt_slot_owner_take(glt_slot_record *rec, unsigned slot, uint64_t mine, int inherited);
+/* Every write: the record still names `mine` (a wild write or a punched hole may have cleared it): put back. */
+void glt_slot_owner_keep(glt_slot_record *rec, uint64_t mine);
+/* Releases the slot where the record still names `mine`. */
+void glt_slot_owner_release(glt_slot_record *rec, uint64_t mine);
+/* This process's writers by slot memfd (device and inode): a second writer object of one slot in one process is
+ * refused as a second writer of another process is. register: 0 when one is attached already. */
+int glt_slot_owner_register(uint64_t dev, uint64_t ino);
+void glt_slot_owner_unregister(uint64_t dev, uint64_t ino);
 
 /* A process's identity: 1 when `pid` runs (not a zombie) and, where `start` is not 0, started at `start` (a
  * reused pid is another process). Reads /proc/<pid>/stat; kill(pid, 0) where /proc is missing. */

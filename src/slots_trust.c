@@ -31,7 +31,7 @@ static uint64_t mul_add(uint64_t a, uint64_t b, uint64_t c) {
     return a * b + c;
 }
 
-const char *glt_slots_geometry_check(const glt_slots_geometry *g, uint64_t control_file_bytes, uint64_t page) {
+const char *glt_slots_geometry_check(const glt_slots_geometry *g, uint64_t page) {
     if (g->backend != GLT_BACKEND_CPU && g->backend != GLT_BACKEND_CUDA) return "unknown backend";
     if (g->count < 1 || g->count > GLT_SLOTS_MAX_COUNT) return "slot count out of range";
     if (g->buffers < 1 || g->buffers > 3) return "buffer sets out of range";
@@ -51,19 +51,16 @@ const char *glt_slots_geometry_check(const glt_slots_geometry *g, uint64_t contr
     uint64_t pixels = mul_add((uint64_t)g->buffers * g->count, g->slot_bytes, 0);
     if (!pixels) return "pixel size overflows";
     if (g->memory_bytes < pixels || g->memory_bytes - pixels > (64u << 20)) return "pixel memory size inconsistent";
-    if (g->record_offset < g->page || g->record_offset % g->page || g->record_stride < sizeof(glt_slot_record) ||
-        g->record_stride % g->page || g->record_stride > g->page)
-        return "record layout inconsistent";
-    uint64_t records_end = mul_add(g->count, g->record_stride, g->record_offset);
-    if (!records_end) return "record layout overflows";
+    if (g->control_bytes != g->page) return "control size inconsistent";
+    if ((g->control_seals & GLT_SEALS_SIZE) != GLT_SEALS_SIZE ||
+        (g->control_seals & ~(uint32_t)(GLT_SEALS_SIZE | GLT_SEAL_FUTURE_WRITE)))
+        return "control seals inconsistent";
     if (g->backend == GLT_BACKEND_CPU) {
-        if (g->data_offset != records_end) return "pixel offset inconsistent";
-        uint64_t end = g->data_offset + pixels;
-        if (end < pixels || g->control_bytes != end) return "control size inconsistent";
-    } else if (g->data_offset != 0 || g->control_bytes != records_end) {
-        return "control size inconsistent";
+        if (g->pixel_offset != g->page) return "pixel offset inconsistent";
+        if (g->slot_file_bytes != g->page + (uint64_t)g->buffers * g->slot_bytes) return "slot file size inconsistent";
+    } else if (g->pixel_offset != 0 || g->slot_file_bytes != g->page) {
+        return "slot file size inconsistent";
     }
-    if (g->control_bytes != control_file_bytes) return "control size differs from its descriptor's";
     return NULL;
 }
 

@@ -305,7 +305,7 @@ def test_writer_refuses_a_slot_that_does_not_exist(gl):
     with pytest.raises(gltensor.InvalidArgumentError, match="geometry descriptor .* is not sealed"):
         r, wr = os.pipe()
         try:
-            gltensor._gltensor._SlotWriter(-1, r, r, 0)
+            gltensor._gltensor._SlotWriter(-1, r, r, r, 0)
         finally:
             os.close(r), os.close(wr)
 

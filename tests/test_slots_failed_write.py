@@ -42,21 +42,22 @@ def _texture(rng):
 
 def _slot_pixels(slots, slot):
     """CPU backend: slot `slot` of the set the workers write now, as stored (top row first), straight from the
-    shared memory (the trainer refuses to read a stale slot). The layout comes from the sealed geometry:
-    data_offset at byte 88, slot_bytes at 56, row_pitch at 48 of glt_slots_header (tests/test_slots_trust.py)."""
+    slot's own memory (the trainer refuses to read a stale slot). The layout comes from the sealed geometry:
+    pixel_offset at byte 88, slot_bytes at 56, row_pitch at 48 of glt_slots_header (tests/test_slots_trust.py)."""
     mem, ctl, geo = slots._core._export()
+    fd = slots._core._export_slot(slot)
     try:
         header = os.pread(geo, 4096, 0)
-        pitch, slot_bytes, data_offset = (struct.unpack_from("<Q", header, off)[0] for off in (48, 56, 88))
+        pitch, slot_bytes, pixel_offset = (struct.unpack_from("<Q", header, off)[0] for off in (48, 56, 88))
         assert (pitch, slot_bytes) == (slots.row_pitch, slots.slot_bytes)
-        offset = data_offset + ((slots.reads % slots.buffers) * slots.count + slot) * slot_bytes
-        with mmap.mmap(ctl, 0, prot=mmap.PROT_READ) as m:
+        offset = pixel_offset + (slots.reads % slots.buffers) * slot_bytes
+        with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
             rows = np.frombuffer(m, np.uint8, count=pitch * H, offset=offset).reshape(H, pitch)
             image = rows[:, : W * 4].reshape(H, W, 4).copy()
             del rows  # the mapping closes only once no array points into it
         return image
     finally:
-        for fd in (mem, ctl, geo):
+        for fd in (mem, ctl, geo, fd):
             if fd >= 0:
                 os.close(fd)
 

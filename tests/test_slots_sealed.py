@@ -1,8 +1,8 @@
-"""The slots' geometry is sealed (issue 34): the trainer writes it once into a memfd of its own and seals it
+"""The slots' memfds are sealed. The geometry: the trainer writes it once into a memfd of its own and seals it
 (F_SEAL_WRITE, SHRINK, GROW, SEAL) before any descriptor leaves; workers refuse a geometry descriptor without
 those seals. So no worker, whatever descriptor it holds and however it uses it, can change what the other workers
-attach by. (The control memfd's page 0, the trainer's read count and closed flag, stays writable to a process
-that re-maps its control descriptor itself: docs/shared-slots.md says what that can and cannot do.)"""
+attach by. The control page is sealed against resizing and (Linux 5.1+) against every write but the trainer's own;
+each slot's memfd against resizing: tests/test_slots_resize.py attacks those with spawned workers."""
 import errno
 import fcntl
 import mmap
@@ -32,8 +32,10 @@ def to_host(frame):
 def exported(backend, gl):
     s = gltensor.SharedSlots(3, (W, H), backend=backend)
     mem, ctl, geo = s._core._export()
+    own = s._core._export_slot(0)
+    s.own = own  # slot 0's memory, for the writers the tests attach themselves
     yield s, mem, ctl, geo
-    for fd in (mem, ctl, geo):
+    for fd in (mem, ctl, geo, own):
         if fd >= 0:
             os.close(fd)
     s.close()
@@ -58,25 +60,59 @@ def _unsealed_copy(geo, change=None):
 @pytest.mark.parametrize("seals", [0, fcntl.F_SEAL_WRITE, SEALS & ~fcntl.F_SEAL_SEAL], ids=["none", "write", "no-seal-seal"])
 def test_a_worker_refuses_an_unsealed_geometry(exported, seals):
     # The trainer's very bytes, but in a memfd whose holder could still change them: refused, naming it.
-    _, mem, ctl, geo = exported
+    slots, mem, ctl, geo = exported
     fake = _unsealed_copy(geo)
     try:
         if seals:
             fcntl.fcntl(fake, fcntl.F_ADD_SEALS, seals)
         with pytest.raises(gltensor.InvalidArgumentError, match=rf"geometry descriptor {fake} is not sealed"):
-            _gltensor._SlotWriter(mem, ctl, fake, 0)
+            _gltensor._SlotWriter(mem, ctl, fake, slots.own, 0)
     finally:
         os.close(fake)
 
 
+@pytest.mark.parametrize("seals", [0, fcntl.F_SEAL_SHRINK, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW],
+                         ids=["none", "shrink", "no-seal-seal"])
+@pytest.mark.parametrize("which", ["control", "slot"])
+def test_a_worker_refuses_memory_that_could_be_resized(exported, which, seals):
+    # A memfd of the right size, but one its holder could still shrink under the worker's mapping (SIGBUS): refused
+    # before anything is mapped, naming it and the seals it lacks. (One that is not a slot's memfd at all, or another
+    # slot's, is refused before that: tests/test_slots_writers.py.)
+    slots, mem, ctl, geo = exported
+    real = ctl if which == "control" else slots.own
+    fake = os.memfd_create("gltensor-slot-0", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)  # a forger picks the name too
+    try:
+        os.ftruncate(fake, os.fstat(real).st_size)
+        if seals:
+            fcntl.fcntl(fake, fcntl.F_ADD_SEALS, seals)
+        args = (mem, fake, geo, slots.own, 0) if which == "control" else (mem, ctl, geo, fake, 0)
+        what = "control page" if which == "control" else "slot 0's memory"
+        with pytest.raises(gltensor.InvalidArgumentError,
+                           match=rf"{what} \(descriptor {fake}\) is not sealed against resizing \(missing F_SEAL"):
+            _gltensor._SlotWriter(*args)
+    finally:
+        os.close(fake)
+
+
+def test_every_memfd_the_trainer_hands_out_is_sealed_against_resizing(exported):
+    slots, mem, ctl, geo = exported
+    size = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+    for fd in (ctl, geo, slots.own):
+        assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & size == size, os.readlink(f"/proc/self/fd/{fd}")
+        with pytest.raises(PermissionError):
+            os.ftruncate(fd, 0)
+        with pytest.raises(PermissionError):
+            os.ftruncate(fd, 1 << 30)
+
+
 def test_a_sealed_forgery_that_does_not_fit_is_refused(exported):
     # A memfd another process sealed itself (slot count 4000): its geometry does not fit the control memory.
-    _, mem, ctl, geo = exported
+    slots, mem, ctl, geo = exported
     fake = _unsealed_copy(geo, (20, 4000))
     try:
         fcntl.fcntl(fake, fcntl.F_ADD_SEALS, SEALS)
-        with pytest.raises(gltensor.InvalidArgumentError, match="does not fit their control memory"):
-            _gltensor._SlotWriter(mem, ctl, fake, 0)
+        with pytest.raises(gltensor.InvalidArgumentError, match="is not one a trainer of this gltensor makes|its geometry says"):
+            _gltensor._SlotWriter(mem, ctl, fake, slots.own, 0)
     finally:
         os.close(fake)
 
@@ -162,19 +198,27 @@ def test_no_descriptor_a_worker_holds_can_change_the_geometry(exported, backend)
     p.join(30)
     assert kind == "ok", report
     print(report)  # -s: what each attempt did on each descriptor
-    memfds = {fd: results for fd, (target, results) in report.items() if results is not None}
-    geometry = [results for fd, (target, results) in report.items() if "gltensor-slots-geometry" in target]
+    memfds = {target: results for fd, (target, results) in report.items() if results is not None}
+    geometry = [results for target, results in memfds.items() if "gltensor-slots-geometry" in target]
     assert len(geometry) == 1, report
     # Every way into the sealed memfd is refused, and nothing of it changed.
     assert geometry[0] == {"pwrite": "EPERM", "mmap": "EPERM", "reopen": "EPERM", "grow": "EPERM",
                            "seal": "EPERM"}, report
     assert os.pread(geo, 4096, 0) == before
-    # The other memfd of the slots (the control memory) took the writes, which are not the geometry: a worker
+    # The worker holds three memfds of the slots: the geometry, the control page and its own slot's memory.
+    assert sorted(t.split(" ")[0] for t in memfds) == ["/memfd:gltensor-slot-1", "/memfd:gltensor-slots-control",
+                                                       "/memfd:gltensor-slots-geometry"], report
+    control = [results for target, results in memfds.items() if "gltensor-slots-control" in target][0]
+    own = [results for target, results in memfds.items() if "gltensor-slot-1" in target][0]
+    # No process can resize any of them or change their seals.
+    assert control["grow"] == own["grow"] == control["seal"] == own["seal"] == "EPERM", report
+    if fcntl.fcntl(ctl, fcntl.F_GET_SEALS) & 0x10:  # F_SEAL_FUTURE_WRITE (Linux 5.1+): the trainer's alone to write
+        assert control == {"pwrite": "EPERM", "mmap": "EPERM", "reopen": "EPERM", "grow": "EPERM",
+                           "seal": "EPERM"}, report
+    # Its own slot's memory took the writes (the attacks are real ones), which are not the geometry: a worker
     # attaching now gets the trainer's geometry, and every slot's image arrives exactly.
-    assert len(memfds) == 2, report
-    control = [results for results in memfds.values() if results is not geometry[0]]
-    assert control[0]["pwrite"] == control[0]["mmap"] == "ok (changed)", report  # the attacks are real ones
-    w = _gltensor._SlotWriter(mem, ctl, geo, 0)
+    assert own["pwrite"] == own["mmap"] == "ok (changed)", report
+    w = _gltensor._SlotWriter(mem, ctl, geo, slots.own, 0)
     assert (w.count, w.size) == (3, (W, H))
     w.close()
     imgs = [np.full((H, W, 4), 10 * (i + 1), np.uint8) for i in range(3)]

@@ -31,14 +31,14 @@ MUTATIONS = int(os.environ.get("GLTENSOR_FUZZ_MUTATIONS", "3000"))
 W, H = 37, 23
 ATTACKER = 1
 PAGE = max(mmap.PAGESIZE, 4096)
-RECORD_BYTES = 48  # seq, written, pid + writing, start time, writes (slots_shared.h glt_slot_record)
+RECORD_BYTES = 56  # seq, written, pid + writing, start time, writes, owner (slots_shared.h glt_slot_record)
 
 # glt_slots_header (the sealed geometry memfd): magic u64, version u32, pad u32, then glt_slots_geometry at byte 16.
 HEADER_FIELDS = {
     "backend": (16, "<I"), "count": (20, "<I"), "buffers": (24, "<I"), "width": (28, "<i"), "height": (32, "<i"),
     "gl_internal_format": (36, "<I"), "page": (40, "<Q"), "row_pitch": (48, "<Q"), "slot_bytes": (56, "<Q"),
-    "memory_bytes": (64, "<Q"), "record_offset": (72, "<Q"), "record_stride": (80, "<Q"), "data_offset": (88, "<Q"),
-    "control_bytes": (96, "<Q"),
+    "memory_bytes": (64, "<Q"), "control_bytes": (72, "<Q"), "slot_file_bytes": (80, "<Q"),
+    "pixel_offset": (88, "<Q"), "control_seals": (96, "<I"),
 }
 
 
@@ -48,27 +48,28 @@ def read_geometry(geometry_fd):
 
 
 class Rig:
-    """Slots with `count` slots; slot ATTACKER's writable memory mapped as its worker maps it (a record page and,
-    on the CPU backend, its slot of each set), through a descriptor of the kind workers get."""
+    """Slots with `count` slots; slot ATTACKER's writable memory mapped as its worker maps it (its record page and,
+    on the CPU backend, its image of each set), through the slot's own descriptor, as its worker gets it."""
 
     def __init__(self, backend, count=3):
         self.backend, self.count = backend, count
         self.slots = gltensor.SharedSlots(count, (W, H), backend=backend)
         mem, self.ctl, self.geo = self.slots._core._export()
         self.mem = mem
+        self.slot_fds = [self.slots._core._export_slot(i) for i in range(count)]
         self.geometry = read_geometry(self.geo)
         g = self.geometry
         # The mirror of the layout must be the library's: checked against what the slots say of themselves.
         assert (g["count"], g["buffers"], g["width"], g["height"]) == (count, self.slots.buffers, W, H), g
         assert (g["row_pitch"], g["slot_bytes"]) == (self.slots.row_pitch, self.slots.slot_bytes), g
-        assert g["record_offset"] == PAGE and g["record_stride"] == PAGE, g
+        assert g["control_bytes"] == PAGE and g["pixel_offset"] == (PAGE if backend == "cpu" else 0), g
         self.regions = []
         if count > ATTACKER:
-            self.regions.append(mmap.mmap(self.ctl, PAGE, offset=g["record_offset"] + ATTACKER * g["record_stride"]))
+            self.regions.append(mmap.mmap(self.slot_fds[ATTACKER], PAGE, offset=0))
         if backend == "cpu" and count > ATTACKER:
             for s in range(g["buffers"]):
-                off = g["data_offset"] + (s * count + ATTACKER) * g["slot_bytes"]
-                self.regions.append(mmap.mmap(self.ctl, g["slot_bytes"], offset=off))
+                off = g["pixel_offset"] + s * g["slot_bytes"]
+                self.regions.append(mmap.mmap(self.slot_fds[ATTACKER], g["slot_bytes"], offset=off))
         self.rng = np.random.default_rng(34)
         self.mutations = self.reads = self.refused = 0
 
@@ -103,6 +104,8 @@ class Rig:
             r.close()
         os.close(self.ctl)
         os.close(self.geo)
+        for fd in self.slot_fds:
+            os.close(fd)
         if self.mem >= 0:
             os.close(self.mem)
         gc.collect()
@@ -165,7 +168,7 @@ def test_fuzz_what_a_worker_can_write(rig):
 
 # The issue's table: one field of the shared header overwritten (each crashed or fooled the trainer before, when the
 # header was the control memory's first page).
-TABLE = [("buffers", 0), ("slot_bytes", 2**40), ("row_pitch", 2**30), ("data_offset", 2**40), ("height", 100000),
+TABLE = [("buffers", 0), ("slot_bytes", 2**40), ("row_pitch", 2**30), ("pixel_offset", 2**40), ("height", 100000),
          ("count", 4000), ("width", -5)]
 
 
@@ -178,13 +181,16 @@ def test_an_overwritten_header_is_harmless(rig, field, value):
     # The header is sealed: no descriptor of it can be written or mapped writable (test_slots_sealed.py).
     with pytest.raises(PermissionError):
         os.pwrite(r.geo, struct.pack(HEADER_FIELDS[field][1], value), HEADER_FIELDS[field][0])
-    # A process that maps the control descriptor again itself can write where the header used to be (its first
-    # page: the trainer's read count and closed flag now, then unused bytes).
-    header = mmap.mmap(r.ctl, PAGE)
     off, fmt = HEADER_FIELDS[field]
-    struct.pack_into(fmt, header, off, value)
-    header.close()
-    # The trainer never reads it: its reads return the exact images, whatever the header says.
+    # The control page, where the header used to be, is sealed against every process's writes but the trainer's
+    # (Linux 5.1+); on an older kernel a process that maps it itself can write it, and the trainer restores it.
+    if r.geometry["control_seals"] & 0x10:
+        with pytest.raises(PermissionError):
+            mmap.mmap(r.ctl, PAGE)
+    # A worker can write its own slot's memory where it likes: the field's bytes into its record page.
+    struct.pack_into(fmt, r.regions[0], off, value)
+    # The trainer never reads a geometry from shared memory: its reads return the exact images (the attacker's
+    # slot written again by its own writer, which puts its record back in order).
     for _ in range(3):
         imgs = r.images()
         r.write(imgs)
@@ -193,7 +199,8 @@ def test_an_overwritten_header_is_harmless(rig, field, value):
         del frame
     # A worker that attaches now reads the sealed geometry, unchanged, and its writes land where they should.
     assert read_geometry(r.geo) == r.geometry
-    w = _gltensor._SlotWriter(r.mem, r.ctl, r.geo, 0)
+    r.slots._client.writer(0).close()  # one writer per slot: the trainer's own lets go of slot 0 first
+    w = _gltensor._SlotWriter(r.mem, r.ctl, r.geo, r.slot_fds[0], 0)
     assert (w.count, w.size) == (2, (W, H))
     w.close()
     imgs = r.images()
@@ -209,12 +216,13 @@ def _probe_mappings(handle, backend, conn):
         maps = []
         with open("/proc/self/maps") as f:
             for line in f:
-                if "gltensor-slots" in line:
+                if "memfd:gltensor" in line:
                     addr, perms, offset = line.split()[:3]
                     lo, hi = (int(x, 16) for x in addr.split("-"))
-                    maps.append((perms, int(offset, 16), hi - lo, lo))
+                    name = line.split("memfd:", 1)[1].split()[0]
+                    maps.append((perms, int(offset, 16), hi - lo, lo, name))
         conn.send(("maps", maps))
-        header = [m for m in maps if m[1] == 0]
+        header = [m for m in maps if m[4] == "gltensor-slots-control"]
         import ctypes
 
         # The header mapping cannot be made writable either (it maps a read-only descriptor of the memfd).
@@ -243,13 +251,15 @@ def test_a_worker_maps_only_its_own_memory(rig, backend):
     kind, maps = parent.recv()
     assert kind == "maps", maps
     g = r.geometry
-    writable = sorted((off, size) for perms, off, size, _ in maps if "w" in perms)
-    readonly = sorted((off, size) for perms, off, size, _ in maps if "w" not in perms)
-    own = [(g["record_offset"] + ATTACKER * g["record_stride"], PAGE)]
+    writable = sorted((name, off, size) for perms, off, size, _, name in maps if "w" in perms)
+    readonly = sorted((name, off, size) for perms, off, size, _, name in maps if "w" not in perms)
+    # Its own slot's memory only (its record, and on the CPU backend its image of each set), and the control page.
+    own = [(f"gltensor-slot-{ATTACKER}", 0, PAGE)]
     if backend == "cpu":
-        own += [(g["data_offset"] + (s * 3 + ATTACKER) * g["slot_bytes"], g["slot_bytes"]) for s in range(g["buffers"])]
+        own += [(f"gltensor-slot-{ATTACKER}", g["pixel_offset"] + s * g["slot_bytes"], g["slot_bytes"])
+                for s in range(g["buffers"])]
     assert writable == sorted(own), maps
-    assert readonly == [(0, PAGE)], maps
+    assert readonly == [("gltensor-slots-control", 0, PAGE)], maps
     import errno
 
     assert parent.recv() == ("mprotect", (-1, errno.EACCES))
@@ -271,15 +281,19 @@ def test_a_worker_maps_only_its_own_memory(rig, backend):
 
 def test_every_exported_descriptor_is_close_on_exec(make_slots):
     # A program the trainer starts must not inherit the slots (on CUDA: keep the GPU allocation alive).
-    mem, ctl, geo = make_slots(2)._core._export()
+    slots = make_slots(2)
+    mem, ctl, geo = slots._core._export()
+    own = slots._core._export_slot(1)
     try:
         assert not os.get_inheritable(ctl)
         assert not os.get_inheritable(geo)
+        assert not os.get_inheritable(own)
         if mem >= 0:
             assert not os.get_inheritable(mem)
     finally:
         os.close(ctl)
         os.close(geo)
+        os.close(own)
         if mem >= 0:
             os.close(mem)
 

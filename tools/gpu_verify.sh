@@ -8,6 +8,7 @@
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
 #                                      reliability soak memcheck racecheck synccheck (issue 14; one per call)
+#                                      slots3 memcheck-slots3 (shared slots, round 3: sealed memfds, one writer per slot)
 # Carry `.gl` (GL loader packages, see the device tool's README) and, for `engines`, `.whl` with the
 # engines' cp312 wheels. They do not fit one call (64 MiB): panda3d alone is 54 MB, so carry it in one
 # call and mujoco + mujoco-core + mujoco-studio + glfw + moderngl + glcontext (23 MB) in another.
@@ -299,6 +300,28 @@ for step in "$@"; do
             tests/test_slots_failed_write.py > "$OUT/faults.log" 2>&1
         echo "faults: exit $?"
         grep -E "^(FAILED|ERROR|XFAIL|XPASS)|passed|failed|cycles in|^E " "$OUT/faults.log" | tail -30 ;;
+    slots3) # shared slots, round 3, on both backends: a spawned worker resizes (ftruncate smaller, 0, larger),
+            # punches (fallocate PUNCH_HOLE) and maps again every memory of the slots it holds, then the trainer
+            # reads, writes, reads after a write or closes (every memfd sealed: the trainer must never die); a
+            # changed control page put back; handles never received taken back at close; one writer per slot (a
+            # second process refused, a dead one taken over, a forked child named as itself); a handle writes its
+            # own slot only; then the CUDA two-writer race for SLOTS3_RACE s (300: the 5-minute target; -s prints
+            # clean/torn/refused and each writer's writes and refusals). About 6.5 minutes.
+        timeout 150 python3 -m pytest -q -rfEs -p no:cacheprovider tests/test_slots_resize.py tests/test_slots_writers.py \
+            tests/test_slots_sealed.py tests/test_slots_trust.py -k "not fuzz" > "$OUT/slots3_tests.log" 2>&1
+        echo "slots3 tests: exit $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/slots3_tests.log" | tail -20
+        GLTENSOR_RACE_SECONDS=${SLOTS3_RACE:-300} timeout $(( ${SLOTS3_RACE:-300} + 90 )) python3 -m pytest -q -s -rfEs \
+            -p no:cacheprovider -k cuda tests/test_slots_two_writers.py > "$OUT/slots3_race.log" 2>&1
+        echo "slots3 race: exit $?"; grep -E "^two writers|^(FAILED|ERROR)|passed|failed" "$OUT/slots3_race.log" | tail -5 ;;
+    memcheck-slots3) # the round-3 slot tests on the CUDA backend under memcheck: the trainer's reads and closes after
+                     # a worker resized or punched what it holds, and writers taking turns on one slot (30 s race)
+        GLTENSOR_UNDER_SANITIZER=1 GLTENSOR_RACE_SECONDS=30 timeout ${MEMCHECK_TIME:-420} compute-sanitizer \
+            --tool memcheck --leak-check full --error-exitcode 99 --log-file "$OUT/memcheck_slots3.txt" \
+            python3 -m pytest -q -s -p no:cacheprovider -k cuda tests/test_slots_resize.py tests/test_slots_writers.py \
+            tests/test_slots_two_writers.py > "$OUT/memcheck_slots3.log" 2>&1
+        echo "memcheck-slots3: exit $? (99: the tool found errors)"
+        grep -E "^two writers|passed|failed" "$OUT/memcheck_slots3.log" | tail -4
+        grep -E "ERROR SUMMARY|LEAK SUMMARY" "$OUT/memcheck_slots3.txt" | tail -3 ;;
     reliability) # tests/reliability on the CUDA backend: bad input, lifetimes, threads, properties, fuzzing, the
                  # CI-size soak (20,000 reads, CPU and CUDA); the counts and drifts are printed (-s)
         timeout 470 python3 -m pytest -q -s -p no:cacheprovider -rfEs tests/reliability > "$OUT/reliability.log" 2>&1

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numbers
 import os
 import weakref
+from multiprocessing import context as mp_context
 from multiprocessing.reduction import DupFd
 
 from . import _gltensor
@@ -82,23 +83,86 @@ def _gl_source(source, target, region):
 
 
 class _Fds:
-    """Descriptors this process owns, closed once (by close() or when collected)."""
+    """Descriptors this process owns, closed once (by close() or when collected): the three every writer needs, and
+    each slot's own (``slots``: slot -> descriptor), which only that slot's writer gets. ``revoke``: registrations of
+    descriptors with multiprocessing's resource sharer that close() takes back (see ``_send_fd``)."""
 
-    def __init__(self, memory_fd, control_fd, geometry_fd):
+    def __init__(self, memory_fd, control_fd, geometry_fd, slots=None, revoke=None):
         self.memory_fd, self.control_fd, self.geometry_fd = memory_fd, control_fd, geometry_fd
-        self._finalizer = weakref.finalize(self, _Fds._close, memory_fd, control_fd, geometry_fd)
+        self.slots = dict(slots or {})
+        self.revoke = revoke
+        self._finalizer = weakref.finalize(self, _Fds._close, [memory_fd, control_fd, geometry_fd], self.slots,
+                                           revoke)
 
     @staticmethod
-    def _close(*fds):
-        for fd in fds:
+    def _close(fds, slots, revoke):
+        if revoke is not None:
+            _revoke(revoke)
+        for fd in [*fds, *slots.values()]:
             if fd is not None and fd >= 0:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
+        slots.clear()
 
     def close(self):
         self._finalizer()
+
+
+def _send_fd(fd, registrations=None):
+    """multiprocessing's ``DupFd``, remembering in `registrations` the descriptors handed to its resource sharer.
+
+    A handle pickled outside a process start (sent through a pipe or a queue) travels as a duplicate that the
+    resource sharer thread keeps until the receiver fetches it; a receiver that died first never does, and the
+    duplicate (a slot's whole memory) would stay in the trainer for good. ``SharedSlots.close()`` takes those back."""
+    popen = mp_context.get_spawning_popen()
+    if popen is not None or registrations is None:
+        return DupFd(fd)
+    from multiprocessing import resource_sharer
+
+    dup = resource_sharer.DupFd(fd)
+    registrations.append(dup._id)
+    return dup
+
+
+def _refuse(conn, pid):
+    """What the resource sharer sends for a descriptor taken back: nothing (the receiver's unpickling fails)."""
+
+
+def _nothing():
+    pass
+
+
+def _revoke(registrations):
+    """Closes the resource sharer's duplicates of `registrations` that no receiver fetched. Reaches into
+    ``multiprocessing.resource_sharer`` (no public call does this); where its layout differs, nothing is done."""
+    from multiprocessing import resource_sharer
+
+    sharer = getattr(resource_sharer, "_resource_sharer", None)
+    cache, lock = getattr(sharer, "_cache", None), getattr(sharer, "_lock", None)
+    if not isinstance(cache, dict) or lock is None:
+        return
+    with lock:
+        for _address, key in registrations:
+            entry = cache.get(key)
+            if entry is not None:
+                cache[key] = (_refuse, _nothing)  # a late fetch gets nothing (popping it would print a traceback)
+                try:
+                    entry[1]()
+                except OSError:
+                    pass
+    registrations.clear()
+
+
+def _detach(shared, what):
+    """The descriptor a ``DupFd`` carried, or ``ClosedError`` when the trainer took it back before it arrived."""
+    try:
+        return shared.detach()
+    except (EOFError, OSError) as e:
+        raise _gltensor.ClosedError(
+            f"the {what} arrived after the trainer closed its shared slots (its descriptors were taken back): stop "
+            "this worker, or attach it to the trainer's new slots") from e
 
 
 def _mark_worker(device_uuid):
@@ -123,18 +187,41 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+class _Shared:
+    """What every handle of one client pickles in common (the descriptors every writer needs): one object per client,
+    so that handles pickled together unpickle into one client (pickle's memo), which holds their slots only."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def __reduce__(self):
+        c = self.client
+        c._check_open("cannot pickle the handle")
+        reg = c._fds.revoke
+        mem = _send_fd(c._fds.memory_fd, reg) if c._fds.memory_fd >= 0 else None
+        return (SlotClient._rebuild, (mem, _send_fd(c._fds.control_fd, reg), _send_fd(c._fds.geometry_fd, reg), {},
+                                      c.count, c.size, c.backend, c.device_uuid))
+
+
 class SlotClient:
-    """The shared slots as a worker sees them: write any slot from this process, with GL alone.
+    """The shared slots as a worker sees them: write the slots this process holds, with GL alone.
 
-    Made by unpickling a ``SharedSlots`` or a ``SlotHandle`` in a worker (or, after ``fork``, by using the
-    inherited ``SharedSlots``). Writers attach lazily, in the first ``write`` of each slot, to the GL context
-    current then (a GL context never pickles: the process that writes makes its own)."""
+    Made by unpickling ``SlotHandle`` objects in a worker (the client then holds those handles' slots and no other:
+    a handle carries its own slot's memory only), a whole ``SharedSlots`` (every slot), or, after ``fork``, by using
+    the inherited ``SharedSlots``. Writers attach lazily, in the first ``write`` of each slot, to the GL context
+    current then (a GL context never pickles: the process that writes makes its own). One writer writes each slot:
+    a slot another process writes is refused with ``SlotsBusyError`` naming it."""
 
-    def __init__(self, memory_fd, control_fd, geometry_fd, count, size, backend, device_uuid=None):
+    def __init__(self, memory_fd, control_fd, geometry_fd, count, size, backend, device_uuid=None, *, slot_fds=None,
+                 export=None, revoke=None):
         # geometry_fd: the sealed memfd of the slots' geometry (nobody can change it; the writer checks the seals).
-        self._fds = _Fds(memory_fd, control_fd, geometry_fd)
+        # slot_fds: the slots this client may write, with their memfds (its own). export: the trainer's own client
+        # fetches any slot's from the slots themselves instead (export(slot) -> a new descriptor).
+        self._fds = _Fds(memory_fd, control_fd, geometry_fd, slot_fds, revoke)
+        self._export = export
         self.count, self.size, self.backend, self.device_uuid = count, size, backend, device_uuid
         self._writers = {}
+        self._shared = _Shared(self)
         # The handles of this process share one client (all of a SharedSlots', or all unpickled from one
         # pickle): each holds a reference, and closing a handle closes the client only with the last one,
         # unless a SharedSlots owns it (then its close() does).
@@ -142,27 +229,52 @@ class SlotClient:
         self._owned = False
 
     @classmethod
-    def _rebuild(cls, memory, control, geometry, count, size, backend, device_uuid=None):
-        mem = memory.detach() if memory is not None else -1
+    def _rebuild(cls, memory, control, geometry, slots, count, size, backend, device_uuid=None):
+        mem = _detach(memory, "slots' memory") if memory is not None else -1
+        ctl = _detach(control, "slots' control page")
+        geo = _detach(geometry, "slots' geometry")
+        fds = {k: _detach(v, f"memory of slot {k}") for k, v in slots.items()}
         if device_uuid:
             _mark_worker(device_uuid)
-        return cls(mem, control.detach(), geometry.detach(), count, size, backend, device_uuid)
+        return cls(mem, ctl, geo, count, size, backend, device_uuid, slot_fds=fds)
 
     @property
     def closed(self):
         return self._fds.control_fd is None
+
+    @property
+    def slots(self):
+        """The slots this client may write (every slot for the trainer's own client)."""
+        return range(self.count) if self._export is not None else sorted(self._fds.slots)
 
     def _check_open(self, what):
         if self.closed:
             raise _gltensor.ClosedError(f"{what}: this slot client was closed (its descriptors are gone); pickle "
                                         "a handle of an open SharedSlots instead")
 
+    def _slot_fd(self, slot):
+        """This client's descriptor of `slot`'s memory; refused for a slot it does not hold."""
+        fd = self._fds.slots.get(slot)
+        if fd is not None:
+            return fd
+        if self._export is None:
+            held = ", ".join(str(k) for k in sorted(self._fds.slots)) or "none"
+            raise _gltensor.InvalidArgumentError(
+                f"slot {slot} is not this process's to write: a SlotHandle carries its own slot's memory only, and "
+                f"this client holds slot(s) {held}; write through the handle of the slot you were given")
+        fd = self._export(slot)  # a slot that does not exist: the core's InvalidArgumentError names it
+        self._fds.slots[int(slot)] = fd
+        return fd
+
     def __reduce__(self):
+        """The whole client: every slot it holds (a pickled ``SharedSlots`` gives every slot to its receiver)."""
         self._check_open("cannot pickle the shared slots")
-        mem = DupFd(self._fds.memory_fd) if self._fds.memory_fd >= 0 else None
+        reg = self._fds.revoke
+        mem = _send_fd(self._fds.memory_fd, reg) if self._fds.memory_fd >= 0 else None
+        slots = {k: _send_fd(self._slot_fd(k), reg) for k in self.slots}
         return (SlotClient._rebuild,
-                (mem, DupFd(self._fds.control_fd), DupFd(self._fds.geometry_fd), self.count, self.size, self.backend,
-                 self.device_uuid))
+                (mem, _send_fd(self._fds.control_fd, reg), _send_fd(self._fds.geometry_fd, reg), slots, self.count,
+                 self.size, self.backend, self.device_uuid))
 
     def headless_context(self, **kwargs):
         """A headless GL context for a worker that renders itself: on the slots' GPU, found through GL alone
@@ -178,7 +290,8 @@ class SlotClient:
         if w is None or w.closed:
             if self._fds.control_fd is None:
                 raise _gltensor.ClosedError("this slot client was closed")
-            w = _gltensor._SlotWriter(self._fds.memory_fd, self._fds.control_fd, self._fds.geometry_fd, slot)
+            w = _gltensor._SlotWriter(self._fds.memory_fd, self._fds.control_fd, self._fds.geometry_fd,
+                                      self._slot_fd(slot), slot)
             self._writers[slot] = w
         return w
 
@@ -230,6 +343,7 @@ class SlotClient:
 class SlotHandle:
     """One slot, for the one worker that writes it: picklable into any ``multiprocessing`` start method.
 
+    It carries that slot's memory and no other slot's: the worker that unpickles it can write its slot only.
     ``close()`` closes this handle only: the other handles of the same slots in this process (which share
     one client) keep working; the descriptors close with the last handle (or with the trainer's
     ``SharedSlots.close()``)."""
@@ -245,7 +359,21 @@ class SlotHandle:
 
     def __reduce__(self):
         self._check_open("cannot pickle the handle")
-        return (SlotHandle, (self.client, self.slot))
+        c = self.client
+        c._check_open("cannot pickle the handle")
+        return (SlotHandle._rebuild, (c._shared, self.slot, _send_fd(c._slot_fd(self.slot), c._fds.revoke)))
+
+    @classmethod
+    def _rebuild(cls, client, slot, slot_fd):
+        """A handle arriving in a worker: its client (shared with the handles that came in the same pickle) gets
+        this slot's memory."""
+        fd = _detach(slot_fd, f"memory of slot {slot}")
+        old = client._fds.slots.get(slot)
+        if old is not None:  # the same slot twice in one pickle: one descriptor is enough
+            os.close(fd)
+        else:
+            client._fds.slots[slot] = fd
+        return cls(client, slot)
 
     def write(self, source, target=None, *, region=None):
         """``SlotClient.write`` for this handle's slot."""
@@ -301,7 +429,10 @@ class SharedSlots:
         # (which must not call CUDA to export new ones).
         uuid = self._core.device_uuid
         uuid = uuid if any(uuid) else None  # zeros: no CUDA here
-        self._client = SlotClient(*self._core._export(), count, (width, height), self._core.backend, uuid)
+        # Each slot's own descriptor is fetched from the core when a writer or a handle of it first needs it; the
+        # descriptors handed to multiprocessing's resource sharer are taken back by close().
+        self._client = SlotClient(*self._core._export(), count, (width, height), self._core.backend, uuid,
+                                  export=self._core._export_slot, revoke=[])
         self._client._owned = True  # closed by close() below, never by one of its handles
         if uuid:
             _LIVE_CUDA_UUIDS[id(self)] = self
@@ -343,6 +474,8 @@ class SharedSlots:
         return self._client.write_host(slot, array)
 
     def __reduce__(self):
+        """Every slot: the receiver may write any of them (what Gymnasium's ``AsyncVectorEnv`` hands each worker, as it
+        hands them its shared memory). Give a worker ``handle(i)`` instead where it must write its slot only."""
         if self._core.closed and os.getpid() == self._owner:
             raise _gltensor.ClosedError("cannot pickle the SharedSlots: they were closed")
         return (SlotClient._rebuild, self._client.__reduce__()[1])

@@ -81,7 +81,7 @@ static const struct {
     {GLT_OUT_OF_MEMORY, "OutOfMemoryError", 2, "Host or device memory ran out."},
     {GLT_UNSUPPORTED, "UnsupportedError", 0, "The driver or device lacks a feature the call needs."},
     {GLT_STALE_SLOT, "StaleSlotError", 0, "A shared slot was not written since the last read (a worker died or skipped its write)."},
-    {GLT_SLOTS_BUSY, "SlotsBusyError", 0, "A read would let the workers overwrite shared slots that a zero-copy view (read(copy=False)) still holds."},
+    {GLT_SLOTS_BUSY, "SlotsBusyError", 0, "Shared slots are held elsewhere: a read would let the workers overwrite a set that a zero-copy view (read(copy=False)) still holds, or a slot already has a writer in a process that still runs (one writer per slot)."},
 };
 
 static int add_exceptions(PyObject *m, gltensor_state *st) {
@@ -224,6 +224,14 @@ static PyObject *py_closed_slots_alive(PyObject *m, PyObject *unused) {
     return PyLong_FromLong(glt_slots_closed_alive_for_testing());
 }
 
+/* For tests only: slots made while on leave their control page writable to other processes, as on Linux < 5.1. */
+static PyObject *py_slots_weak_control(PyObject *m, PyObject *on) {
+    int v = PyObject_IsTrue(on);
+    if (v < 0) return NULL;
+    glt_slots_weak_control_for_testing(v);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     GLT_PY_GLCONTEXT_METHODS
     GLT_PY_GLTILES_METHODS
@@ -232,6 +240,9 @@ static PyMethodDef module_methods[] = {
     {"_slots_fail_next_write_for_testing", py_slots_fail_next_write, METH_NOARGS,
      "Private, for tests only: the next GL write into a shared slot in this process fails as a GL error in its copy "
      "would (after the slot was marked being written, before anything reached it)."},
+    {"_slots_weak_control_for_testing", py_slots_weak_control, METH_O,
+     "Private, for tests only: slots made while this is on leave their control page without F_SEAL_FUTURE_WRITE, as "
+     "on a kernel before Linux 5.1, so that the trainer's recovery from a changed control page can be tested."},
     {"_closed_slots_alive_for_testing", py_closed_slots_alive, METH_NOARGS,
      "Private, for tests only: how many shared slots objects this process closed and has not freed yet (a zero-copy "
      "view of them still lives)."},

@@ -112,6 +112,17 @@ static PyObject *slots_export(SlotsObject *self, PyObject *unused) {
     return Py_BuildValue("(iii)", mem, ctl, geo);
 }
 
+static PyObject *slots_export_slot(SlotsObject *self, PyObject *arg) {
+    if (!self->handle) return glt_py_closed(self);
+    long k = PyLong_AsLong(arg);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < -1 || k > 1 << 20) k = 1 << 20; /* out of range either way: the core words the refusal */
+    int fd = -1;
+    glt_status s = glt_slots_export_slot(slots_of(self), (int)k, &fd);
+    if (s != GLT_OK) return glt_py_raise(self->st, s);
+    return PyLong_FromLong(fd);
+}
+
 static const char *state_name(glt_slot_state s) {
     switch (s) {
     case GLT_SLOT_FRESH: return "fresh";
@@ -148,6 +159,9 @@ static PyMethodDef slots_methods[] = {
     {"_export", (PyCFunction)slots_export, METH_NOARGS,
      "_export() -> (memory_fd, control_fd, geometry_fd): new descriptors for a writer (the geometry's sealed); the "
      "caller closes them."},
+    {"_export_slot", (PyCFunction)slots_export_slot, METH_O,
+     "_export_slot(k) -> slot_fd: a new descriptor of slot k's own memory (its record and, on the CPU backend, its "
+     "images), for slot k's writer only; the caller closes it."},
     {"state", (PyCFunction)slots_state, METH_O,
      "state(k) -> (state, pid): 'fresh', 'stale', 'writing' or 'writer_gone', and slot k's last writer's pid."},
     {"close", (PyCFunction)glt_py_close, METH_NOARGS, "Free the trainer's side (idempotent); writers' next write fails."},
@@ -217,22 +231,23 @@ static glt_slot_writer *writer_of(WriterObject *self) { return self->handle; }
 
 GLT_PY_SIG(glt_sig_slot_writer_new, "_SlotWriter.__new__", {"memory_fd", GLT_PY_POSITIONAL, NULL, NULL},
            {"control_fd", GLT_PY_POSITIONAL, NULL, NULL}, {"geometry_fd", GLT_PY_POSITIONAL, NULL, NULL},
-           {"slot", GLT_PY_POSITIONAL, NULL, NULL});
+           {"slot_fd", GLT_PY_POSITIONAL, NULL, NULL}, {"slot", GLT_PY_POSITIONAL, NULL, NULL});
 
 static PyObject *writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *v[4];
-    int mem, ctl, geo, slot;
+    PyObject *v[5];
+    int mem, ctl, geo, slot_fd, slot;
     if (glt_py_parse_tuple(&glt_sig_slot_writer_new, args, kwargs, v) < 0 ||
         glt_py_as_int(v[0], "memory_fd", INT_MIN, INT_MAX, &mem) < 0 ||
         glt_py_as_int(v[1], "control_fd", INT_MIN, INT_MAX, &ctl) < 0 ||
         glt_py_as_int(v[2], "geometry_fd", INT_MIN, INT_MAX, &geo) < 0 ||
-        glt_py_as_int(v[3], "slot", INT_MIN, INT_MAX, &slot) < 0)
+        glt_py_as_int(v[3], "slot_fd", INT_MIN, INT_MAX, &slot_fd) < 0 ||
+        glt_py_as_int(v[4], "slot", INT_MIN, INT_MAX, &slot) < 0)
         return NULL;
     gltensor_state *st = glt_py_state_of_type(type);
     if (!st) return NULL;
     WriterObject *self = glt_py_object_new(type, &writer_kind, 1);
     if (!self) return NULL;
-    glt_slot_writer_desc d = {sizeof d, mem, ctl, slot, geo};
+    glt_slot_writer_desc d = {sizeof d, mem, ctl, slot, geo, slot_fd};
     glt_slot_writer *writer = NULL;
     glt_status s = glt_slot_writer_create(&d, &writer);
     self->handle = writer;
@@ -336,7 +351,8 @@ static PyType_Slot writer_type_slots[] = {
     {Py_tp_dealloc, glt_py_dealloc},
     {Py_tp_methods, writer_methods},
     {Py_tp_getset, writer_getset},
-    {Py_tp_doc, "_SlotWriter(memory_fd, control_fd, geometry_fd, slot): a worker's side of shared slots, attached in the GL "
+    {Py_tp_doc, "_SlotWriter(memory_fd, control_fd, geometry_fd, slot_fd, slot): a worker's side of shared slot `slot` "
+                "(slot_fd: that slot's own memory, from _Slots._export_slot), attached in the GL "
                 "context current in this thread; use gltensor.SlotWriter."},
     {0, NULL},
 };
