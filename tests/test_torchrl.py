@@ -343,12 +343,16 @@ def dm_control():
 
 
 def test_dm_control_equals_torchrl_dmcontrolenv(dm_control):
-    from torchrl.envs import DMControlEnv
+    # DMControlEnv("cheetah", "run", from_pixels=True) itself renders 240x320 (its other keyword arguments go to the
+    # task), so the reference at this size is its base class over the same suite task, DMControlWrapper, whose
+    # render_kwargs set the size; seeding, keys and steps are the same code.
+    from dm_control import suite
+    from torchrl.envs import DMControlWrapper
 
     n, seed = 2, 4
     env = DMControlBatchEnv("cheetah", "run", n, pixels_only=False, height=H, width=W, camera_id=0)
-    refs = [DMControlEnv("cheetah", "run", from_pixels=True, pixels_only=False,
-                         render_kwargs={"height": H, "width": W, "camera_id": 0}) for _ in range(n)]
+    refs = [DMControlWrapper(suite.load("cheetah", "run"), from_pixels=True, pixels_only=False,
+                             render_kwargs={"height": H, "width": W, "camera_id": 0}) for _ in range(n)]
     try:
         check_env_specs(env)
         for name in ("full_observation_spec", "full_action_spec", "full_reward_spec", "full_done_spec"):
@@ -406,3 +410,24 @@ def test_ppo_example_runs():
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("iteration")]
     assert len(lines) == 2, out.stdout
     assert all("loss" in ln for ln in lines)
+
+
+# -- the benchmark mode ----------------------------------------------------------------------------------------------
+def test_bench_torchrl_quick_checks_and_reports(tmp_path):
+    """`python -m gltensor.bench torchrl --quick` without ParallelEnv (its spawned workers take a minute on two
+    cores): the gltensor and vector paths are checked against GymEnvs before they are timed, and the JSON holds
+    every path's figure and the TorchRL layer's cost."""
+    import json
+
+    out = tmp_path / "torchrl.json"
+    cmd = [sys.executable, "-m", "gltensor.bench", "torchrl", "--quick", "--paths", "serial,gltensor,vector",
+           "--json", str(out)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, MUJOCO_GL="egl"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    report = json.loads(out.read_text())
+    assert report["status"] == "ok"
+    rows = {r["path"]: r for r in report["results"]}
+    assert sorted(rows) == ["gltensor", "serial", "vector"]
+    assert all(r["env_steps_per_s"] > 0 for r in rows.values())
+    assert "layer_cost" in rows["gltensor"]
+    assert "TorchRL layer" in run.stdout and (tmp_path / "torchrl.png").exists()
