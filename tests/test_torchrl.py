@@ -112,6 +112,10 @@ def test_device_is_the_renderers_and_frames_are_not_copied(cheetah):
     td = cheetah.reset()
     td["action"] = torch.zeros(3, 6, dtype=torch.float64)
     cheetah.step(td)
+    # env.to(device) moves the outputs there, as TorchRL's envs do (a copy of the frames when it is not theirs)
+    cheetah.to("cpu")
+    td = cheetah.rollout(2)
+    assert all(td.get(k).device == torch.device("cpu") for k in td.keys(True, True))
 
 
 # -- exactness against TorchRL's GymEnv ----------------------------------------------------------------------------
@@ -261,6 +265,8 @@ def test_wrapping_a_vector_env_and_constructor_errors():
     try:
         with pytest.raises(ValueError, match="SAME_STEP"):
             GymBatchEnv(same_step)
+        with pytest.raises(TypeError, match="wrapped as it is"):
+            GymBatchEnv(same_step, 2)
     finally:
         same_step.close()
     with pytest.raises(TypeError, match="not a Gymnasium MujocoEnv"):

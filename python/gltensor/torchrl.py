@@ -106,6 +106,7 @@ class _BatchEnv(EnvBase):
             device = torch.device("cpu")
         super().__init__(device=device, batch_size=torch.Size([n]))
         self._n = n
+        self._frames_device = device  # where the renderer hands frames over; env.to(other) copies them there
 
     # -- actions -------------------------------------------------------------------------------------------------
     def _host_actions(self, tensordict, np_dtype):
@@ -140,15 +141,17 @@ class _BatchEnv(EnvBase):
         mask = reset.detach().reshape(self._n, -1).any(-1).cpu().numpy()
         return None if mask.all() else mask
 
-    def _check_frames(self, pixels):
-        """Once: the renderer's frames are on the device the specs promise (a renderer made on another GPU than
-        the one named would otherwise make TensorDict copy every batch there)."""
+    def _pixels(self, pixels):
+        """The frames for the TensorDict: the renderer's tensor itself, unless env.to() moved the env elsewhere
+        (then one copy, as TorchRL's envs cast their outputs to their device). Checked once: a renderer on another
+        GPU than the one the env was made for would otherwise be copied every step."""
         if not self._frames_checked:
-            if pixels.device != self.device:
+            if pixels.device != self._frames_device:
                 raise RuntimeError(f"{type(self).__name__}: the renderer hands its frames over on {pixels.device}, "
-                                   f"but the env was declared on {self.device}: pass cuda_device="
+                                   f"but the env was made for {self._frames_device}: pass cuda_device="
                                    f"{pixels.device.index} (the GPU MuJoCo's EGL context runs on)")
             self._frames_checked = True
+        return pixels if pixels.device == self.device else pixels.to(self.device)
 
     def _check_open(self):
         if self.is_closed:
@@ -195,6 +198,10 @@ class GymBatchEnv(_BatchEnv):
         from .mujoco_vector import MujocoVectorEnv
 
         if isinstance(env, MujocoVectorEnv):
+            if num_envs is not None or make_kwargs:
+                raise TypeError("GymBatchEnv: num_envs and gymnasium.make arguments make new environments; a "
+                                f"MujocoVectorEnv is wrapped as it is (got num_envs={num_envs!r}, "
+                                f"{sorted(make_kwargs)})")
             if env.autoreset_mode == AutoresetMode.SAME_STEP:
                 raise ValueError("GymBatchEnv: the MujocoVectorEnv has autoreset_mode SAME_STEP, which returns the "
                                  "next episode's first frame from step(); TorchRL resets finished environments "
@@ -241,8 +248,13 @@ class GymBatchEnv(_BatchEnv):
     def _reset(self, tensordict=None, **kwargs):
         self._check_open()
         seed = kwargs.pop("seed", None)
+        options = dict(kwargs.pop("options", None) or {})  # passed to every environment's reset, as GymEnv does
+        if kwargs:
+            raise TypeError(f"GymBatchEnv.reset: unexpected arguments {sorted(kwargs)} (it takes seed= and options=)")
         mask = self._reset_mask(tensordict)
-        obs, _ = self.venv.reset(seed=seed, options=None if mask is None else {"reset_mask": mask})
+        if mask is not None:
+            options["reset_mask"] = mask
+        obs, _ = self.venv.reset(seed=seed, options=options or None)
         no = np.zeros(self._n, np.bool_)
         return self._observation_td(obs, None, *_flags(no, no, self.device))
 
@@ -254,8 +266,7 @@ class GymBatchEnv(_BatchEnv):
         return self._observation_td(obs, reward, *_flags(terminated, truncated, self.device))
 
     def _observation_td(self, obs, reward, done, terminated, truncated):
-        pixels = obs if self.pixels_only else obs["pixels"]
-        self._check_frames(pixels)
+        pixels = self._pixels(obs if self.pixels_only else obs["pixels"])
         values = {"pixels": pixels, "done": done, "terminated": terminated, "truncated": truncated}
         if reward is not None:
             values["reward"] = reward
@@ -359,8 +370,7 @@ class DMControlBatchEnv(_BatchEnv):
                                     *_flags(last & ~discount_one, last & discount_one, self.device))
 
     def _observation_td(self, pixels, reward, done, terminated, truncated):
-        self._check_frames(pixels)
-        values = {"pixels": pixels, "done": done, "terminated": terminated, "truncated": truncated}
+        values = {"pixels": self._pixels(pixels), "done": done, "terminated": terminated, "truncated": truncated}
         if reward is not None:
             values["reward"] = reward
         for key, (shape, dtype) in self._obs_keys.items():
