@@ -5,7 +5,7 @@
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
 #                                      docs (every python block of README.md and docs/*.md on CUDA, issue 35)
-#                                      torchrl (gltensor.torchrl's tests on CUDA, the TorchRL PPO example, bench torchrl)
+#                                      torchrl (gltensor.torchrl tests on CUDA, the TorchRL PPO example, its bench)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
 #                                      reliability soak memcheck racecheck synccheck (issue 14; one per call)

@@ -23,7 +23,8 @@ Both have ``batch_size=[N]`` and the device of gltensor's tensors (CUDA on the C
 environments are reset by TorchRL (``"_reset"``, as its collectors and ``rollout`` do), never inside ``step``;
 ``set_seed(s)`` resets environment k with seed ``s + k`` (what TorchRL's ``GymEnv(..., num_envs=N)`` gives through
 Gymnasium's vector reset) and returns TorchRL's next seed. Actions may be on any device: one copy to the host per
-step, for the physics. The step's rewards, its three flags (one array) and the state are the other host-to-device copies.
+step, for the physics. The step's rewards, its three flags (one array) and the state are the other copies, to the
+device.
 """
 
 from __future__ import annotations
