@@ -66,6 +66,14 @@ def host(x):
     return x.detach().cpu()
 
 
+def subprocess_env():
+    """The environment of a child process: headless MuJoCo and the gltensor this test imported."""
+    import gltensor
+    pkg_parent = str(Path(gltensor.__file__).resolve().parent.parent)
+    return dict(os.environ, MUJOCO_GL="egl",
+                PYTHONPATH=os.pathsep.join(p for p in (pkg_parent, os.environ.get("PYTHONPATH")) if p))
+
+
 def close_all(*envs):
     for e in envs:
         e.close()
@@ -434,8 +442,7 @@ def test_dm_control_partial_reset_and_close(dm_control):
 def test_ppo_example_runs():
     cmd = [sys.executable, str(ROOT / "examples" / "torchrl_ppo_pixels.py"), "--envs", "2", "--steps", "16",
            "--iterations", "2", "--size", "48", "--epochs", "1", "--minibatches", "2"]
-    env = dict(os.environ, MUJOCO_GL="egl")
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=subprocess_env(), cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("iteration")]
     assert len(lines) == 2, out.stdout
@@ -452,7 +459,7 @@ def test_bench_torchrl_quick_checks_and_reports(tmp_path):
     out = tmp_path / "torchrl.json"
     cmd = [sys.executable, "-m", "gltensor.bench", "torchrl", "--quick", "--paths", "serial,gltensor,vector",
            "--json", str(out)]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, MUJOCO_GL="egl"))
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=subprocess_env())
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     report = json.loads(out.read_text())
     assert report["status"] == "ok"
