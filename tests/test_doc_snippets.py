@@ -33,7 +33,7 @@ FRAGMENTS = {
 }
 
 OPTIONAL = ("panda3d", "direct", "mujoco", "moderngl", "gymnasium", "torch", "cv2", "cupy", "jax", "PIL",
-            "stable_baselines3", "dm_control")
+            "stable_baselines3", "dm_control", "torchrl", "tensordict")
 _FENCE = re.compile(r"^(`{3,})([^`]*)$")  # CommonMark: a backtick fence's info string has no backtick
 
 
@@ -81,6 +81,7 @@ NEEDS = {
     "gltensor.panda3d": ("panda3d",),
     "gltensor.gymnasium": ("gymnasium",),
     "gltensor.sb3": ("stable_baselines3", "gymnasium"),
+    "gltensor.torchrl": ("torchrl", "tensordict", "mujoco", "torch", "gymnasium"),
 }
 
 

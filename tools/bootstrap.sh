@@ -85,7 +85,7 @@ fi
 missing_mods=" $("$PYTHON" - "$@" <<'PY'
 import importlib.util
 mods = ["torch", "numpy", "OpenGL", "tqdm", "PIL", "pytest", "hypothesis", "cv2", "imageio", "moderngl", "mujoco",
-        "dm_control", "panda3d", "matplotlib", "gymnasium", "stable_baselines3", "cloudpickle"]
+        "dm_control", "panda3d", "matplotlib", "gymnasium", "stable_baselines3", "cloudpickle", "torchrl", "tensordict"]
 print(" ".join(m for m in mods if importlib.util.find_spec(m) is None))
 PY
 ) "
@@ -133,6 +133,16 @@ has_mod gymnasium || pip_try "gymnasium>=1.0,<2" || echo "bootstrap: could not i
 if ! has_mod stable_baselines3; then
     pip_try --no-deps "stable-baselines3>=2.4,<3" && pip_try cloudpickle \
         || echo "bootstrap: could not install stable-baselines3; its tests will be skipped"
+fi
+# gltensor.torchrl: TorchRL and tensordict with --no-deps (both require torch, which pip would otherwise replace),
+# their small dependencies by name. torchrl 0.14.1 requires tensordict >= 0.14.3, < 0.15 and torch >= 2.11 (its
+# optional C++ extension, used by prioritised replay buffers only, does not load on torch 2.13; the envs, specs,
+# transforms, collectors and losses are Python). Resize needs torchvision, which is left out: PyPI's wheels are
+# CUDA builds that fail to import beside torch's CPU build (those tests skip).
+if ! has_mod torchrl || ! has_mod tensordict; then
+    pip_try --no-deps "torchrl==0.14.1" "tensordict==0.14.3" "pyvers>=0.2.3,<0.3" "hoptorch>=0.1.4" \
+        && pip_try cloudpickle packaging orjson \
+        || echo "bootstrap: could not install torchrl; its tests will be skipped"
 fi
 
 # 3. gltensor itself (with the CUDA backend when a toolkit is found), only when something it is built from

@@ -5,6 +5,7 @@
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
 #                                      docs (every python block of README.md and docs/*.md on CUDA, issue 35)
+#                                      torchrl (gltensor.torchrl tests on CUDA, the TorchRL PPO example, its bench)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
 #                                      reliability soak memcheck racecheck synccheck (issue 14; one per call)
@@ -210,6 +211,25 @@ for step in "$@"; do
         GLTENSOR_MUJOCO_BATCH_BIG=1 MUJOCO_GL=egl timeout 540 python3 -m pytest -q -p no:cacheprovider -rfEs \
             tests/test_mujoco_batch.py tests/test_mujoco.py > "$OUT/mujoco_batch.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed|^E  " "$OUT/mujoco_batch.log" | tail -40 ;;
+    torchrl) # TorchRL pixel envs (gltensor.torchrl) on the CUDA backend: the tests (check_env_specs, frames/rewards/
+             # flags equal to TorchRL's own GymEnv, partial resets, seeding, devices, errors, collector + image transforms
+             # with Resize), the PPO example end to end (its loss per iteration, then first vs last), and
+             # `python -m gltensor.bench torchrl` at N = 4, 16, 64 (ParallelEnv / SerialEnv of GymEnv vs GymBatchEnv vs
+             # MujocoVectorEnv alone; JSON + plot). ~3-5 minutes. Carry in .whl: torchrl 0.14.1, tensordict 0.14.3,
+             # pyvers, hoptorch, cloudpickle, torchvision matching this torch (0.26.0 for 2.11), mujoco, gymnasium,
+             # farama-notifications, imageio, glfw (dm_control and its dependencies too, or its two tests skip).
+             # TORCHRL_ENVS, TORCHRL_STEPS, TORCHRL_ROUNDS, TORCHRL_ITERATIONS change the run.
+        python3 -c "import torch, torchrl, tensordict; print('torch', torch.__version__, '| torchrl', torchrl.__version__, '| tensordict', tensordict.__version__)"
+        MUJOCO_GL=egl timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_torchrl.py \
+            > "$OUT/torchrl_tests.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed|^E  " "$OUT/torchrl_tests.log" | tail -20
+        MUJOCO_GL=egl timeout 150 python3 examples/torchrl_ppo_pixels.py --envs 16 --steps 64 \
+            --iterations "${TORCHRL_ITERATIONS:-40}" > "$OUT/torchrl_ppo.log" 2>&1
+        echo "example rc $?"; grep -E "^(GymBatchEnv|iteration|loss)" "$OUT/torchrl_ppo.log" | tail -45
+        MUJOCO_GL=egl timeout 300 python3 -m gltensor.bench torchrl --envs "${TORCHRL_ENVS:-4,16,64}" \
+            --steps "${TORCHRL_STEPS:-100}" --rounds "${TORCHRL_ROUNDS:-3}" --json "$OUT/torchrl.json" \
+            --plot "$OUT/torchrl.png" > "$OUT/torchrl_bench.log" 2>&1; echo "bench rc $?"
+        grep -vE "settotalmass|^$" "$OUT/torchrl_bench.log" | tail -22 ;;
     docs) # issue 35: every ```python block of README.md and docs/*.md as written, in its own process, on CUDA
           # (GLTENSOR_DOCS_BACKEND=cuda: a probe fails the run if backend="auto" does not give CUDA); the engine
           # blocks skip unless their wheels are carried (.whl); then PyOpenGL's platform choice
@@ -354,6 +374,6 @@ for b in ours[:3]:
     print("\n".join(b.splitlines()[:12]))
 PY
         ;;
-    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d mujoco mujoco-batch multigpu memcheck-multigpu scaling multinode reliability trust memcheck-trust faults soak memcheck racecheck synccheck)"; exit 2 ;;
+    *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d mujoco mujoco-batch torchrl multigpu memcheck-multigpu scaling multinode reliability trust memcheck-trust faults soak memcheck racecheck synccheck)"; exit 2 ;;
     esac
 done

@@ -13,7 +13,8 @@ Layers, each module importing only those above it:
   paths.py          the compared GL paths, one definition each: BenchPath, the CPU round trips, the cuda-python recipe
   panda3d_paths.py  the Panda3D paths: Panda3DCameras (getRamImage), the RAM readback, MetaDrive's recipe
   grid.py, grid_report.py   the suite (mode grid): every path over sizes x camera counts, its tables and plot
-  single.py, batch.py, convert.py, upload.py, panda3d.py, procs.py    the other modes, one file each
+  single.py, batch.py, convert.py, upload.py, panda3d.py, procs.py, mujoco.py, torchrl.py    the other
+                    modes, one file each
   __main__.py       the command line: picks the mode and hands it the rest of the arguments
 
 A mode plugs in with one module and one line:
@@ -60,4 +61,7 @@ MODES = {
                "pixel RL on MuJoCo, env-steps/s end to end (physics + N images on the device + a small CNN): "
                "Gymnasium's AsyncVectorEnv/SyncVectorEnv, shared slots, one-process MujocoVectorEnv, dm_control "
                "stock vs DmControlBatch, the batch's render floor"),
+    "torchrl": ("gltensor.bench.torchrl",
+                "TorchRL pixel envs, env-steps/s: TorchRL's ParallelEnv and SerialEnv of GymEnv(from_pixels=True) "
+                "against gltensor.torchrl.GymBatchEnv and MujocoVectorEnv alone (the TorchRL layer's cost)"),
 }
