@@ -34,6 +34,8 @@ masks); ``render()`` returns the latest pixel batch. :func:`as_sb3` wraps one fo
 
 from __future__ import annotations
 
+from . import _mujoco_gl  # noqa: F401,I001  (first: MUJOCO_GL=egl where there is no display, before mujoco is imported)
+
 import queue
 from concurrent.futures import ThreadPoolExecutor
 
