@@ -54,8 +54,9 @@ for step in "$@"; do
             "tests/test_gpu.py::test_cuda_properties" tests/test_convert.py -k "not test_capture_conversions and not \
             test_every_16bit_value" > "$OUT/firstcontact.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/firstcontact.log" | tail -20
-        PIP_NO_INDEX=1 timeout 400 ./tools/bootstrap.sh > "$OUT/bootstrap1.log" 2>&1; echo "bootstrap 1 exit $?"
-        s=$(date +%s.%N); PIP_NO_INDEX=1 timeout 100 ./tools/bootstrap.sh > "$OUT/bootstrap2.log" 2>&1
+        # PYTHON=python3: this machine's Python, which holds the packages (without it the bootstrap makes .venv)
+        PYTHON=python3 PIP_NO_INDEX=1 timeout 400 ./tools/bootstrap.sh > "$OUT/bootstrap1.log" 2>&1; echo "bootstrap 1 exit $?"
+        s=$(date +%s.%N); PYTHON=python3 PIP_NO_INDEX=1 timeout 100 ./tools/bootstrap.sh > "$OUT/bootstrap2.log" 2>&1
         echo "bootstrap 2 exit $? in $(echo "$(date +%s.%N) - $s" | bc) s"; grep -E "rebuild|building|gltensor 0" "$OUT/bootstrap2.log" ;;
     procs) # issue 21: many engine processes, one GPU batch (host readback per worker, gltensor per worker,
            # shared slots, the floor, the pack path, one-process Atlas) for PROCS_WORKERS x PROCS_SIZES
