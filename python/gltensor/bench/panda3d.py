@@ -249,7 +249,7 @@ def ratios(results):
 
 
 def headlines(results):
-    """The lines the issue asks for: one camera vs MetaDrive's recipe; N agents vs MetaDrive and vs render + one
+    """The headline lines: one camera vs MetaDrive's recipe; N agents vs MetaDrive and vs render + one
     round trip, per configuration and layout."""
     lines = []
     for r in results:
