@@ -358,7 +358,7 @@ def test_a_global_python3_first_on_path_gets_the_clones_venv(clone, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert chosen == venv_python, proc.stdout
     said = proc.stdout.splitlines()[0]
-    assert said.startswith(f"bootstrap: {NOTHING_ACTIVE}: {MAKING} (Python") and f"from {base})" in said
+    assert said.startswith(f"bootstrap: {NOTHING_ACTIVE}: {MAKING} (Python") and f"from {base};" in said
     assert has_pip(venv_python)
     assert prefix_run_by_python_sh(clone, None, PATH=path) == str(clone / ".venv")
     proc, chosen = step0(clone, None, PATH=path)

@@ -37,9 +37,9 @@ else
              "(rm -rf .venv) to have it made anew for $version, or run with PYTHON=python${have% *}" >&2
         exit 1
     fi
-    how="(. .venv/bin/activate to use it from your shell; to install elsewhere activate an environment or give PYTHON=)"
+    how=". .venv/bin/activate to use it from your shell; to install elsewhere, activate an environment or give PYTHON="
     if [ "$have" = "$version pip" ]; then
-        echo "bootstrap: $why: installing into this clone's virtual environment .venv $how"
+        echo "bootstrap: $why: installing into this clone's virtual environment .venv ($how)"
     else
         if ! "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null; then
             venv_pkg=python$version-venv
@@ -48,7 +48,7 @@ else
                 "make a virtual environment: install it (sudo apt install $venv_pkg), then run this again" >&2; exit 1; }
         fi
         echo "bootstrap: $why: making the virtual environment .venv in this clone and installing into it (Python" \
-             "$version from $base_exe) $how"
+             "$version from $base_exe; $how)"
         "$PYTHON" -m venv .venv
     fi
     PYTHON=$PWD/.venv/bin/python

@@ -61,6 +61,9 @@ PRCS = ("default", "configure")
 
 def open_showbase(prc):
     from gltensor import panda3d as gp
+    from panda3d.core import loadPrcFileData
+    # Logging only, under either configuration: no warning about the default EGL display (gltensor.panda3d.PRC).
+    loadPrcFileData("gltensor-bench-quiet", "notify-level-egldisplay error\n")
     if prc == "configure":
         gp.configure("win-size 32 32\n")
     elif prc != "default":
