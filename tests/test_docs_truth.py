@@ -23,6 +23,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
+if not (RESULTS.is_dir() and (ROOT / "README.md").is_file()):
+    pytest.skip("no checkout (README.md and benchmarks/results/ absent)", allow_module_level=True)
 MARKER = re.compile(r"<!--\s*src:\s*(\S+)\s+(\S+)\s*-->")
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 SPEED_FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:\s?(?:µs|ms|frames/s|env-steps/s)|x)(?![\w²])")
