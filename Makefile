@@ -2,17 +2,19 @@
 #   make demo   install what is missing, render + capture headless, print frames/s, save frame.png
 #   make test   install what is missing, run the test suite
 #   make lib    build/libgltensor.a and build/libgltensor.so (C API in include/gltensor.h)
-PYTHON ?= python3
+# PYTHON: the Python to install into and run; unset, the bootstrap chooses (tools/choose_python.sh): an active
+# virtual or conda environment's, else the clone's .venv.
+PYTHON ?=
 # The toolkit root: CUDA_HOME, else the one around nvcc on PATH, else /usr/local/cuda (nvcc may be a wrapper script).
 CUDA_HOME ?= $(firstword $(foreach d,$(abspath $(dir $(realpath $(shell command -v nvcc 2>/dev/null)))/..) /usr/local/cuda,$(if $(wildcard $(d)/include/cuda_runtime_api.h),$(d),)))
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCHS ?= 75 80 86 89 90
 BUILD := build
 
-# The bootstrap installs into $(PYTHON), or, where that is a distribution's own Python (PEP 668), into the clone's
-# .venv that it makes; tools/python.sh runs whichever it chose.
-BOOTSTRAP = PYTHON="$(PYTHON)" ./tools/bootstrap.sh
-RUN_PYTHON = PYTHON="$(PYTHON)" ./tools/python.sh
+# The bootstrap installs into the Python it chooses; tools/python.sh runs the same one. PYTHON is passed only when
+# given, so that "not given" stays visible to both.
+BOOTSTRAP = $(if $(PYTHON),PYTHON="$(PYTHON)" )./tools/bootstrap.sh
+RUN_PYTHON = $(if $(PYTHON),PYTHON="$(PYTHON)" )./tools/python.sh
 
 .PHONY: demo test bench lib clean check-header
 

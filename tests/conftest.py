@@ -353,3 +353,12 @@ def pytest_sessionfinish(session, exitstatus):
             cupy.get_default_pinned_memory_pool().free_all_blocks()
         except Exception:  # pragma: no cover - CuPy without a usable device
             pass
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sb3_logs_in_pytests_temp(tmp_path_factory):
+    """Stable-Baselines3 makes a log folder (SB3-<date and time>) in the system's temporary folder for every model
+    it trains unless SB3_LOGDIR names one: the suite's go to pytest's own temporary folder instead, which pytest
+    prunes, and so do those of the examples and doc blocks the suite runs in subprocesses (they inherit it)."""
+    if "SB3_LOGDIR" not in os.environ:
+        os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))

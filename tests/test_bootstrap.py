@@ -1,9 +1,9 @@
 """tools/torch_index.sh, the bootstrap's choice of where torch comes from: without an NVIDIA driver, PyTorch's
 CPU-only index when it answers, else the default index, saying which, and quickly when the index is unreachable.
-tools/pip_allowed.sh and the bootstrap's step 0: a distribution's own Python (PEP 668, pip refuses to install into
-it) gets the virtual environment .venv in the clone, made once and then used by the bootstrap and by tools/python.sh
-(what the Makefile runs the demo and tests with); a Python pip may install into is used as it is, and no .venv is
-made. These tests stop the bootstrap right after its choice (GLTENSOR_BOOTSTRAP_STOP_AFTER_PYTHON=1) and ask no
+tools/pip_allowed.sh and the bootstrap's step 0 (tools/choose_python.sh): the clone's virtual environment .venv, made
+once and then used by the bootstrap and by tools/python.sh (what the Makefile runs the demo and tests with), unless
+PYTHON is given or a virtual or conda environment is active; a PYTHON given that pip may not install into (a
+distribution's own Python, PEP 668) gets the .venv too. Whatever it chose, the bootstrap says which and why. These tests stop the bootstrap right after its choice (GLTENSOR_BOOTSTRAP_STOP_AFTER_PYTHON=1) and ask no
 index for anything (PIP_NO_INDEX): ensurepip installs pip from the wheel Python ships."""
 
 import http.server
@@ -124,7 +124,7 @@ def test_pips_own_override_is_honoured(system_python, tmp_path, how):
 
 # ---------------------------------------------------------------- PEP 668: the bootstrap's own .venv
 
-BOOTSTRAP_TOOLS = ("bootstrap.sh", "pip_allowed.sh", "python.sh")
+BOOTSTRAP_TOOLS = ("bootstrap.sh", "pip_allowed.sh", "python.sh", "choose_python.sh")
 MAKING = "making the virtual environment .venv in this clone and installing into it"
 USING = "installing into this clone's virtual environment .venv"
 
@@ -184,10 +184,11 @@ def real_system_python():
 
 
 def bootstrap_env(python, **env):
-    drop = ("PIP_BREAK_SYSTEM_PACKAGES", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
-    return {k: v for k, v in os.environ.items() if k not in drop} | {
-        "PYTHON": python, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1",
-        "GLTENSOR_BOOTSTRAP_STOP_AFTER_PYTHON": "1"} | env
+    """The environment of a user with no virtual or conda environment active; python None: no PYTHON given."""
+    drop = ("PIP_BREAK_SYSTEM_PACKAGES", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH",
+            "PYTHONHOME", "PYTHON")
+    return {k: v for k, v in os.environ.items() if k not in drop} | ({"PYTHON": python} if python else {}) | {
+        "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "GLTENSOR_BOOTSTRAP_STOP_AFTER_PYTHON": "1"} | env
 
 
 def step0(clone, python, **env):
@@ -198,10 +199,14 @@ def step0(clone, python, **env):
     return proc, chosen[0] if len(chosen) == 1 else None
 
 
-def prefix_run_by_python_sh(clone, python):
+def run_python_sh(clone, python, **env):
+    return subprocess.run([str(clone / "tools" / "python.sh"), "-c", "import sys; print(sys.prefix)"],
+                          capture_output=True, text=True, env=bootstrap_env(python, **env), timeout=60)
+
+
+def prefix_run_by_python_sh(clone, python, **env):
     """sys.prefix of the Python that tools/python.sh (the Makefile's runner) runs for this PYTHON."""
-    proc = subprocess.run([str(clone / "tools" / "python.sh"), "-c", "import sys; print(sys.prefix)"],
-                          capture_output=True, text=True, env=bootstrap_env(python), timeout=60)
+    proc = run_python_sh(clone, python, **env)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 
@@ -215,8 +220,8 @@ def has_pip(python):
 def test_a_distributions_python_gets_the_clones_venv_once(clone, tmp_path, which):
     python = fake_system_python(tmp_path) if which == "stand-in" else real_system_python()
     venv_python = str(clone / ".venv" / "bin" / "python")
-    own_prefix = prefix_run_by_python_sh(clone, python)
-    assert own_prefix != str(clone / ".venv")  # no .venv yet: the runner runs PYTHON itself
+    before = run_python_sh(clone, python)  # no .venv yet: the runner says to bootstrap first
+    assert before.returncode == 1 and "run tools/bootstrap.sh" in before.stderr and "PEP 668" in before.stderr
 
     proc, chosen = step0(clone, python)
     assert proc.returncode == 0, proc.stderr
@@ -291,7 +296,8 @@ def test_a_python_pip_may_install_into_is_used_as_it_is(clone, tmp_path, which):
         python = str(tmp_path / "env" / "bin" / "python")
     own_prefix = prefix_run_by_python_sh(clone, python)
     proc, chosen = step0(clone, python)
-    assert (proc.returncode, proc.stdout) == (0, f"bootstrap: python {python}\n"), proc.stderr
+    assert (proc.returncode, proc.stdout) == (0, f"bootstrap: installing into {python} (PYTHON={python}, as given)\n"
+                                                 f"bootstrap: python {python}\n"), proc.stderr
     assert chosen == python and not (clone / ".venv").exists()
     # A .venv left in the clone changes nothing for it either.
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(clone / ".venv")], check=True, timeout=60)
@@ -319,4 +325,68 @@ def test_make_passes_the_python_named_to_the_bootstrap_and_the_runner():
         assert out == ['PYTHON="python3.12" ./tools/bootstrap.sh', f'PYTHON="python3.12" ./tools/python.sh {runs}']
         default = subprocess.run(["make", "--no-print-directory", "-n", target], cwd=ROOT, capture_output=True, text=True, env=env,
                                  timeout=30).stdout.splitlines()
-        assert default == ['PYTHON="python3" ./tools/bootstrap.sh', f'PYTHON="python3" ./tools/python.sh {runs}']
+        # No PYTHON given: none passed, so that the bootstrap and the runner choose (the clone's .venv, or the
+        # active environment's Python).
+        assert default == ['./tools/bootstrap.sh', f'./tools/python.sh {runs}']
+
+
+# ---------------------------------------------------------------- no PYTHON given: the clone's .venv by default
+
+
+def pyenv_style_python3(where):
+    """A python3 first on PATH that pip may install into, outside any virtual environment: what pyenv's or
+    conda's shims are (a wrapper that runs this machine's base Python)."""
+    base = base_python()
+    if base is None or run_tool(PIP_ALLOWED, base).returncode != 0:
+        pytest.skip("this machine's base Python is externally managed (or cannot make a venv)")
+    (where / "shims").mkdir()
+    shim = where / "shims" / "python3"
+    shim.write_text(f'#!/bin/sh\nexec {base} "$@"\n')
+    shim.chmod(0o755)
+    return base, f"{where / 'shims'}:/usr/bin:/bin"
+
+
+NOTHING_ACTIVE = "no virtual or conda environment is active and no PYTHON was given"
+
+
+def test_a_global_python3_first_on_path_gets_the_clones_venv(clone, tmp_path):
+    # Two fresh-clone runs with a pyenv-style python3 first on PATH: everything goes into the clone's .venv, the
+    # first run makes it, the second uses it, and each says why.
+    base, path = pyenv_style_python3(tmp_path)
+    venv_python = str(clone / ".venv" / "bin" / "python")
+    proc, chosen = step0(clone, None, PATH=path)
+    assert proc.returncode == 0, proc.stderr
+    assert chosen == venv_python, proc.stdout
+    said = proc.stdout.splitlines()[0]
+    assert said.startswith(f"bootstrap: {NOTHING_ACTIVE}: {MAKING} (Python") and f"from {base};" in said
+    assert has_pip(venv_python)
+    assert prefix_run_by_python_sh(clone, None, PATH=path) == str(clone / ".venv")
+    proc, chosen = step0(clone, None, PATH=path)
+    assert proc.returncode == 0 and chosen == venv_python
+    assert proc.stdout.splitlines()[0].startswith(f"bootstrap: {NOTHING_ACTIVE}: {USING}")
+
+
+def test_an_active_virtual_environment_is_used_as_it_is(clone, tmp_path):
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True, timeout=60)
+    python = str(tmp_path / "env" / "bin" / "python")
+    _, path = pyenv_style_python3(tmp_path)
+    proc, chosen = step0(clone, None, PATH=path, VIRTUAL_ENV=str(tmp_path / "env"))
+    assert proc.returncode == 0, proc.stderr
+    assert chosen == python and not (clone / ".venv").exists()
+    assert f"(the active virtual environment {tmp_path / 'env'})" in proc.stdout
+    assert prefix_run_by_python_sh(clone, None, PATH=path, VIRTUAL_ENV=str(tmp_path / "env")) == str(tmp_path / "env")
+
+
+@pytest.mark.parametrize("name", ["rl", "base"])
+def test_an_active_conda_environment_other_than_base_is_used(clone, tmp_path, name):
+    # A conda environment as step 0 sees one: CONDA_PREFIX with bin/python (here a venv's, to keep it small).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "conda")], check=True, timeout=60)
+    _, path = pyenv_style_python3(tmp_path)
+    env = {"PATH": path, "CONDA_PREFIX": str(tmp_path / "conda"), "CONDA_DEFAULT_ENV": name}
+    proc, chosen = step0(clone, None, **env)
+    assert proc.returncode == 0, proc.stderr
+    if name == "base":  # conda's installer activates base in every shell: installing there is installing globally
+        assert chosen == str(clone / ".venv" / "bin" / "python") and NOTHING_ACTIVE in proc.stdout
+    else:
+        assert chosen == str(tmp_path / "conda" / "bin" / "python") and not (clone / ".venv").exists()
+        assert f"(the active conda environment rl ({tmp_path / 'conda'}))" in proc.stdout

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +31,17 @@ def _env():
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     return env
+
+
+@pytest.fixture(autouse=True)
+def _torchrun_litter_in_the_tests_folder(tmp_path, monkeypatch):
+    """torchrun leaves a torchelastic_* folder in the temporary folder of every launch: the launches here get the
+    test's own (TMPDIR, inherited through _env), and none may appear in the system's."""
+    system_tmp = Path(tempfile.gettempdir())  # resolved before TMPDIR changes (tempfile caches it)
+    before = set(system_tmp.glob("torchelastic_*"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    yield
+    assert set(system_tmp.glob("torchelastic_*")) <= before, "a torchrun launch left its folder behind"
 
 
 def _need_torchrun():

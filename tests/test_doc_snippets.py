@@ -1,4 +1,5 @@
-"""Every ```python block of README.md and docs/*.md runs as written (issue 35).
+"""Every ```python block of README.md and docs/*.md runs as written, on a headless machine with no MUJOCO_GL,
+PYOPENGL_PLATFORM, DISPLAY or WAYLAND_DISPLAY set (what a reader has).
 
 Blocks are collected when the test runs (docs added later are included), each run in a fresh Python
 process from an empty temporary directory, the way a reader pastes it into a file. A block preceded by
@@ -112,19 +113,27 @@ def _params():
     return params
 
 
+USERS_CHOICES = ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")
+
+
 def _env():
-    env = dict(os.environ)
-    env["MUJOCO_GL"] = "egl"
+    # What a reader on a headless machine has: no display and no GL platform chosen. gltensor picks EGL for
+    # PyOpenGL (PYOPENGL_PLATFORM) and gltensor.mujoco* picks it for MuJoCo (MUJOCO_GL); a block must not need
+    # either variable set by hand.
+    env = {k: v for k, v in os.environ.items() if k not in USERS_CHOICES}
     env["PYTHONUNBUFFERED"] = "1"
-    env.pop("PYOPENGL_PLATFORM", None)  # what a reader has: gltensor chooses it (issue 35, item 3)
-    env.pop("DISPLAY", None)
-    env.pop("WAYLAND_DISPLAY", None)
     # The blocks import the gltensor this test imports (a source checkout or the installed wheel).
     import gltensor
 
     pkg_parent = str(Path(gltensor.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     return env
+
+
+def test_blocks_run_with_none_of_the_users_choices_set(monkeypatch):
+    for name in USERS_CHOICES:
+        monkeypatch.setenv(name, "set-by-the-caller")
+    assert not set(USERS_CHOICES) & set(_env())
 
 
 def test_fragments_are_few_and_justified():

@@ -5,14 +5,12 @@
 #   TORCH_VERSION  torch to install when none is importable (default 2.13.0)
 #   TORCH_CPU_INDEX  where torch's CPU build comes from without an NVIDIA driver (default PyTorch's CPU-only index)
 #   GLTENSOR_CUDA_ARCHS  kernel architectures (default: the GPUs' own, or 75 without a driver; see step 3)
-#   PYTHON  the Python to install into (default python3; a distribution's own one gets the clone's .venv: step 0)
+#   PYTHON  the Python to install into (default: the clone's .venv unless a virtual or conda environment is active;
+#       step 0, tools/choose_python.sh)
 #   GLTENSOR_BOOTSTRAP_STOP_AFTER_PYTHON=1  for tests/test_bootstrap.py only: print the Python chosen in step 0 and
 #       stop there, before apt or pip is asked for anything else
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
-command -v "$PYTHON" >/dev/null || { echo "bootstrap: no Python '$PYTHON' on PATH: install one (>= 3.10), or name it: make test PYTHON=..." >&2; exit 1; }
-
 apt_install() {
     local SUDO=""
     [ "$(id -u)" -ne 0 ] && SUDO=sudo
@@ -20,21 +18,16 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
 }
 
-# 0. The Python everything is installed into. pip refuses to install into a distribution's own Python (PEP 668,
-# tools/pip_allowed.sh): outside a virtual environment, that one makes the virtual environment .venv in this clone
-# once (Debian/Ubuntu ship venv's ensurepip apart, in python3.X-venv: installed first where it is missing) and the
-# rest of the bootstrap installs into .venv; tools/python.sh, which the Makefile runs the demo and tests with,
-# makes the same choice. A Python pip may install into (pyenv, conda, an active virtual environment, one built from
-# source) is used as it is, and no .venv is made.
-if ! PYTHON="$PYTHON" ./tools/pip_allowed.sh 2>/dev/null; then
-    { read -r system_python; read -r version; } < <("$PYTHON" -c 'import sys; print(sys.executable); print("%d.%d" % sys.version_info[:2])')
-    if [ -n "${VIRTUAL_ENV:-}" ]; then
-        # The user chose both: do not guess which they meant.
-        echo "bootstrap: $system_python (PYTHON=$PYTHON) is the system's own Python, which pip does not install into" \
-             "(PEP 668), while the virtual environment $VIRTUAL_ENV is active: run again with its Python" \
-             "(PYTHON=python3 while it is active), or deactivate it and the bootstrap makes .venv in this clone" >&2
-        exit 1
-    fi
+# 0. The Python everything is installed into (tools/choose_python.sh, which tools/python.sh asks too): PYTHON as
+# given; else an active virtual or conda environment's; else the clone's .venv, made from python3. Nothing goes into
+# a global interpreter unless asked for. A .venv is made once (Debian/Ubuntu ship venv's ensurepip apart, in
+# python3.X-venv: installed first where it is missing), then used as it is.
+choice=$(./tools/choose_python.sh) || exit 1
+IFS=$'\t' read -r mode PYTHON why <<< "$choice"
+if [ "$mode" = use ]; then
+    echo "bootstrap: installing into $("$PYTHON" -c 'import sys; print(sys.executable)') ($why)"
+else
+    { read -r base_exe; read -r version; } < <("$PYTHON" -c 'import sys; print(sys.executable); print("%d.%d" % sys.version_info[:2])')
     # What the clone's .venv holds: "<version> pip", "<version> nopip" (made where ensurepip was missing: completed
     # in place below, not made anew), or nothing (none yet, or its Python is gone).
     have=$(.venv/bin/python -c 'import importlib.util as u, sys; print("%d.%d" % sys.version_info[:2], "pip" if u.find_spec("pip") else "nopip")' 2>/dev/null || true)
@@ -44,18 +37,18 @@ if ! PYTHON="$PYTHON" ./tools/pip_allowed.sh 2>/dev/null; then
              "(rm -rf .venv) to have it made anew for $version, or run with PYTHON=python${have% *}" >&2
         exit 1
     fi
+    how=". .venv/bin/activate to use it from your shell; to install elsewhere, activate an environment or give PYTHON="
     if [ "$have" = "$version pip" ]; then
-        echo "bootstrap: $system_python is the system's own Python (PEP 668, pip does not install into it):" \
-             "installing into this clone's virtual environment .venv (. .venv/bin/activate to use it from your shell)"
+        echo "bootstrap: $why: installing into this clone's virtual environment .venv ($how)"
     else
         if ! "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null; then
             venv_pkg=python$version-venv
-            echo "bootstrap: $system_python has no venv/ensurepip: installing $venv_pkg"
-            apt_install "$venv_pkg" || { echo "bootstrap: could not install $venv_pkg, which $system_python needs to" \
+            echo "bootstrap: $base_exe has no venv/ensurepip: installing $venv_pkg"
+            apt_install "$venv_pkg" || { echo "bootstrap: could not install $venv_pkg, which $base_exe needs to" \
                 "make a virtual environment: install it (sudo apt install $venv_pkg), then run this again" >&2; exit 1; }
         fi
-        echo "bootstrap: $system_python is the system's own Python (PEP 668, pip does not install into it):" \
-             "making the virtual environment .venv in this clone and installing into it (. .venv/bin/activate to use it from your shell)"
+        echo "bootstrap: $why: making the virtual environment .venv in this clone and installing into it (Python" \
+             "$version from $base_exe; $how)"
         "$PYTHON" -m venv .venv
     fi
     PYTHON=$PWD/.venv/bin/python

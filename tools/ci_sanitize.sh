@@ -10,8 +10,12 @@ root=$PWD
 work=$(mktemp -d "${TMPDIR:-/tmp}/gltensor-sanitize.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 tar --exclude=./build --exclude=./.venv --exclude='*.so' --exclude=./.git -cf - . | tar -C "$work" -xf -
+# The Python `make test` ran with (the bootstrap's choice, tools/python.sh: the clone's .venv unless PYTHON is given
+# or an environment is active), where the suite's packages are; the real interpreter, not a shell shim under the
+# preload.
+py=$("$root/tools/python.sh" -c "import sys; print(sys.executable)")
 start=$(date +%s)
-(cd "$work" && GLTENSOR_NO_CUDA=1 GLTENSOR_SANITIZE=address,undefined python3 setup.py -q build_ext --inplace) \
+(cd "$work" && GLTENSOR_NO_CUDA=1 GLTENSOR_SANITIZE=address,undefined "$py" setup.py -q build_ext --inplace) \
     > "$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
 echo "sanitize: built with -fsanitize=address,undefined in $(( $(date +%s) - start )) s"
 libasan=$(${CC:-gcc} -print-file-name=libasan.so)
@@ -20,7 +24,6 @@ libasan=$(${CC:-gcc} -print-file-name=libasan.so)
 # exceptions through it ("CHECK failed: real___cxa_throw != 0" otherwise).
 libstdcxx=$(${CXX:-g++} -print-file-name=libstdc++.so.6 2>/dev/null || true)
 [ -e "$libstdcxx" ] && libasan="$libasan $libstdcxx"
-py=$(python3 -c "import sys; print(sys.executable)") # the real interpreter, not a shell shim under the preload
 # detect_leaks: the leak check runs at exit of every process (pytest and the subprocesses tests start);
 # exitcode 86 tells a sanitizer report apart from a test failure.
 # Reports go to files (log_path): pytest captures stderr, and a process that ASan stops never prints it.

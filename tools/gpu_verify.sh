@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: firstcontact docs (issue 35) tests bench-ab procs procs-ab slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
+#   bash tools/gpu_verify.sh STEP...   steps: firstcontact docs tests bench-ab procs procs-ab slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
-#                                      docs (every python block of README.md and docs/*.md on CUDA, issue 35)
+#                                      docs (every python block of README.md and docs/*.md on CUDA, no MUJOCO_GL,
+#                                      PYOPENGL_PLATFORM or DISPLAY set)
 #                                      torchrl (gltensor.torchrl tests on CUDA, the TorchRL PPO example, its bench)
 #                                      multigpu scaling memcheck-multigpu (these three need 2+ GPUs)
 #                                      multinode (two torchrun "nodes" on this host; one GPU is enough)
@@ -55,8 +56,9 @@ for step in "$@"; do
             "tests/test_gpu.py::test_cuda_properties" tests/test_convert.py -k "not test_capture_conversions and not \
             test_every_16bit_value" > "$OUT/firstcontact.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/firstcontact.log" | tail -20
-        PIP_NO_INDEX=1 timeout 400 ./tools/bootstrap.sh > "$OUT/bootstrap1.log" 2>&1; echo "bootstrap 1 exit $?"
-        s=$(date +%s.%N); PIP_NO_INDEX=1 timeout 100 ./tools/bootstrap.sh > "$OUT/bootstrap2.log" 2>&1
+        # PYTHON=python3: this machine's Python, which holds the packages (without it the bootstrap makes .venv)
+        PYTHON=python3 PIP_NO_INDEX=1 timeout 400 ./tools/bootstrap.sh > "$OUT/bootstrap1.log" 2>&1; echo "bootstrap 1 exit $?"
+        s=$(date +%s.%N); PYTHON=python3 PIP_NO_INDEX=1 timeout 100 ./tools/bootstrap.sh > "$OUT/bootstrap2.log" 2>&1
         echo "bootstrap 2 exit $? in $(echo "$(date +%s.%N) - $s" | bc) s"; grep -E "rebuild|building|gltensor 0" "$OUT/bootstrap2.log" ;;
     procs) # issue 21: many engine processes, one GPU batch (host readback per worker, gltensor per worker,
            # shared slots, the floor, the pack path, one-process Atlas) for PROCS_WORKERS x PROCS_SIZES
@@ -230,11 +232,14 @@ for step in "$@"; do
             --steps "${TORCHRL_STEPS:-100}" --rounds "${TORCHRL_ROUNDS:-3}" --json "$OUT/torchrl.json" \
             --plot "$OUT/torchrl.png" > "$OUT/torchrl_bench.log" 2>&1; echo "bench rc $?"
         grep -vE "settotalmass|^$" "$OUT/torchrl_bench.log" | tail -22 ;;
-    docs) # issue 35: every ```python block of README.md and docs/*.md as written, in its own process, on CUDA
-          # (GLTENSOR_DOCS_BACKEND=cuda: a probe fails the run if backend="auto" does not give CUDA); the engine
-          # blocks skip unless their wheels are carried (.whl); then PyOpenGL's platform choice
-        GLTENSOR_DOCS_BACKEND=cuda timeout 500 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_doc_snippets.py \
-            tests/test_pyopengl_platform.py > "$OUT/docs.log" 2>&1
+    docs) # every ```python block of README.md and docs/*.md as written, in its own process, on CUDA
+          # (GLTENSOR_DOCS_BACKEND=cuda: a probe fails the run if backend="auto" does not give CUDA), with none of
+          # MUJOCO_GL, PYOPENGL_PLATFORM, DISPLAY set (the test strips them from each block's environment; unset
+          # here too); the engine blocks skip unless their wheels are carried (.whl); then PyOpenGL's and MuJoCo's
+          # platform choice, the figures' sources and the README's rules
+        env -u MUJOCO_GL -u PYOPENGL_PLATFORM -u DISPLAY -u WAYLAND_DISPLAY GLTENSOR_DOCS_BACKEND=cuda timeout 500 \
+            python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_doc_snippets.py tests/test_pyopengl_platform.py \
+            tests/test_mujoco_gl.py tests/test_docs_truth.py > "$OUT/docs.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/docs.log" | tail -30 ;;
     engines)
         timeout 420 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_panda3d.py tests/test_panda3d_prc.py \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Whether pip may install into $PYTHON, for tools/bootstrap.sh and tools/python.sh. A distribution's own Python
+# Whether pip may install into $PYTHON, for tools/choose_python.sh (the bootstrap's step 0). A distribution's own Python
 # (Debian 12+, Ubuntu 23.04+, Fedora 38+) is "externally managed" (PEP 668): pip refuses to install into it outside a
 # virtual environment, so the bootstrap makes one (.venv in the clone) and installs there instead. Exits 0 when pip
 # may install (a virtual environment, pyenv, conda, a Python built from source; or pip told to override:

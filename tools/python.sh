@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs, with the given arguments, the Python that tools/bootstrap.sh installed gltensor and its packages into, so
-# that the Makefile's demo, test and bench use it: $PYTHON (default python3), except where pip may not install into
-# it (a distribution's own Python, PEP 668: tools/pip_allowed.sh) and no virtual environment is active; then the
-# clone's .venv, which the bootstrap made for it (its step 0 makes the same choice). Without a .venv nothing is
-# checked: a Python pip may install into (pyenv, conda, CI's) is run at once, as before.
+# that the Makefile's demo, test and bench use it: the same choice (tools/choose_python.sh) of PYTHON as given, an
+# active virtual or conda environment's Python, or else the clone's .venv.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-PYTHON=${PYTHON:-python3}
-if [ -z "${VIRTUAL_ENV:-}" ] && [ -x "$root/.venv/bin/python" ] && ! PYTHON="$PYTHON" "$root/tools/pip_allowed.sh" 2>/dev/null; then
-    PYTHON=$root/.venv/bin/python
+choice=$("$root/tools/choose_python.sh") || exit 1
+IFS=$'\t' read -r mode python why <<< "$choice"
+if [ "$mode" = venv ]; then
+    python=$root/.venv/bin/python
+    [ -x "$python" ] || { echo "tools/python.sh: $why, so gltensor runs from this clone's .venv, which does not" \
+                               "exist yet: run tools/bootstrap.sh (make demo or make test do) first" >&2; exit 1; }
 fi
-exec "$PYTHON" "$@"
+exec "$python" "$@"

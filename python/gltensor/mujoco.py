@@ -27,6 +27,8 @@ import numpy as np
 
 import gltensor
 
+from . import _mujoco_gl  # noqa: F401  (MUJOCO_GL=egl where there is no display, before mujoco is imported)
+
 __all__ = ["RendererCapture", "BatchRenderer", "NotRenderedError"]
 
 

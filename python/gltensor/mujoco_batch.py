@@ -26,6 +26,8 @@ import gltensor
 from gltensor import _gltensor as _core
 
 from ._adapter import NotRenderedError
+from ._mujoco_gl import close_at_exit as _close_at_exit
+from ._mujoco_gl import context_class as _gl_context_class  # also: MUJOCO_GL=egl where there is no display
 from ._mujoco_models import as_data, as_model, context_mismatch, render_flag, scene_key
 from ._mujoco_tiles import TileSheet, _gl, grid_shape, max_sizes
 
@@ -77,20 +79,6 @@ class _ContextKept:
         finally:
             if self._gc_was_enabled:
                 gc.enable()
-
-
-def _gl_context_class(mj):
-    """MuJoCo's own GL context class for MUJOCO_GL (egl / osmesa / glfw), as mujoco.Renderer uses it."""
-    try:  # MuJoCo >= 3.3 keeps the classic renderer under mujoco.rendering.classic
-        from mujoco.rendering.classic import gl_context  # type: ignore
-    except ImportError:
-        from mujoco import gl_context  # type: ignore
-    cls = getattr(gl_context, "GLContext", None)
-    if cls is None:
-        raise gltensor.InvalidArgumentError(
-            "MuJoCo has no OpenGL context class for this MUJOCO_GL; set MUJOCO_GL=egl (headless) before "
-            "importing mujoco")
-    return cls
 
 
 class BatchRenderer:
@@ -252,6 +240,7 @@ class BatchRenderer:
         self._rendered = False
         self._linear = None  # per env (orthographic, a, b) of the last depth render
         self._seg_tables = None  # per env segid -> (objid, objtype) of the last segmentation render
+        _close_at_exit(self)  # before MuJoCo's own atexit terminates its EGL display
 
     # ------------------------------------------------------------------ info
     @property

@@ -34,6 +34,9 @@ masks); ``render()`` returns the latest pixel batch. :func:`as_sb3` wraps one fo
 
 from __future__ import annotations
 
+from . import _mujoco_gl  # noqa: F401,I001  (first: MUJOCO_GL=egl where there is no display, before mujoco is imported)
+from ._mujoco_warnings import gymnasium_model_deprecations_dropped  # noqa: I001
+
 import itertools
 import queue
 from concurrent.futures import ThreadPoolExecutor
@@ -207,7 +210,8 @@ class MujocoVectorEnv(VectorEnv):
         from .mujoco import BatchRenderer
 
         self._mj = mujoco
-        self.envs = self._make_envs(env, num_envs, make_kwargs)
+        with gymnasium_model_deprecations_dropped():  # Gymnasium's models print MuJoCo's settotalmass deprecation
+            self.envs = self._make_envs(env, num_envs, make_kwargs)
         self.num_envs = len(self.envs)
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.metadata = dict(self.metadata, autoreset_mode=self.autoreset_mode)

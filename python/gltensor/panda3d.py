@@ -47,9 +47,13 @@ __all__ = [
     "gl_image", "write_to_slot",
 ]
 
-# Offscreen, headless, unpadded, no sRGB conversion of the framebuffer, no vsync, no audio.
+# Offscreen, headless, unpadded, no sRGB conversion of the framebuffer, no vsync, no audio. Panda's EGL pipe first
+# tries the default EGL display, which needs a display server; where there is none it warns "Couldn't initialize
+# the default EGL display: EGL_NOT_INITIALIZED" and then picks an EGL device, which is what renders. That warning
+# says nothing about the run, so the egldisplay category shows errors only.
 PRC = """
 load-display p3headlessgl
+notify-level-egldisplay error
 window-type offscreen
 textures-power-2 none
 framebuffer-srgb false

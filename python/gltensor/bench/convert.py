@@ -17,7 +17,7 @@ CUDA activity records (no GL->CUDA switch in it: that is a wait); (1) the transf
 events around each call (the GPU kept busy ahead so that CPU launch gaps do not count), and wall time per call
 with one synchronisation per --calls calls; (2) the full step of benchmarks/README.md's method: render + read (+ torch ops)
 + consumer `y.float().mean()`, >= 200 steps, one sync at the end. Median of --runs runs, runs interleaved.
-Targets (from the issue), judged on view (1): fused <= 1.3x plain, chain >= 2x fused; view (0)'s verdicts beside.
+Targets (the project's), judged on view (1): fused <= 1.3x plain, chain >= 2x fused; view (0)'s verdicts beside.
 Depth: a --size² DEPTH_COMPONENT24 and a DEPTH32F texture attached to the FBO of the rendered scene;
 read() (window depth) and read(depth="linear", near, far) against read() of that FBO's colour texture, per call
 (wall, sync per --calls calls) and per full step; target depth <= 2x colour.
@@ -41,7 +41,7 @@ from .report import fmt_us, print_table, save_json
 from .scenes import Cameras, single_draw
 
 NEAR, FAR = 0.1, 50.0           # gltensor.scene's perspective projection
-FUSED_OVER_PLAIN_MAX = 1.3      # targets from the issue
+FUSED_OVER_PLAIN_MAX = 1.3      # the project's targets
 CHAIN_OVER_FUSED_MIN = 2.0
 DEPTH_OVER_COLOUR_MAX = 2.0
 

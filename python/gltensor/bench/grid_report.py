@@ -182,7 +182,7 @@ def plot(report, path):
 def summarize(report, json_path, plot_path, why_no_plot):
     """The end of a run's output (also of --from-json): tables, headline verdicts, skips, notes, files."""
     print_results(report)
-    print_table("Headline targets (issue #6), speed-up in µs/step of the same cell",
+    print_table("Headline targets, speed-up in µs/step of the same cell",
                 ["target", "path", "baseline", "speed-up", "needed", "verdict", "why"],
                 [[h["name"], h["path"], h["baseline"], _fmt_ratio(h["ratio"]), h["target"], h["verdict"],
                   short(h.get("reason", ""), 100)] for h in report["headlines"]], left=(0, 1, 2, 5))

@@ -61,6 +61,9 @@ PRCS = ("default", "configure")
 
 def open_showbase(prc):
     from gltensor import panda3d as gp
+    from panda3d.core import loadPrcFileData
+    # Logging only, under either configuration: no warning about the default EGL display (gltensor.panda3d.PRC).
+    loadPrcFileData("gltensor-bench-quiet", "notify-level-egldisplay error\n")
     if prc == "configure":
         gp.configure("win-size 32 32\n")
     elif prc != "default":
@@ -249,7 +252,7 @@ def ratios(results):
 
 
 def headlines(results):
-    """The lines the issue asks for: one camera vs MetaDrive's recipe; N agents vs MetaDrive and vs render + one
+    """The headline lines: one camera vs MetaDrive's recipe; N agents vs MetaDrive and vs render + one
     round trip, per configuration and layout."""
     lines = []
     for r in results:

@@ -40,7 +40,8 @@ class Panda3DCameras:
         self.p3, self.n, self.w, self.h, self.torch, self.to_cuda, self.restore = p3, n, w, h, torch, to_cuda, restore
         if Panda3DCameras._engine is None:
             p3.loadPrcFileData("gltensor-bench", "window-type offscreen\naudio-library-name null\n"
-                                                 "load-display p3headlessgl\nsync-video false\n")
+                                                 "load-display p3headlessgl\nsync-video false\n"
+                                                 "notify-level-egldisplay error\n")  # see gltensor.panda3d.PRC
             pipe = p3.GraphicsPipeSelection.get_global_ptr().make_module_pipe("p3headlessgl")
             if pipe is None:
                 pipe = p3.GraphicsPipeSelection.get_global_ptr().make_default_pipe()

@@ -1,4 +1,4 @@
-"""Mode procs: many engine processes, one GPU batch (issue #21). One step = every worker renders its camera,
+"""Mode procs: many engine processes, one GPU batch. One step = every worker renders its camera,
 the trainer gets all N images as one batch on its device and runs the consumer op (x.float().mean()).
 
 Paths, all in the same run, interleaved, median of runs:
