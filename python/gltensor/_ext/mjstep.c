@@ -12,7 +12,9 @@
  * alive while this stepper exists; nothing here comes from a user. A MuJoCo fatal error (mju_error) inside mj_step
  * in one of these threads goes to MuJoCo's default handler, as in its own rollout threads. */
 #include "ext.h"
+#include "params.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -29,6 +31,7 @@ typedef struct {
     int n, nu, nstep, nthreads;
     pthread_t *threads;
     int started;              /* threads running */
+    int sync_ready;           /* mu and the condition variables are initialised */
     pthread_mutex_t mu;
     pthread_cond_t work_cv;   /* a new job, or quit */
     pthread_cond_t done_cv;   /* an env finished, or a thread went idle */
@@ -93,24 +96,24 @@ static void stepper_stop(Stepper *s) {
     s->started = 0;
 }
 
-static int stepper_init(PyObject *self, PyObject *args, PyObject *kwargs) {
-    Stepper *s = (Stepper *)self;
-    static char *kwlist[] = {"step", "rne", "models", "datas", "ctrls", "nu", "nstep", "threads", NULL};
-    PyObject *step_addr, *rne_addr, *models, *datas, *ctrls;
+GLT_PY_SIG(glt_sig_mujoco_stepper_new, "_MujocoStepper.__new__", {"step", GLT_PY_POSITIONAL, NULL, NULL},
+           {"rne", GLT_PY_POSITIONAL, NULL, NULL}, {"models", GLT_PY_POSITIONAL, NULL, NULL},
+           {"datas", GLT_PY_POSITIONAL, NULL, NULL}, {"ctrls", GLT_PY_POSITIONAL, NULL, NULL},
+           {"nu", GLT_PY_POSITIONAL, NULL, NULL}, {"nstep", GLT_PY_POSITIONAL, NULL, NULL},
+           {"threads", GLT_PY_POSITIONAL, NULL, NULL});
+
+static int stepper_setup(Stepper *s, PyObject *args, PyObject *kwargs) {
+    PyObject *v[8];
     int nu = 0, nstep = 0, nthreads = 0;
-    if (s->models) {
-        PyErr_SetString(PyExc_RuntimeError, "_MujocoStepper: already initialised");
+    if (glt_py_parse_tuple(&glt_sig_mujoco_stepper_new, args, kwargs, v) < 0 ||
+        glt_py_as_int(v[5], "nu", 0, INT_MAX, &nu) < 0 || glt_py_as_int(v[6], "nstep", 1, INT_MAX, &nstep) < 0 ||
+        glt_py_as_int(v[7], "threads", 1, 256, &nthreads) < 0)
         return -1;
-    }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOiii:_MujocoStepper", kwlist, &step_addr, &rne_addr, &models,
-                                     &datas, &ctrls, &nu, &nstep, &nthreads))
-        return -1;
+    PyObject *step_addr = v[0], *rne_addr = v[1], *models = v[2], *datas = v[3], *ctrls = v[4];
     Py_ssize_t n = PySequence_Size(models);
-    if (n < 1 || n > (1 << 24) || PySequence_Size(datas) != n || PySequence_Size(ctrls) != n || nu < 0 ||
-        nstep < 1 || nthreads < 1 || nthreads > 256) {
+    if (n < 1 || n > (1 << 24) || PySequence_Size(datas) != n || PySequence_Size(ctrls) != n) {
         if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError, "_MujocoStepper: %zd models need as many datas and ctrls, nu >= 0, "
-                         "nstep >= 1 and 1..256 threads (got nu=%d, nstep=%d, threads=%d)", n, nu, nstep, nthreads);
+            PyErr_Format(PyExc_ValueError, "_MujocoStepper: %zd models need as many datas and ctrls", n);
         return -1;
     }
     s->step = (mj_fn)PyLong_AsVoidPtr(step_addr);
@@ -146,6 +149,7 @@ static int stepper_init(PyObject *self, PyObject *args, PyObject *kwargs) {
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
+    s->sync_ready = 1;
     for (int t = 0; t < s->nthreads; ++t) {
         if (pthread_create(&s->threads[t], NULL, worker, s) != 0) {
             s->nthreads = t; /* the ones made are stopped by stepper_stop */
@@ -157,6 +161,17 @@ static int stepper_init(PyObject *self, PyObject *args, PyObject *kwargs) {
     }
     s->started = 1;
     return 0;
+}
+
+static PyObject *stepper_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    Stepper *s = (Stepper *)alloc(type, 0);
+    if (!s) return NULL;
+    if (stepper_setup(s, args, kwargs) < 0) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    return (PyObject *)s;
 }
 
 static int job_running(Stepper *s) { return s->busy_threads > 0 || s->consumed < s->expected; }
@@ -238,7 +253,7 @@ static void stepper_dealloc(PyObject *self) {
     Stepper *s = (Stepper *)self;
     PyTypeObject *tp = Py_TYPE(self);
     stepper_stop(s); /* no thread may outlive the addresses it steps */
-    if (s->models) {
+    if (s->sync_ready) {
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->work_cv);
         pthread_cond_destroy(&s->done_cv);
@@ -271,8 +286,7 @@ static PyGetSetDef stepper_getset[] = {
 };
 
 static PyType_Slot stepper_slots[] = {
-    {Py_tp_init, stepper_init},
-    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_new, stepper_new},
     {Py_tp_dealloc, stepper_dealloc},
     {Py_tp_methods, stepper_methods},
     {Py_tp_getset, stepper_getset},

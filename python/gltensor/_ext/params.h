@@ -47,7 +47,8 @@ int glt_py_parse_tuple(const glt_py_sig *sig, PyObject *args, PyObject *kwargs, 
 extern const glt_py_sig glt_sig_context_headless, glt_sig_capture_new, glt_sig_capture_read, glt_sig_batch_new,
     glt_sig_batch_read, glt_sig_batch_read_list, glt_sig_atlas_new, glt_sig_atlas_read, glt_sig_upload_new,
     glt_sig_upload_write, glt_sig_buffer_new, glt_sig_buffer_map, glt_sig_buffer_read, glt_sig_slots_new,
-    glt_sig_slots_read, glt_sig_slots_read_view, glt_sig_slot_writer_new, glt_sig_slot_writer_write, glt_sig_dlpack;
+    glt_sig_slots_read, glt_sig_slots_read_view, glt_sig_slot_writer_new, glt_sig_slot_writer_write, glt_sig_dlpack,
+    glt_sig_mujoco_stepper_new;
 /* _gltensor._signatures() -> {qualname: [(keyword, 'positional' | 'keyword' | 'positional_only', default)]} for
  * every function and method of the module (those without a table from their METH_ flags). */
 PyObject *glt_py_signatures(PyObject *module, PyObject *unused);

@@ -9,7 +9,7 @@ static const glt_py_sig *const tables[] = {
     &glt_sig_batch_read,       &glt_sig_batch_read_list, &glt_sig_atlas_new,      &glt_sig_atlas_read,
     &glt_sig_upload_new,       &glt_sig_upload_write,  &glt_sig_buffer_new,       &glt_sig_buffer_map,
     &glt_sig_buffer_read,      &glt_sig_slots_new,     &glt_sig_slots_read,       &glt_sig_slot_writer_new,
-    &glt_sig_slot_writer_write, &glt_sig_slots_read_view,
+    &glt_sig_slot_writer_write, &glt_sig_slots_read_view, &glt_sig_mujoco_stepper_new,
 };
 
 static const glt_py_sig *table_of(const char *qualname) {
