@@ -196,7 +196,7 @@ for step in "$@"; do
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed|^E  " "$OUT/mujoco_tasks.log" | tail -30 ;;
     tileprofile) # where a BatchRenderer tile's time goes (exact against viewport tiling, blits, round-robin
                  # contexts) and the batched physics per thread count (tools/mujoco_tile_profile.py)
-        MUJOCO_GL=egl timeout ${PROFILE_TIME:-240} python3 tools/mujoco_tile_profile.py --envs "${PROFILE_ENVS:-64,256}" \
+        MUJOCO_GL=egl timeout ${PROFILE_TIME:-240} python3 tools/mujoco_tile_profile.py --envs "${PROFILE_ENVS:-64,256}" --threads "${PROFILE_THREADS:-4,16}" \
             --json "$OUT/tile_profile.json" 2>&1 | grep -v settotalmass | grep -v "^$" | tee "$OUT/tile_profile.log" ;;
     mujoco-fast) # pixel RL at the renderer's floor: the batched path beside both floors (physics: mujoco.rollout and
                  # the path's own threads; render: the bare render and render+read), the per-env path and
