@@ -204,7 +204,7 @@ for step in "$@"; do
         MUJOCO_GL=egl timeout ${FAST_TIME:-420} python3 -m gltensor.bench mujoco --envs "${MUJOCO_ENVS:-4,16,64,256}" \
             --visuals "${MUJOCO_VISUALS:-light}" --steps "${MUJOCO_STEPS:-50}" --rounds "${MUJOCO_ROUNDS:-3}" \
             --task "${MUJOCO_TASK:-HalfCheetah-v5}" --dm-task "${MUJOCO_DM_TASK:-}" \
-            --paths "${MUJOCO_PATHS:-async,batch,batch-per-env,physics,rollout,render,render+read}" \
+            --paths "${MUJOCO_PATHS:-async,batch,batch-per-env,physics,rollout,render,render+read,pixels}" \
             --json "$OUT/mujoco_fast.json" > "$OUT/mujoco_fast.log" 2>&1; echo "bench rc $?"
         grep -v settotalmass "$OUT/mujoco_fast.log" | grep -v "^$" | tail -40 ;;
     mujoco-batch) # issue 33: every tile of gltensor.mujoco.BatchRenderer equal to its env's own Renderer.render()

@@ -52,7 +52,15 @@ def main():
     from gltensor.mujoco import BatchRenderer
     from gltensor.mujoco_batch import _ContextKept
     from gltensor.mujoco_vector import _chunks
-    out = {"task": args.task, "size": args.size, "tiles": {}, "physics": {}}
+    import datetime
+
+    import torch
+
+    import gltensor
+    from gltensor.bench.report import machine_info
+    out = {"task": args.task, "size": args.size, "tiles": {}, "physics": {},
+           "date": datetime.datetime.now().isoformat(timespec="seconds"),
+           "machine": machine_info(gltensor.Context.headless(), torch)}
     s = args.size
     for n in [int(x) for x in args.envs.split(",")]:
         envs = [gymnasium.make(args.task).unwrapped for _ in range(n)]

@@ -31,6 +31,8 @@ Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
                graphics -> compute switch any handoff pays), no physics
   render+read  the batch's render + read + x.float().mean(), no physics: its ratio to `render` is the handoff's
                overhead (target <= 1.15 on the GPU)
+  pixels       the batch's render + read + the same Nature-CNN forward as every path, no physics: the floor of
+               the pixel side of a step (the CNN's CUDA work sits between two renders, as in every path)
 Paths of a dm_control case (cheetah-run, --dm-task): dm-stock (N suite envs stepped in turn, physics.render per
 env, numpy stack, .to(device)) and dm-batch (gltensor.mujoco_vector.DmControlBatch).
 
@@ -59,8 +61,9 @@ from .measure import CheckFailed, median  # noqa: E402
 from .options import arg, parse_cameras  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
-GYM_PATHS = ("async", "sync", "slots", "batch", "batch-per-env", "physics", "rollout", "render", "render+read")
-FLOORS = ("physics", "rollout", "render", "render+read")
+GYM_PATHS = ("async", "sync", "slots", "batch", "batch-per-env", "physics", "rollout", "render", "render+read",
+             "pixels")
+FLOORS = ("physics", "rollout", "render", "render+read", "pixels")
 DM_PATHS = ("dm-stock", "dm-batch")
 
 
@@ -265,10 +268,14 @@ class GymCase:
                     _glfinish(r)
                     if dev.type == "cuda":
                         tiny.add_(1)  # one trivial CUDA op: the graphics -> compute switch
-            else:
+            elif key == "render+read":
                 def step(k):
                     r.render(datas, cameras=venv._cameras())
                     r.read().float().mean()
+            else:
+                def step(k):
+                    r.render(datas, cameras=venv._cameras())
+                    self.forward(r.read())
         return step
 
     def _rollout_step(self, venv):
@@ -455,8 +462,8 @@ def ratios(results):
             r["vs_render_floor"] = by[key + ("render",)] / r["env_steps_per_s"]  # time ratio
         if r["path"] == "batch":
             # A step against the larger of its two floors (time ratios): MuJoCo's own C threads (rollout) and
-            # the bare render; then against this path's own physics and the render with its read
-            for floor, names in (("vs_floor", ("rollout", "render")), ("vs_floor_read", ("physics", "render+read"))):
+            # the pixel side (render, read, CNN); then against this path's own physics and the render with its read
+            for floor, names in (("vs_floor", ("rollout", "pixels")), ("vs_floor_read", ("physics", "render+read"))):
                 rates = [by.get(key + (f,)) for f in names]
                 if all(rates):
                     r[floor] = min(rates) / r["env_steps_per_s"]
@@ -585,7 +592,7 @@ def main(argv=None):
         if r.get("vs_render_floor"):
             note = "%.2fx the render floor" % r["vs_render_floor"]
         if r.get("vs_floor"):
-            note = "%.2fx max(rollout, render); %.2fx max(physics, render+read); %s physics, %d threads" % (
+            note = "%.2fx max(rollout, pixels); %.2fx max(physics, render+read); %s physics, %d threads" % (
                 r["vs_floor"], r.get("vs_floor_read") or float("nan"), r["physics_path"], r["threads"])
         rows.append([r["task"], r["visuals"], r["n"], "%s%s" % (r["path"], " [%s]" % r["backend"] if r["backend"]
                                                                and r["path"] not in ("async", "sync", "dm-stock") else ""),
