@@ -1,0 +1,107 @@
+"""gltensor.mujoco_vector and gltensor.mujoco against what their users compare them with, where a review found them
+wrong: an environment that renders itself inside step() (its own pixels, not black), dm_control's height fields
+and default visual options (tiles equal to physics.render()), Stable-Baselines3's VecEnv contract (as DummyVecEnv
+keeps it), no physics thread still working when reset() raises, the caller's GL context after close() and garbage
+collection, and SyncVectorEnv's reset_mask and np_random_seed. Each test failed before its fix."""
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import gc  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("mujoco")
+torch = pytest.importorskip("torch")
+gymnasium = pytest.importorskip("gymnasium")
+
+from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
+from gymnasium.wrappers import AddRenderObservation  # noqa: E402
+
+from gltensor.mujoco_vector import MujocoVectorEnv, as_sb3  # noqa: E402
+
+if os.environ["MUJOCO_GL"].lower() != "egl":
+    pytest.skip("these tests use MuJoCo's EGL renderer (MUJOCO_GL=egl)", allow_module_level=True)
+
+H, W = 48, 64
+
+
+def host(x):
+    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
+
+
+def assert_trees_equal(a, b, what):
+    """Equal nested dicts of arrays (observations), every element."""
+    if isinstance(b, dict):
+        assert sorted(a) == sorted(b), what
+        for k in b:
+            assert_trees_equal(a[k], b[k], f"{what}[{k!r}]")
+    else:
+        np.testing.assert_array_equal(host(a), host(b), err_msg=what)
+
+
+# ------------------------------------------------------------------ an env that renders inside its own step()
+
+def _hopper_with_its_own_pixels(**kw):
+    return AddRenderObservation(gymnasium.make("Hopper-v5", render_mode="rgb_array", width=W, height=H,
+                                               max_episode_steps=5, **kw), render_only=False)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_env_rendering_in_its_own_step_sees_its_own_pixels(threads, mode):
+    """AddRenderObservation over a render_mode="rgb_array" env renders in the env's step() and reset(). Such an env
+    is stepped in the caller's thread (where the GL context its viewer draws into is current), before the batch
+    render: its own pixels ("state"["pixels"]) equal the stock SyncVectorEnv's, and so does the batch. Before the
+    fix its steps ran in a physics thread with no GL context current: black frames, silently."""
+    n = 3
+    ref = SyncVectorEnv([_hopper_with_its_own_pixels] * n, autoreset_mode=mode)
+    env = MujocoVectorEnv([_hopper_with_its_own_pixels] * n, height=H, width=W, render_only=False,
+                          threads=threads, autoreset_mode=mode)
+    try:
+        o1, _ = ref.reset(seed=5)
+        o2, _ = env.reset(seed=5)
+        assert_trees_equal(o2["state"], o1, "reset: the envs' own observations")  # their state and pixels
+        assert o1["pixels"].sum() > 0
+        np.testing.assert_array_equal(host(o2["pixels"]), o1["pixels"])
+        rng = np.random.default_rng(0)
+        for t in range(8):
+            a = rng.uniform(-1, 1, ref.action_space.shape).astype(np.float32)
+            r1, r2 = ref.step(a), env.step(a)
+            assert_trees_equal(r2[0]["state"], r1[0], f"step {t}: the envs' own observations")
+            np.testing.assert_array_equal(host(r2[0]["pixels"]), r1[0]["pixels"], err_msg=f"step {t}")
+            for k in (1, 2, 3):
+                np.testing.assert_array_equal(r2[k], r1[k])
+            if "final_obs" in r1[4]:
+                for i in np.flatnonzero(r1[4]["_final_obs"]):
+                    np.testing.assert_array_equal(r2[4]["final_obs"][i]["state"]["pixels"],
+                                                  r1[4]["final_obs"][i]["pixels"], err_msg=f"step {t} final {i}")
+    finally:
+        ref.close()
+        env.close()
+
+
+class _RendersWithoutRenderMode(gymnasium.Wrapper):
+    """Draws through the env's Gymnasium renderer in step() although the env was made without render_mode: no
+    wrapper rule can tell, so the render call itself is caught."""
+
+    def step(self, action):
+        out = self.env.step(action)
+        self.frame = self.env.unwrapped.mujoco_renderer.render("rgb_array")
+        return out
+
+
+def test_a_render_in_a_physics_thread_raises_instead_of_drawing_black():
+    def make():
+        return _RendersWithoutRenderMode(gymnasium.make("Hopper-v5", width=W, height=H))
+
+    env = MujocoVectorEnv([make] * 2, height=H, width=W, threads=2)
+    try:
+        env.reset(seed=0)
+        with pytest.raises(RuntimeError, match="environment [01] rendered itself .* physics thread"):
+            env.step(np.zeros(env.action_space.shape, np.float32))
+    finally:
+        env.close()
