@@ -105,3 +105,51 @@ def test_a_render_in_a_physics_thread_raises_instead_of_drawing_black():
             env.step(np.zeros(env.action_space.shape, np.float32))
     finally:
         env.close()
+
+
+# ------------------------------------------------------------------ no physics thread left working after a raise
+
+class _SlowOrFailingReset(gymnasium.Wrapper):
+    """reset() raises for the env told to fail; the others take their time and record when they touched the env."""
+
+    fail = False
+    delay = 0.0
+
+    def __init__(self, env, log):
+        super().__init__(env)
+        self.log = log
+
+    def reset(self, **kw):
+        if self.fail:
+            raise ZeroDivisionError("reset failed in this env")
+        time.sleep(self.delay)
+        out = self.env.reset(**kw)
+        self.log.append(time.monotonic())
+        return out
+
+
+@pytest.mark.parametrize("where", ["reset", "same-step autoreset"])
+def test_no_physics_thread_works_after_reset_raised(where):
+    """threads=2: env 0's reset raises at once while the other chunk's envs still reset slowly. reset() (and a
+    SAME_STEP autoreset in step()) raises only after every thread stopped touching the environments. Before the
+    fix it raised at the first failed future and the other thread went on resetting envs."""
+    log = []
+    fns = [lambda: _SlowOrFailingReset(gymnasium.make("Hopper-v5", max_episode_steps=1), log) for _ in range(4)]
+    env = MujocoVectorEnv(fns, height=H, width=W, threads=2, autoreset_mode=AutoresetMode.SAME_STEP)
+    try:
+        env.reset(seed=0)
+        env.envs[0].fail = True
+        for e in env.envs[2:]:  # the second chunk: envs 2 and 3
+            e.delay = 0.3
+        del log[:]
+        with pytest.raises(ZeroDivisionError):
+            if where == "reset":
+                env.reset(seed=1)
+            else:
+                env.step(np.zeros(env.action_space.shape, np.float32))  # every episode ends: all reset
+        raised = time.monotonic()
+        time.sleep(0.8)  # time for a thread still at work to reset envs 2 and 3
+        assert len(log) == 2, log  # envs 2 and 3 (env 0 raised, env 1 after it in its chunk was not reached)
+        assert max(log) <= raised, "a physics thread reset an env after reset() raised"
+    finally:
+        env.close()

@@ -44,7 +44,7 @@ from ._mujoco_warnings import gymnasium_model_deprecations_dropped  # noqa: I001
 import itertools
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import gymnasium
 import numpy as np
@@ -139,7 +139,8 @@ class _Pool:
             return [fn(i) for c in chunks for i in c]
         self._check_open()
         futures = [self._ex.submit(lambda c=c: [fn(i) for i in c]) for c in chunks]
-        return [r for f in futures for r in f.result()]  # result() re-raises a worker's exception here
+        wait(futures)  # every thread done with the envs before a worker's exception is raised here
+        return [r for f in futures for r in f.result()]  # result() re-raises a worker's exception
 
     def stream(self, fn):
         """Starts results[i] = fn(i) for every index in the pool's threads; returns a _Stream whose iteration
