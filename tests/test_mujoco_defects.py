@@ -153,3 +153,25 @@ def test_no_physics_thread_works_after_reset_raised(where):
         assert max(log) <= raised, "a physics thread reset an env after reset() raised"
     finally:
         env.close()
+
+
+# ------------------------------------------------------------------ SyncVectorEnv's reset_mask and seeds
+
+def test_all_false_reset_mask_raises_and_np_random_seed_is_the_envs_seeds():
+    n = 2
+    ref = SyncVectorEnv([lambda: gymnasium.make("Hopper-v5")] * n)
+    env = MujocoVectorEnv("Hopper-v5", n, height=H, width=W)
+    try:
+        for v in (ref, env):
+            v.reset(seed=[4, 9])
+        assert env.np_random_seed == ref.np_random_seed == (4, 9)
+        assert all(a.bit_generator.state == b.bit_generator.state for a, b in zip(env.np_random, ref.np_random))
+        mask = np.zeros(n, dtype=np.bool_)
+        with pytest.raises(ValueError, match="at least one True") as want:
+            ref.reset(options={"reset_mask": mask})
+        with pytest.raises(ValueError) as got:
+            env.reset(options={"reset_mask": mask})
+        assert str(got.value) == str(want.value)
+    finally:
+        ref.close()
+        env.close()

@@ -432,6 +432,9 @@ class MujocoVectorEnv(VectorEnv):
             if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
                 raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
                                  f"not {mask.dtype} {mask.shape}")
+            if not mask.any():  # SyncVectorEnv's check and message
+                raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True value, "
+                                 f"got reset_mask={mask}")
             indices = [i for i in range(self.num_envs) if mask[i]]
         else:
             indices = list(range(self.num_envs))
@@ -577,6 +580,16 @@ class MujocoVectorEnv(VectorEnv):
         this thread first) or a Gymnasium free camera is not placed yet (it is placed from the state of its first
         render, before a step)."""
         return not self._in_caller and all(c is not None or not g for c, g in zip(self._cams, self._gym_free))
+
+    @property
+    def np_random_seed(self):
+        """The environments' own seeds, as SyncVectorEnv gives them (a tuple, one per environment)."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self):
+        """The environments' own random generators, as SyncVectorEnv gives them."""
+        return self.get_attr("np_random")
 
     def render(self):
         """The latest pixel batch (what the last reset/step observed); None before the first reset."""
