@@ -107,6 +107,86 @@ def test_a_render_in_a_physics_thread_raises_instead_of_drawing_black():
         env.close()
 
 
+# ------------------------------------------------------------------ Stable-Baselines3's VecEnv contract
+
+class _Options(gymnasium.Wrapper):
+    """Records the options of every reset and reports them in the reset info (as a number, so that both vector
+    envs' infos can be compared value by value)."""
+
+    def reset(self, *, seed=None, options=None):
+        self.get_wrapper_attr("seen").append(options)
+        obs, info = self.env.reset(seed=seed, options=options)
+        info["option_a"] = -1 if not options else options["a"]
+        return obs, info
+
+
+def _sb3_hopper(pixels):
+    def make():
+        e = gymnasium.make("Hopper-v5", max_episode_steps=4, **({"render_mode": "rgb_array", "width": W,
+                                                                  "height": H} if pixels else {}))
+        e.unwrapped.seen = []
+        e = _Options(e)
+        return AddRenderObservation(e, render_only=True) if pixels else e
+    return make
+
+
+def test_as_sb3_equals_dummy_vec_env():
+    """as_sb3 keeps SB3's VecEnv contract as its DummyVecEnv keeps it: get_attr / env_method reach the inner env
+    (get_wrapper_attr), set_options() reaches the next reset, reset_infos holds each env's reset info (at reset
+    and at an autoreset), every env's info carries TimeLimit.truncated at every step; observations, rewards,
+    dones and infos equal DummyVecEnv's step by step."""
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+    n = 2
+    dummy = DummyVecEnv([_sb3_hopper(True)] * n)
+    venv = as_sb3(MujocoVectorEnv([_sb3_hopper(False)] * n, height=H, width=W,
+                                  autoreset_mode=AutoresetMode.SAME_STEP))
+
+    def both(f):
+        return f(dummy), f(venv)
+
+    def infos_equal(a, b, what):
+        assert len(a) == len(b) == n
+        for i in range(n):
+            assert sorted(a[i]) == sorted(b[i]), f"{what} env {i}"
+            for k in a[i]:
+                np.testing.assert_array_equal(np.asarray(b[i][k]), np.asarray(a[i][k]), err_msg=f"{what} {i} {k}")
+
+    try:
+        assert both(lambda v: v.get_attr("frame_skip")) == ([4, 4], [4, 4])  # Hopper's, on the inner env
+        for v in (dummy, venv):
+            v.seed(3)
+            v.set_options([{"a": 1}, {"a": 2}])
+        o1, o2 = both(lambda v: v.reset())
+        np.testing.assert_array_equal(o2, o1)
+        infos_equal(dummy.reset_infos, venv.reset_infos, "reset_infos")
+        assert [ri["option_a"] for ri in venv.reset_infos] == [1, 2]
+        s1, s2 = both(lambda v: v.env_method("state_vector"))
+        np.testing.assert_array_equal(np.stack(s2), np.stack(s1))
+        assert both(lambda v: v.env_method("get_wrapper_attr", "seen", indices=[1])[0][-1]) == ({"a": 2},) * 2
+        rng = np.random.default_rng(0)
+        dones = 0
+        for t in range(10):
+            a = rng.uniform(-1, 1, (n,) + dummy.action_space.shape).astype(np.float32)
+            r1, r2 = both(lambda v: v.step(a))
+            np.testing.assert_array_equal(r2[0], r1[0], err_msg=f"step {t} obs")
+            np.testing.assert_array_equal(r2[1], r1[1])
+            np.testing.assert_array_equal(r2[2], r1[2])
+            assert r2[1].dtype == r1[1].dtype and r2[2].dtype == r1[2].dtype
+            infos_equal(r1[3], r2[3], f"step {t} infos")
+            if r1[2].any():
+                infos_equal(dummy.reset_infos, venv.reset_infos, f"step {t} reset_infos")
+                dones += int(r1[2].sum())
+        assert dones >= n  # episodes of 4 steps ended: autoresets were compared
+        # options are used once, as DummyVecEnv uses them: the next reset passes none
+        for v in (dummy, venv):
+            v.reset()
+        assert both(lambda v: [s[-1] for s in v.env_method("get_wrapper_attr", "seen")]) == ([None, None],) * 2
+    finally:
+        dummy.close()
+        venv.close()
+
+
 # ------------------------------------------------------------------ no physics thread left working after a raise
 
 class _SlowOrFailingReset(gymnasium.Wrapper):

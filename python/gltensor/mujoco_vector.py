@@ -752,6 +752,28 @@ def _info_at(info, i, skip=()):
     return out
 
 
+def _option_groups(options):
+    """[(options, [env indices])] of equal per-env reset options (SB3's set_options gives one dict per env), in
+    env order of first appearance; one group when all are equal."""
+    def same(a, b):
+        if a is b:
+            return True
+        try:
+            return bool(a == b)
+        except (ValueError, TypeError):  # e.g. NumPy arrays inside: compared as different, reset apart
+            return False
+
+    groups = []
+    for i, o in enumerate(options):
+        for g in groups:
+            if same(g[0], o):
+                g[1].append(i)
+                break
+        else:
+            groups.append((o or {}, [i]))
+    return groups
+
+
 def as_sb3(venv):
     """A Stable-Baselines3 ``VecEnv`` over a MujocoVectorEnv made with ``autoreset_mode=SAME_STEP`` (SB3's own
     autoreset: the observation after a finished episode is the new episode's, the last one is in
@@ -780,9 +802,17 @@ def as_sb3(venv):
             self.render_mode = "rgb_array"
 
         def reset(self):
+            # As DummyVecEnv: each env's seed and options (set_options) go to this reset only; reset_infos holds
+            # each env's reset info. Envs given different options are reset in groups of equal options (masks).
             seeds = [s for s in self._seeds]
             seed = None if all(s is None for s in seeds) else seeds
-            obs, _ = venv.reset(seed=seed)
+            groups = _option_groups(self._options)
+            for options, envs in groups:
+                if len(groups) > 1:
+                    options = dict(options, reset_mask=np.isin(np.arange(self.num_envs), envs))
+                obs, info = venv.reset(seed=seed, options=options or None)
+                for i in envs:
+                    self.reset_infos[i] = _info_at(info, i)
             self._reset_seeds()
             self._reset_options()
             return host(obs)
@@ -792,14 +822,20 @@ def as_sb3(venv):
 
         def step_wait(self):
             obs, rew, term, trunc, info = venv.step(self._actions)
+            # As DummyVecEnv: every env's step info with TimeLimit.truncated; a finished env's also with its last
+            # observation, and its reset info in reset_infos (SAME_STEP: the top-level keys are the reset's).
             infos = []
             final = info.get("final_obs")
             for i in range(self.num_envs):
-                d = _info_at(info, i, skip=("final_obs", "final_info"))
-                if term[i] or trunc[i]:
+                done = term[i] or trunc[i]
+                if done:
+                    d = _info_at(info.get("final_info", {}), i)
+                    self.reset_infos[i] = _info_at(info, i, skip=("final_obs", "final_info"))
+                else:
+                    d = _info_at(info, i)
+                d["TimeLimit.truncated"] = bool(trunc[i] and not term[i])
+                if done:
                     d["terminal_observation"] = host(final[i])
-                    d["TimeLimit.truncated"] = bool(trunc[i] and not term[i])
-                    d.update(_info_at(info.get("final_info", {}), i))
                 infos.append(d)
             return host(obs), rew.astype(np.float32), np.logical_or(term, trunc), infos
 
@@ -809,15 +845,15 @@ def as_sb3(venv):
         def get_images(self):
             return list(host(venv.render()))
 
-        def get_attr(self, name, indices=None):
-            return [getattr(venv.envs[i], name) for i in self._get_indices(indices)]
+        def get_attr(self, name, indices=None):  # as DummyVecEnv: through the wrappers to the inner env
+            return [venv.envs[i].get_wrapper_attr(name) for i in self._get_indices(indices)]
 
         def set_attr(self, name, value, indices=None):
             for i in self._get_indices(indices):
                 setattr(venv.envs[i], name, value)
 
         def env_method(self, name, *args, indices=None, **kwargs):
-            return [getattr(venv.envs[i], name)(*args, **kwargs) for i in self._get_indices(indices)]
+            return [venv.envs[i].get_wrapper_attr(name)(*args, **kwargs) for i in self._get_indices(indices)]
 
         def env_is_wrapped(self, wrapper_class, indices=None):
             from stable_baselines3.common import env_util
