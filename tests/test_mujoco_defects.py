@@ -107,6 +107,49 @@ def test_a_render_in_a_physics_thread_raises_instead_of_drawing_black():
         env.close()
 
 
+# ------------------------------------------------------------------ dm_control: height fields and visual options
+
+def _dm_control_suite():
+    if os.environ.get("GLTENSOR_UNDER_SANITIZER"):
+        pytest.skip("dm_control under the sanitizers: third-party leaks at exit (see test_mujoco_vector.py)")
+    suite = pytest.importorskip("dm_control.suite")
+    try:
+        suite.load("cartpole", "balance")
+    except AttributeError as exc:  # dm_control 1.0.x indexes MjModel fields that MuJoCo 4 renamed
+        import mujoco
+        pytest.skip(f"dm_control cannot load a task with MuJoCo {mujoco.__version__}: {exc}")
+    return suite
+
+
+def _assert_tiles_equal_physics_render(batch, pixels, camera_id, what):
+    want = np.stack([p.render(H, W, camera_id=camera_id) for p in batch.physics])
+    got = host(pixels)
+    diff = np.flatnonzero((got != want).any(axis=-1).reshape(len(want), -1).any(axis=1))
+    np.testing.assert_array_equal(got, want, err_msg=f"{what}: tiles {diff.tolist()} differ from physics.render()")
+
+
+def test_dm_control_default_visual_options_are_dm_controls():
+    """dm_control's renderer hides rangefinder rays (its MjvOption turns mjVIS_RANGEFINDER off): with
+    scene_option=None the batch draws what physics.render() draws for a model with rangefinders (quadruped-escape,
+    before a reset: the terrain the batch was built with); before the fix the rays showed in the tiles."""
+    _dm_control_suite()
+    import mujoco
+    from dm_control.mujoco import wrapper
+    from gltensor.mujoco_vector import DmControlBatch
+    camera = 1
+    with DmControlBatch("quadruped", "escape", 2, H, W, camera_id=camera, seed=0) as batch:
+        assert int(mujoco.mjtSensor.mjSENS_RANGEFINDER) in batch.physics[0].model.sensor_type
+        for p in batch.physics:
+            p.forward()  # the rangefinders' readings, which the rays are drawn from
+        pixels = batch.render()
+        _assert_tiles_equal_physics_render(batch, pixels, camera, "before a reset")
+        # what the default hides: with the rays on, the same tiles differ
+        shown = wrapper.MjvOption()
+        shown.flags[mujoco.mjtVisFlag.mjVIS_RANGEFINDER] = True
+        rays = host(batch.renderer.render_and_read(batch.physics, scene_option=shown))
+        assert (rays != host(pixels)).any(axis=-1).sum() > 100
+
+
 # ------------------------------------------------------------------ Stable-Baselines3's VecEnv contract
 
 class _Options(gymnasium.Wrapper):

@@ -637,7 +637,8 @@ class DmControlBatch:
         timesteps, pixels = batch.step(actions)  # actions: (N, action_dim)
 
     Each tile equals ``env.physics.render(height, width, camera_id=camera_id)`` of that environment (the
-    visuals are dm_control's: its Physics' model, MjvOption defaults). Environment k is loaded with
+    visuals are dm_control's: its Physics' model; scene_option None: dm_control's default ``MjvOption``, which hides
+    rangefinder rays). Environment k is loaded with
     ``task_kwargs={"random": seed + k}`` (seed None: unseeded). Finished episodes are not reset
     automatically: a TimeStep with ``last()`` true is followed by ``reset()`` (or ``reset(mask)``), as
     dm_env asks.
@@ -660,6 +661,9 @@ class DmControlBatch:
                 kw["random"] = int(seed) + k
             self.envs.append(suite.load(domain, task, task_kwargs=kw, environment_kwargs=environment_kwargs))
         self.physics = [e.physics for e in self.envs]
+        if scene_option is None:  # what Physics.render() draws with: dm_control's MjvOption, not MuJoCo's default
+            from dm_control.mujoco import wrapper
+            scene_option = wrapper.MjvOption()
         self.renderer = BatchRenderer([p.model.ptr for p in self.physics], self.num_envs, self.height, self.width, camera=camera_id,
                                       backend=backend, cuda_device=cuda_device, max_geom=max_geom,
                                       scene_option=scene_option, render_flags=render_flags)
