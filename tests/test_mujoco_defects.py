@@ -128,6 +128,27 @@ def _assert_tiles_equal_physics_render(batch, pixels, camera_id, what):
     np.testing.assert_array_equal(got, want, err_msg=f"{what}: tiles {diff.tolist()} differ from physics.render()")
 
 
+def test_dm_control_height_fields_followed_after_every_reset():
+    """quadruped-escape draws new terrain at every reset, different per env (a height field the task writes into
+    model.hfield_data and uploads to its own context). Every tile equals that env's physics.render() after each
+    reset, and the envs' terrains differ. Before the fix the batch kept the terrain it was built with."""
+    _dm_control_suite()
+    from gltensor.mujoco_vector import DmControlBatch
+    n, camera = 3, 0
+    with DmControlBatch("quadruped", "escape", n, H, W, camera_id=camera, seed=2) as batch:
+        for r in range(3):
+            steps, pixels = batch.reset()
+            terrains = {p.model.hfield_data.tobytes() for p in batch.physics}
+            assert len(terrains) == n  # each env its own terrain
+            _assert_tiles_equal_physics_render(batch, pixels, camera, f"reset {r}")
+            spec = batch.action_spec
+            steps, pixels = batch.step(np.zeros((n,) + spec.shape))
+            _assert_tiles_equal_physics_render(batch, pixels, camera, f"step after reset {r}")
+        # only envs whose terrain was drawn anew: reset(mask) re-uploads env 1's terrain alone
+        steps, pixels = batch.reset(np.array([False, True, False]))
+        _assert_tiles_equal_physics_render(batch, pixels, camera, "masked reset")
+
+
 def test_dm_control_default_visual_options_are_dm_controls():
     """dm_control's renderer hides rangefinder rays (its MjvOption turns mjVIS_RANGEFINDER off): with
     scene_option=None the batch draws what physics.render() draws for a model with rangefinders (quadruped-escape,
@@ -148,6 +169,52 @@ def test_dm_control_default_visual_options_are_dm_controls():
         shown.flags[mujoco.mjtVisFlag.mjVIS_RANGEFINDER] = True
         rays = host(batch.renderer.render_and_read(batch.physics, scene_option=shown))
         assert (rays != host(pixels)).any(axis=-1).sum() > 100
+
+
+_HFIELD_XML = """
+<mujoco>
+  <asset>
+    <hfield name="terrain" nrow="24" ncol="24" size="1 1 0.4 0.05"/>
+  </asset>
+  <worldbody>
+    <light pos="0 0 3" dir="0 0 -1"/>
+    <camera name="top" pos="0 -2.2 2.2" xyaxes="1 0 0 0 0.7 0.7"/>
+    <geom type="hfield" hfield="terrain" rgba="0.4 0.6 0.3 1"/>
+    <body pos="0 0 0.6"><freejoint/><geom type="sphere" size="0.15" rgba="0.8 0.2 0.2 1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_batch_renderer_follows_each_envs_height_field():
+    """BatchRenderer with one model per env: each env's own height field data, different per env and changed
+    between renders, is what its tile shows (equal to mujoco.Renderer made from that env's model as it is then)."""
+    import mujoco
+
+    import gltensor.mujoco as gmj
+    rng = np.random.default_rng(0)
+    models = [mujoco.MjModel.from_xml_string(_HFIELD_XML) for _ in range(3)]
+    datas = [mujoco.MjData(m) for m in models]
+    for m, d in zip(models, datas):
+        mujoco.mj_forward(m, d)
+
+    def reference():
+        out = []
+        for m, d in zip(models, datas):
+            with mujoco.Renderer(m, H, W) as r:  # uploads the model's height field as it is now
+                r.update_scene(d, "top")
+                out.append(r.render())
+        return np.stack(out)
+
+    with gmj.BatchRenderer(models, 3, H, W, camera="top") as batch:
+        for r in range(3):
+            for k, m in enumerate(models):
+                if r == 0 or k == r:  # every env new terrain at first; then one env at a time
+                    m.hfield_data[:] = rng.uniform(0, 1, m.hfield_data.shape)
+            got = host(batch.render_and_read(datas))
+            want = reference()
+            np.testing.assert_array_equal(got, want, err_msg=f"render {r}")
+            assert len({t.tobytes() for t in got}) == 3
 
 
 # ------------------------------------------------------------------ Stable-Baselines3's VecEnv contract
