@@ -107,6 +107,63 @@ def test_a_render_in_a_physics_thread_raises_instead_of_drawing_black():
         env.close()
 
 
+# ------------------------------------------------------------------ the caller's GL context after close and GC
+
+def test_callers_context_survives_close_and_garbage_collection():
+    """A stock Gymnasium pixel env draws into whatever GL context is current (its viewer made its own current once).
+    BatchRenderer, MujocoVectorEnv and DmControlBatch put that context back when they are closed or collected:
+    the stock env's frame of the same state is the same before and after. Before the fix MuJoCo's GLContext.free()
+    (eglReleaseThread) left none current and the stock env drew black."""
+    import gltensor.mujoco as gmj
+
+    stock = gymnasium.make("Hopper-v5", render_mode="rgb_array", width=W, height=H)
+    try:
+        stock.reset(seed=1)
+        first = stock.render()
+        assert first.sum() > 0
+
+        def same_frame(after):
+            np.testing.assert_array_equal(stock.render(), first, err_msg="stock frame after " + after)
+
+        env = MujocoVectorEnv("Hopper-v5", 2, height=H, width=W)
+        env.reset(seed=0)
+        env.step(np.zeros(env.action_space.shape, np.float32))
+        same_frame("a MujocoVectorEnv step")
+        env.close()
+        same_frame("MujocoVectorEnv.close()")
+
+        env = MujocoVectorEnv("Hopper-v5", 2, height=H, width=W, threads=2)
+        env.reset(seed=0)
+        del env
+        gc.collect()
+        same_frame("a MujocoVectorEnv collected")
+
+        r = gmj.BatchRenderer(stock.unwrapped.model, 2, H, W)
+        r.render_and_read([stock.unwrapped.data] * 2)
+        r.close()
+        same_frame("BatchRenderer.close()")
+        r = gmj.BatchRenderer(stock.unwrapped.model, 2, H, W)
+        r.render_and_read([stock.unwrapped.data] * 2)
+        del r
+        gc.collect()
+        same_frame("a BatchRenderer collected")
+
+        suite = _dm_control_suite()
+        from gltensor.mujoco_vector import DmControlBatch
+        batch = DmControlBatch("cartpole", "balance", 2, H, W, seed=0)
+        batch.reset()
+        batch.close()
+        same_frame("DmControlBatch.close()")
+        batch = DmControlBatch("cartpole", "balance", 2, H, W, seed=0)
+        batch.reset()
+        del batch
+        gc.collect()
+        same_frame("a DmControlBatch collected")
+        del suite
+    finally:
+        stock.close()
+
+
 # ------------------------------------------------------------------ dm_control: height fields and visual options
 
 def _dm_control_suite():

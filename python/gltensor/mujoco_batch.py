@@ -81,6 +81,36 @@ class _ContextKept:
                 gc.enable()
 
 
+def _put_back(saved):
+    """Makes the context recorded by _core._save_gl_context() current again, or releases the current one when the
+    recorded context no longer exists (a close destroyed it: the batch's own, an env's viewer) or none was."""
+    try:
+        _core._restore_or_release_gl_context(saved)
+    except gltensor.GLTensorError:  # destroyed: nothing of the caller's is left to put back
+        _core._restore_or_release_gl_context((0, 0, 0, 0, 0, saved[5]))  # GLT_WINDOW_SYSTEM_NONE: release
+
+
+class _CallersContextKept:
+    """Around a close: the context current before (the caller's, or none) is current after. MuJoCo's
+    GLContext.free() ends with eglReleaseThread(), which releases whatever is current in the thread (so does the
+    free of a Gymnasium viewer an env holds); a stock env drawing afterwards into "its" context then drew black.
+    No garbage collection meanwhile: an MjrContext collected while ours is current would free its names in it."""
+
+    def __enter__(self):
+        self._saved = _core._save_gl_context()
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            _put_back(self._saved)
+        finally:
+            if self._gc_was_enabled:
+                gc.enable()
+        return False
+
+
 class BatchRenderer:
     """N MuJoCo environments rendered in one GL context into the tiles of one sheet, read at once.
 
@@ -229,7 +259,10 @@ class BatchRenderer:
                                               tile_size=(self._h, self._w), count=self._n, backend=backend,
                                               cuda_device=cuda_device, region=(0, 0, sheet_w, sheet_h))
         except BaseException:
-            self._free_gl()
+            try:
+                self._free_gl()
+            finally:
+                kept.__exit__(None, None, None)  # the caller's context back, garbage collection on again
             raise
         kept.__exit__(None, None, None)
         # Height fields: the context holds ctx_model's (= env 0's at construction); _follow_height_fields uploads
@@ -618,23 +651,25 @@ class BatchRenderer:
 
     # ------------------------------------------------------------------ lifetime
     def _free_gl(self):
-        if self._glc is not None:
-            self._glc.make_current()
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
-        if getattr(self, "_sheet", None) is not None:
-            self._sheet.close()
-            self._sheet = None
-        if self._con is not None:
-            self._con.free()
-            self._con = None
-        if self._glc is not None:
-            self._glc.free()
-            self._glc = None
+        with _CallersContextKept():  # the caller's context current again afterwards (glc.free() releases it)
+            if self._glc is not None:
+                self._glc.make_current()
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+            if getattr(self, "_sheet", None) is not None:
+                self._sheet.close()
+                self._sheet = None
+            if self._con is not None:
+                self._con.free()
+                self._con = None
+            if self._glc is not None:
+                self._glc.free()
+                self._glc = None
 
     def close(self) -> None:
-        """Release the tiles' reader, the MjrContext and the GL context (idempotent)."""
+        """Release the tiles' reader, the MjrContext and the GL context (idempotent). The context current before
+        (the caller's, or none) is current after, as after every other call."""
         if self._closed:
             return
         self._closed = True

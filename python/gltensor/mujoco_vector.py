@@ -200,15 +200,19 @@ class _Stream:
 
 
 def _close_all(pool, renderer, envs, physics=None, guards=()):
-    """The physics threads stopped first (none may step an env being closed), then the render, then the envs."""
-    if physics is not None:
-        physics.close()
-    pool.close()
-    for g in guards:
-        g.remove()
-    renderer.close()
-    for e in envs:
-        e.close()
+    """The physics threads stopped first (none may step an env being closed), then the render, then the envs; the
+    caller's GL context (or none) current afterwards, as before (an env's viewer frees with eglReleaseThread)."""
+    from .mujoco_batch import _CallersContextKept
+
+    with _CallersContextKept():
+        if physics is not None:
+            physics.close()
+        pool.close()
+        for g in guards:
+            g.remove()
+        renderer.close()
+        for e in envs:
+            e.close()
 
 
 def _free_camera(mujoco, renderer, data):
@@ -623,6 +627,13 @@ class MujocoVectorEnv(VectorEnv):
         if self.closed:
             raise RuntimeError("MujocoVectorEnv is closed")
 
+    def __del__(self):
+        # Gymnasium says close() runs when a vector env is collected; its VectorEnv has no __del__ to do it
+        try:
+            self.close()
+        except Exception:
+            pass
+
     def __repr__(self):
         return (f"MujocoVectorEnv({self.spec.id if self.spec else '?'}, num_envs={self.num_envs}, "
                 f"{self.height}x{self.width}, physics={self.physics_path}, threads={self.threads}, "
@@ -706,6 +717,12 @@ class DmControlBatch:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 _SCALARS = (int, float, bool)
