@@ -287,27 +287,32 @@ class _Options(gymnasium.Wrapper):
         return obs, info
 
 
-def _sb3_hopper(pixels):
+def _sb3_hopper(pixels, recorded):
     def make():
         e = gymnasium.make("Hopper-v5", max_episode_steps=4, **({"render_mode": "rgb_array", "width": W,
                                                                   "height": H} if pixels else {}))
-        e.unwrapped.seen = []
-        e = _Options(e)
+        if recorded:
+            e.unwrapped.seen = []
+            e = _Options(e)
         return AddRenderObservation(e, render_only=True) if pixels else e
     return make
 
 
-def test_as_sb3_equals_dummy_vec_env():
+@pytest.mark.parametrize("path", ["per-env", "batched"])
+def test_as_sb3_equals_dummy_vec_env(path):
     """as_sb3 keeps SB3's VecEnv contract as its DummyVecEnv keeps it: get_attr / env_method reach the inner env
     (get_wrapper_attr), set_options() reaches the next reset, reset_infos holds each env's reset info (at reset
     and at an autoreset), every env's info carries TimeLimit.truncated at every step; observations, rewards,
-    dones and infos equal DummyVecEnv's step by step."""
+    dones and infos equal DummyVecEnv's step by step. Per-env path: the envs' wrapper records the options; batched
+    path: plain Hopper-v5."""
     pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.vec_env import DummyVecEnv
     n = 2
-    dummy = DummyVecEnv([_sb3_hopper(True)] * n)
-    venv = as_sb3(MujocoVectorEnv([_sb3_hopper(False)] * n, height=H, width=W,
+    recorded = path == "per-env"
+    dummy = DummyVecEnv([_sb3_hopper(True, recorded)] * n)
+    venv = as_sb3(MujocoVectorEnv([_sb3_hopper(False, recorded)] * n, height=H, width=W,
                                   autoreset_mode=AutoresetMode.SAME_STEP))
+    assert getattr(venv.venv, "physics_path", "per-env") == path
 
     def both(f):
         return f(dummy), f(venv)
@@ -327,10 +332,11 @@ def test_as_sb3_equals_dummy_vec_env():
         o1, o2 = both(lambda v: v.reset())
         np.testing.assert_array_equal(o2, o1)
         infos_equal(dummy.reset_infos, venv.reset_infos, "reset_infos")
-        assert [ri["option_a"] for ri in venv.reset_infos] == [1, 2]
         s1, s2 = both(lambda v: v.env_method("state_vector"))
         np.testing.assert_array_equal(np.stack(s2), np.stack(s1))
-        assert both(lambda v: v.env_method("get_wrapper_attr", "seen", indices=[1])[0][-1]) == ({"a": 2},) * 2
+        if recorded:
+            assert [ri["option_a"] for ri in venv.reset_infos] == [1, 2]
+            assert both(lambda v: v.env_method("get_wrapper_attr", "seen", indices=[1])[0][-1]) == ({"a": 2},) * 2
         rng = np.random.default_rng(0)
         dones = 0
         for t in range(10):
@@ -348,7 +354,8 @@ def test_as_sb3_equals_dummy_vec_env():
         # options are used once, as DummyVecEnv uses them: the next reset passes none
         for v in (dummy, venv):
             v.reset()
-        assert both(lambda v: [s[-1] for s in v.env_method("get_wrapper_attr", "seen")]) == ([None, None],) * 2
+        if recorded:
+            assert both(lambda v: [s[-1] for s in v.env_method("get_wrapper_attr", "seen")]) == ([None, None],) * 2
     finally:
         dummy.close()
         venv.close()
