@@ -191,7 +191,7 @@ def test_pipelined_equals_stepped_before_the_render():
     for mode in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
         envs = [MujocoVectorEnv("Hopper-v5", 3, height=H, width=W, autoreset_mode=mode, max_episode_steps=5,
                                 threads=t) for t in (1, 2, 1)]
-        envs[2]._human = True  # stepped first, then rendered
+        envs[2]._in_caller = True  # stepped first (in this thread), then rendered
         try:
             assert [e._pipelined() for e in envs] == [False, False, False]  # the free camera is placed at reset
             outs = [e.reset(seed=3) for e in envs]

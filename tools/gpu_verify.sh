@@ -4,6 +4,7 @@
 #   bash tools/gpu_verify.sh STEP...   steps: firstcontact docs tests bench-ab procs procs-ab slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
+#                                      mjfix (the review's six MuJoCo defects, their tests on CUDA)
 #                                      docs (every python block of README.md and docs/*.md on CUDA, no MUJOCO_GL,
 #                                      PYOPENGL_PLATFORM or DISPLAY set)
 #                                      torchrl (gltensor.torchrl tests on CUDA, the TorchRL PPO example, its bench)
@@ -194,6 +195,13 @@ for step in "$@"; do
         MUJOCO_GL=egl timeout ${TASKS_TIME:-300} python3 -m pytest -q -p no:cacheprovider -rfEs -n ${TESTS_WORKERS:-8} \
             tests/test_mujoco_tasks.py tests/test_mujoco_vector.py > "$OUT/mujoco_tasks.log" 2>&1
         grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed|^E  " "$OUT/mujoco_tasks.log" | tail -30 ;;
+    mjfix) # the review's six MuJoCo defects on the CUDA backend and NVIDIA's EGL: an env rendering in its own step()
+           # (its pixels and the batch's), height fields followed per env, the caller's GL context after close()
+           # and garbage collection, no physics thread at work after a raise. Needs the mujoco and gymnasium
+           # wheels; dm_control and stable-baselines3 tests skip without theirs.
+        MUJOCO_GL=egl timeout ${MJFIX_TIME:-240} python3 -m pytest -q -p no:cacheprovider -rfEs \
+            tests/test_mujoco_defects.py > "$OUT/mjfix.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed|^E  " "$OUT/mjfix.log" | tail -30 ;;
     tileprofile) # where a BatchRenderer tile's time goes (exact against viewport tiling, blits, round-robin
                  # contexts) and the batched physics per thread count (tools/mujoco_tile_profile.py)
         MUJOCO_GL=egl timeout ${PROFILE_TIME:-240} python3 tools/mujoco_tile_profile.py --envs "${PROFILE_ENVS:-64,256}" --threads "${PROFILE_THREADS:-4,16}" \

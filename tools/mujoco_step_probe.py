@@ -69,9 +69,9 @@ def probe(n, steps, threads, device):
 
     res = {"n": n, "threads": venv.threads}
     res["whole_step"] = per_step(whole, steps, sync)
-    venv._human = True  # the serial path: every env stepped, then the render
+    venv._in_caller = True  # the serial path: every env stepped (in this thread), then the render
     res["whole_step_serial"] = per_step(whole, steps, sync)
-    venv._human = False
+    venv._in_caller = False
     res["physics_env_steps"] = per_step(lambda: [e.step(a) for e, a in zip(envs, acts[1])], steps, sync)
     res["info_merge"] = per_step(merge, steps, sync)
     res["render_submit"] = per_step(lambda: r.render(datas, cameras=cams), steps, lambda: None)

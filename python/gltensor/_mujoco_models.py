@@ -10,14 +10,15 @@ import gltensor
 
 __all__ = ["as_model", "as_data", "context_mismatch", "render_flag", "scene_key"]
 
-# The model fields that mjr_makeContext copies into the MjrContext (meshes, height fields, textures, skins,
+# The model fields that mjr_makeContext copies into the MjrContext (meshes, height field sizes, textures, skins,
 # planes' grids, materials' texture bindings, the map/quality/fog settings). Envs sharing one context must
 # agree on them; everything else (colours, sizes of non-plane geoms, lights, cameras, masses...) is read per
-# env by mjv_updateScene and may differ (domain randomisation).
+# env by mjv_updateScene and may differ (domain randomisation). Height field data (hfield_data) may differ too:
+# BatchRenderer uploads each env's before drawing it whenever it differs from what the context holds.
 _CONTEXT_ARRAYS = (
     "mesh_vert", "mesh_normal", "mesh_face", "mesh_facenormal", "mesh_texcoord", "mesh_facetexcoord",
     "mesh_vertadr", "mesh_normaladr", "mesh_texcoordadr", "mesh_faceadr", "mesh_facenum", "mesh_graphadr",
-    "mesh_graph", "hfield_data", "hfield_size", "hfield_nrow", "hfield_ncol", "hfield_adr",
+    "mesh_graph", "hfield_size", "hfield_nrow", "hfield_ncol", "hfield_adr",
     "tex_data", "tex_type", "tex_height", "tex_width", "tex_nchannel", "tex_adr", "tex_colorspace",
     "mat_texid", "mat_texrepeat", "mat_texuniform",
     "skin_vertadr", "skin_vertnum", "skin_texcoordadr", "skin_faceadr", "skin_facenum", "skin_face",

@@ -81,13 +81,45 @@ class _ContextKept:
                 gc.enable()
 
 
+def _put_back(saved):
+    """Makes the context recorded by _core._save_gl_context() current again, or releases the current one when the
+    recorded context no longer exists (a close destroyed it: the batch's own, an env's viewer) or none was."""
+    try:
+        _core._restore_or_release_gl_context(saved)
+    except gltensor.GLTensorError:  # destroyed: nothing of the caller's is left to put back
+        _core._restore_or_release_gl_context((0, 0, 0, 0, 0, saved[5]))  # GLT_WINDOW_SYSTEM_NONE: release
+
+
+class _CallersContextKept:
+    """Around a close: the context current before (the caller's, or none) is current after. MuJoCo's
+    GLContext.free() ends with eglReleaseThread(), which releases whatever is current in the thread (so does the
+    free of a Gymnasium viewer an env holds); a stock env drawing afterwards into "its" context then drew black.
+    No garbage collection meanwhile: an MjrContext collected while ours is current would free its names in it."""
+
+    def __enter__(self):
+        self._saved = _core._save_gl_context()
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            _put_back(self._saved)
+        finally:
+            if self._gc_was_enabled:
+                gc.enable()
+        return False
+
+
 class BatchRenderer:
     """N MuJoCo environments rendered in one GL context into the tiles of one sheet, read at once.
 
     model: one ``mujoco.MjModel`` for all n envs, or a sequence of n models (domain randomisation: colours,
-        sizes, lights, cameras may differ; meshes, textures, height fields, planes, ``vis.global/quality/map``
+        sizes, lights, cameras may differ; meshes, textures, height field sizes, planes, ``vis.global/quality/map``
         and ``stat.extent`` -- what ``mjr_makeContext`` uploads once -- must be equal, else
         ``InvalidArgumentError`` naming the env and the field). dm_control Physics / model wrappers are accepted.
+        Height field data is followed: an env whose ``hfield_data`` differs from what the context holds (new
+        terrain at a reset, different per env) has its own uploaded (``mjr_uploadHField``) before it is drawn.
     n, height, width: the batch size and every tile's size in pixels.
     camera: every env's camera: a camera id, a name, or -1 (MuJoCo's default free camera), as
         ``Renderer.update_scene(data, camera)``; ``render(cameras=...)`` overrides it per call.
@@ -227,9 +259,17 @@ class BatchRenderer:
                                               tile_size=(self._h, self._w), count=self._n, backend=backend,
                                               cuda_device=cuda_device, region=(0, 0, sheet_w, sheet_h))
         except BaseException:
-            self._free_gl()
+            try:
+                self._free_gl()
+            finally:
+                kept.__exit__(None, None, None)  # the caller's context back, garbage collection on again
             raise
         kept.__exit__(None, None, None)
+        # Height fields: the context holds ctx_model's (= env 0's at construction); _follow_height_fields uploads
+        # an env's own before it is drawn when its data differs (one comparison of the data per env and render).
+        self._hfields = [(h, int(ref.hfield_adr[h]), int(ref.hfield_nrow[h]) * int(ref.hfield_ncol[h]))
+                         for h in range(int(ref.nhfield))]
+        self._hfield_held = [np.array(ref.hfield_data[a:a + c]) for _, a, c in self._hfields]
         self._origin = mj.MjrRect(0, 0, self._w, self._h)
         # Tile k: row k // cols from the top, column k % cols; GL's y grows upwards.
         self._rects = []
@@ -452,7 +492,11 @@ class BatchRenderer:
         rect_y = [r.bottom for r in self._rects]
         linear = [None] * self._n if self._depth else None
         tables = [None] * self._n if self._seg else None
+        followed = None  # the model whose height fields the context holds, within this render
         for k in self._order(order):
+            if self._hfields and self._models[k] is not followed:
+                followed = self._models[k]
+                self._follow_height_fields(followed)
             scene = self._scene_of[k]
             mj.mjv_updateScene(self._models[k], ds[k], option, None, cams[k], mj.mjtCatBit.mjCAT_ALL.value, scene)
             rect = self._rects[k] if sheet is None else self._origin
@@ -478,6 +522,15 @@ class BatchRenderer:
         self._linear = linear
         self._seg_tables = tables
         self._rendered = True
+
+    def _follow_height_fields(self, model):
+        """Uploads model's height fields whose data differ from what the MjrContext holds (context current)."""
+        data = model.hfield_data
+        for j, (h, adr, count) in enumerate(self._hfields):
+            now = data[adr:adr + count]
+            if not np.array_equal(now, self._hfield_held[j]):
+                self._mj.mjr_uploadHField(model, self._con, h)
+                self._hfield_held[j] = np.array(now)
 
     @staticmethod
     def _depth_coefficients(model, orthographic):
@@ -598,23 +651,25 @@ class BatchRenderer:
 
     # ------------------------------------------------------------------ lifetime
     def _free_gl(self):
-        if self._glc is not None:
-            self._glc.make_current()
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
-        if getattr(self, "_sheet", None) is not None:
-            self._sheet.close()
-            self._sheet = None
-        if self._con is not None:
-            self._con.free()
-            self._con = None
-        if self._glc is not None:
-            self._glc.free()
-            self._glc = None
+        with _CallersContextKept():  # the caller's context current again afterwards (glc.free() releases it)
+            if self._glc is not None:
+                self._glc.make_current()
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+            if getattr(self, "_sheet", None) is not None:
+                self._sheet.close()
+                self._sheet = None
+            if self._con is not None:
+                self._con.free()
+                self._con = None
+            if self._glc is not None:
+                self._glc.free()
+                self._glc = None
 
     def close(self) -> None:
-        """Release the tiles' reader, the MjrContext and the GL context (idempotent)."""
+        """Release the tiles' reader, the MjrContext and the GL context (idempotent). The context current before
+        (the caller's, or none) is current after, as after every other call."""
         if self._closed:
             return
         self._closed = True

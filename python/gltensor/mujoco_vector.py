@@ -15,8 +15,12 @@ the N environments as tiles of one offscreen buffer in one GL context and hands 
 Physics runs beside the render: a physics thread steps the environments in turn while the calling thread (where
 the GL context is current) draws each environment as soon as its step returns, so the render of env k overlaps the
 physics of env k+1 (``mj_step`` and ``mjr_render`` both release the GIL; the Python around them does not).
-``threads`` (default 1, see :func:`default_threads`) physics threads each step a contiguous chunk; an environment
-made with ``render_mode="human"`` renders itself in ``step()`` and is stepped before the render instead.
+``threads`` (default 1, see :func:`default_threads`) physics threads each step a contiguous chunk. An environment
+that may render itself in ``step()`` or ``reset()`` (``render_mode="human"``, or a render mode set under a wrapper
+other than Gymnasium's TimeLimit/OrderEnforcing/PassiveEnvChecker, e.g. ``AddRenderObservation`` or
+``RecordVideo``, or a MuJoCo env class of your own) needs the GL context its viewer draws into, which is current
+in your thread only: then every environment is stepped and reset in your thread, before the render, as
+``SyncVectorEnv`` does. A render from a physics thread raises instead of drawing black.
 
 Observations are what ``AddRenderObservation(render_only=True)`` of the same environment gives (same camera,
 same visuals, same seeds and actions -> the same images, rewards and terminations), as a torch tensor
@@ -39,13 +43,14 @@ from ._mujoco_warnings import gymnasium_model_deprecations_dropped  # noqa: I001
 
 import itertools
 import queue
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 __all__ = ["MujocoVectorEnv", "DmControlBatch", "as_sb3", "default_threads", "merge_infos"]
 
@@ -60,6 +65,55 @@ def default_threads(num_envs):
     return 1
 
 
+_PHYSICS_THREAD = "gltensor-physics"
+
+
+def _renders_in_step(env):
+    """Whether `env` may render itself inside step() or reset(): its viewer draws into the GL context current in
+    the calling thread, which a physics thread does not have. Gymnasium's MuJoCo envs render in step() only in
+    "human" mode; without a render mode env.render() raises. With one, any wrapper but the three gymnasium.make
+    adds (AddRenderObservation, RecordVideo, HumanRendering, one of your own) or an env class that is not one of
+    Gymnasium's may call render() in step()."""
+    from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, TimeLimit
+
+    u = env.unwrapped
+    mode = getattr(u, "render_mode", None)
+    if mode is None:
+        return False
+    if mode == "human":
+        return True
+    e = env
+    while isinstance(e, gymnasium.Wrapper):
+        if type(e) not in (TimeLimit, OrderEnforcing, PassiveEnvChecker):
+            return True
+        e = e.env
+    return not type(u).__module__.startswith("gymnasium.envs.mujoco.")
+
+
+class _RenderGuard:
+    """Replaces env k's Gymnasium renderer's render() (on that instance) by one that raises when called in a
+    physics thread: there no GL context of the env's viewer is current and its frame would be black, silently.
+    Catches what _renders_in_step cannot see (a wrapper calling mujoco_renderer.render() with no render mode)."""
+
+    def __init__(self, renderer, k):
+        self.renderer, self.k = renderer, k
+        self.original = renderer.render
+        renderer.render = self
+
+    def __call__(self, *args, **kwargs):
+        if threading.current_thread().name.startswith(_PHYSICS_THREAD):
+            raise RuntimeError(
+                f"MujocoVectorEnv: environment {self.k} rendered itself (its Gymnasium renderer's render()) inside "
+                "step() or reset(), in a physics thread, where no GL context of its viewer is current: its pixels "
+                "would be black. Make it with a render_mode (e.g. render_mode='rgb_array'): MujocoVectorEnv then "
+                "steps it in your thread, before the batch render")
+        return self.original(*args, **kwargs)
+
+    def remove(self):
+        if self.renderer.__dict__.get("render") is self:
+            del self.renderer.render
+
+
 def _chunks(n, parts):
     """Contiguous index ranges that split range(n) into `parts` near-equal pieces."""
     parts = max(1, min(parts, n))
@@ -72,7 +126,7 @@ class _Pool:
 
     def __init__(self, n, threads):
         self.chunks = _chunks(n, threads)
-        self._ex = ThreadPoolExecutor(len(self.chunks), thread_name_prefix="gltensor-physics")
+        self._ex = ThreadPoolExecutor(len(self.chunks), thread_name_prefix=_PHYSICS_THREAD)
 
     def map(self, fn, indices=None):
         """[fn(i) for i in indices] (default: every index), in index order; inline with one chunk."""
@@ -85,7 +139,8 @@ class _Pool:
             return [fn(i) for c in chunks for i in c]
         self._check_open()
         futures = [self._ex.submit(lambda c=c: [fn(i) for i in c]) for c in chunks]
-        return [r for f in futures for r in f.result()]  # result() re-raises a worker's exception here
+        wait(futures)  # every thread done with the envs before a worker's exception is raised here
+        return [r for f in futures for r in f.result()]  # result() re-raises a worker's exception
 
     def stream(self, fn):
         """Starts results[i] = fn(i) for every index in the pool's threads; returns a _Stream whose iteration
@@ -144,14 +199,20 @@ class _Stream:
         return False
 
 
-def _close_all(pool, renderer, envs, physics=None):
-    """The physics threads stopped first (none may step an env being closed), then the render, then the envs."""
-    if physics is not None:
-        physics.close()
-    pool.close()
-    renderer.close()
-    for e in envs:
-        e.close()
+def _close_all(pool, renderer, envs, physics=None, guards=()):
+    """The physics threads stopped first (none may step an env being closed), then the render, then the envs; the
+    caller's GL context (or none) current afterwards, as before (an env's viewer frees with eglReleaseThread)."""
+    from .mujoco_batch import _CallersContextKept
+
+    with _CallersContextKept():
+        if physics is not None:
+            physics.close()
+        pool.close()
+        for g in guards:
+            g.remove()
+        renderer.close()
+        for e in envs:
+            e.close()
 
 
 def _free_camera(mujoco, renderer, data):
@@ -250,7 +311,10 @@ class MujocoVectorEnv(VectorEnv):
         self._cams = [None] * self.num_envs
         self._gym_free = [g and isinstance(c, (int, np.integer)) and c == -1
                           for g, c in zip(self._gym_camera, self._camera_ids)]
-        self._human = any(getattr(u, "render_mode", None) == "human" for u in self.unwrapped_envs)
+        # Environments that render themselves in step()/reset(): then all are stepped in this thread (see above)
+        self._renders_in_step = [_renders_in_step(e) for e in self.envs]
+        self._in_caller = any(self._renders_in_step)
+        self._guards = [_RenderGuard(u.mujoco_renderer, k) for k, u in enumerate(self.unwrapped_envs)]
         if scene_option is None:
             scene_option = mujoco.MjvOption()
             for flag, value in (getattr(r0, "_vopt", None) or {}).items():
@@ -341,9 +405,18 @@ class MujocoVectorEnv(VectorEnv):
             return pixels
         if isinstance(self._state, np.ndarray):  # the batched path's (N, ...) state
             return {"state": self._state.copy(), "pixels": pixels}
-        return {"state": np.stack([np.asarray(s) for s in self._state]).astype(self._state_space.dtype,
-                                                                             copy=False),
-                "pixels": pixels}
+        if not isinstance(self._state_space, spaces.Box):  # e.g. AddRenderObservation's Dict: as SyncVectorEnv
+            state = concatenate(self._state_space, self._state, create_empty_array(self._state_space, self.num_envs))
+        else:
+            state = np.stack([np.asarray(s) for s in self._state]).astype(self._state_space.dtype, copy=False)
+        return {"state": state, "pixels": pixels}
+
+    def _map(self, fn, indices=None):
+        """[fn(i) for i in indices] (default: every index) in the physics threads, or in this thread when an
+        environment renders itself in step()/reset()."""
+        if self._in_caller:
+            return [fn(i) for i in (range(self.num_envs) if indices is None else indices)]
+        return self._pool.map(fn, indices)
 
     # -- the VectorEnv API -------------------------------------------------------------------------------
     def reset(self, *, seed=None, options=None):
@@ -363,10 +436,13 @@ class MujocoVectorEnv(VectorEnv):
             if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
                 raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
                                  f"not {mask.dtype} {mask.shape}")
+            if not mask.any():  # SyncVectorEnv's check and message
+                raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True value, "
+                                 f"got reset_mask={mask}")
             indices = [i for i in range(self.num_envs) if mask[i]]
         else:
             indices = list(range(self.num_envs))
-        out = self._pool.map(lambda i: self.envs[i].reset(seed=seeds[i], options=options or None), indices)
+        out = self._map(lambda i: self.envs[i].reset(seed=seeds[i], options=options or None), indices)
         infos = {}
         for i, (obs, info) in zip(indices, out):
             if not self.render_only:
@@ -403,7 +479,7 @@ class MujocoVectorEnv(VectorEnv):
                 pixels = self._render(order=stepped)
             out = stepped.results
         else:
-            out = self._pool.map(one)
+            out = self._map(one)
             pixels = None
         rewards = np.array([o[1] for o in out], dtype=np.float64)
         terms = np.array([o[2] for o in out], dtype=np.bool_)
@@ -417,11 +493,14 @@ class MujocoVectorEnv(VectorEnv):
             # the finished environments' last frames, before they reset
             final_obs = self._obs(pixels if pixels is not None else self._render())
             final_obs = final_obs.clone() if self.render_only else dict(final_obs, pixels=final_obs["pixels"].clone())
-            resets = self._pool.map(lambda i: self.envs[i].reset(), finished)
+            resets = self._map(lambda i: self.envs[i].reset(), finished)
             infos_per_env = [o[4] for o in out]
             for i, (state, info) in zip(finished, resets):
-                one_final = final_obs[i] if self.render_only else {"state": final_obs["state"][i],
-                                                                    "pixels": final_obs["pixels"][i]}
+                if self.render_only:
+                    one_final = final_obs[i]
+                else:
+                    last = final_obs["state"][i] if isinstance(self._state_space, spaces.Box) else out[i][0]
+                    one_final = {"state": last, "pixels": final_obs["pixels"][i]}
                 infos_per_env[i] = (info, {"final_obs": one_final, "final_info": infos_per_env[i]})
                 self._state[i] = state
             infos = {}
@@ -501,9 +580,20 @@ class MujocoVectorEnv(VectorEnv):
         return self._obs(pixels if pixels is not None else self._render()), rewards, terms, truncs, infos
 
     def _pipelined(self):
-        """Physics beside the render, unless an environment renders itself in step() ("human") or a Gymnasium
-        free camera is not placed yet (it is placed from the state of its first render, before a step)."""
-        return not self._human and all(c is not None or not g for c, g in zip(self._cams, self._gym_free))
+        """Physics beside the render, unless an environment renders itself in step() (then all are stepped in
+        this thread first) or a Gymnasium free camera is not placed yet (it is placed from the state of its first
+        render, before a step)."""
+        return not self._in_caller and all(c is not None or not g for c, g in zip(self._cams, self._gym_free))
+
+    @property
+    def np_random_seed(self):
+        """The environments' own seeds, as SyncVectorEnv gives them (a tuple, one per environment)."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self):
+        """The environments' own random generators, as SyncVectorEnv gives them."""
+        return self.get_attr("np_random")
 
     def render(self):
         """The latest pixel batch (what the last reset/step observed); None before the first reset."""
@@ -531,11 +621,18 @@ class MujocoVectorEnv(VectorEnv):
     def close_extras(self, **kwargs):
         if not self.closed:
             self.closed = True
-            _close_all(self._pool, self.renderer, self.envs, self._batched)
+            _close_all(self._pool, self.renderer, self.envs, self._batched, self._guards)
 
     def _check_open(self):
         if self.closed:
             raise RuntimeError("MujocoVectorEnv is closed")
+
+    def __del__(self):
+        # Gymnasium says close() runs when a vector env is collected; its VectorEnv has no __del__ to do it
+        try:
+            self.close()
+        except Exception:
+            pass
 
     def __repr__(self):
         return (f"MujocoVectorEnv({self.spec.id if self.spec else '?'}, num_envs={self.num_envs}, "
@@ -551,7 +648,8 @@ class DmControlBatch:
         timesteps, pixels = batch.step(actions)  # actions: (N, action_dim)
 
     Each tile equals ``env.physics.render(height, width, camera_id=camera_id)`` of that environment (the
-    visuals are dm_control's: its Physics' model, MjvOption defaults). Environment k is loaded with
+    visuals are dm_control's: its Physics' model; scene_option None: dm_control's default ``MjvOption``, which hides
+    rangefinder rays). Environment k is loaded with
     ``task_kwargs={"random": seed + k}`` (seed None: unseeded). Finished episodes are not reset
     automatically: a TimeStep with ``last()`` true is followed by ``reset()`` (or ``reset(mask)``), as
     dm_env asks.
@@ -574,6 +672,9 @@ class DmControlBatch:
                 kw["random"] = int(seed) + k
             self.envs.append(suite.load(domain, task, task_kwargs=kw, environment_kwargs=environment_kwargs))
         self.physics = [e.physics for e in self.envs]
+        if scene_option is None:  # what Physics.render() draws with: dm_control's MjvOption, not MuJoCo's default
+            from dm_control.mujoco import wrapper
+            scene_option = wrapper.MjvOption()
         self.renderer = BatchRenderer([p.model.ptr for p in self.physics], self.num_envs, self.height, self.width, camera=camera_id,
                                       backend=backend, cuda_device=cuda_device, max_geom=max_geom,
                                       scene_option=scene_option, render_flags=render_flags)
@@ -616,6 +717,12 @@ class DmControlBatch:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 _SCALARS = (int, float, bool)
@@ -666,6 +773,28 @@ def _info_at(info, i, skip=()):
     return out
 
 
+def _option_groups(options):
+    """[(options, [env indices])] of equal per-env reset options (SB3's set_options gives one dict per env), in
+    env order of first appearance; one group when all are equal."""
+    def same(a, b):
+        if a is b:
+            return True
+        try:
+            return bool(a == b)
+        except (ValueError, TypeError):  # e.g. NumPy arrays inside: compared as different, reset apart
+            return False
+
+    groups = []
+    for i, o in enumerate(options):
+        for g in groups:
+            if same(g[0], o):
+                g[1].append(i)
+                break
+        else:
+            groups.append((o or {}, [i]))
+    return groups
+
+
 def as_sb3(venv):
     """A Stable-Baselines3 ``VecEnv`` over a MujocoVectorEnv made with ``autoreset_mode=SAME_STEP`` (SB3's own
     autoreset: the observation after a finished episode is the new episode's, the last one is in
@@ -694,9 +823,17 @@ def as_sb3(venv):
             self.render_mode = "rgb_array"
 
         def reset(self):
+            # As DummyVecEnv: each env's seed and options (set_options) go to this reset only; reset_infos holds
+            # each env's reset info. Envs given different options are reset in groups of equal options (masks).
             seeds = [s for s in self._seeds]
             seed = None if all(s is None for s in seeds) else seeds
-            obs, _ = venv.reset(seed=seed)
+            groups = _option_groups(self._options)
+            for options, envs in groups:
+                if len(groups) > 1:
+                    options = dict(options, reset_mask=np.isin(np.arange(self.num_envs), envs))
+                obs, info = venv.reset(seed=seed, options=options or None)
+                for i in envs:
+                    self.reset_infos[i] = _info_at(info, i)
             self._reset_seeds()
             self._reset_options()
             return host(obs)
@@ -706,14 +843,20 @@ def as_sb3(venv):
 
         def step_wait(self):
             obs, rew, term, trunc, info = venv.step(self._actions)
+            # As DummyVecEnv: every env's step info with TimeLimit.truncated; a finished env's also with its last
+            # observation, and its reset info in reset_infos (SAME_STEP: the top-level keys are the reset's).
             infos = []
             final = info.get("final_obs")
             for i in range(self.num_envs):
-                d = _info_at(info, i, skip=("final_obs", "final_info"))
-                if term[i] or trunc[i]:
+                done = term[i] or trunc[i]
+                if done:
+                    d = _info_at(info.get("final_info", {}), i)
+                    self.reset_infos[i] = _info_at(info, i, skip=("final_obs", "final_info"))
+                else:
+                    d = _info_at(info, i)
+                d["TimeLimit.truncated"] = bool(trunc[i] and not term[i])
+                if done:
                     d["terminal_observation"] = host(final[i])
-                    d["TimeLimit.truncated"] = bool(trunc[i] and not term[i])
-                    d.update(_info_at(info.get("final_info", {}), i))
                 infos.append(d)
             return host(obs), rew.astype(np.float32), np.logical_or(term, trunc), infos
 
@@ -723,15 +866,15 @@ def as_sb3(venv):
         def get_images(self):
             return list(host(venv.render()))
 
-        def get_attr(self, name, indices=None):
-            return [getattr(venv.envs[i], name) for i in self._get_indices(indices)]
+        def get_attr(self, name, indices=None):  # as DummyVecEnv: through the wrappers to the inner env
+            return [venv.envs[i].get_wrapper_attr(name) for i in self._get_indices(indices)]
 
         def set_attr(self, name, value, indices=None):
             for i in self._get_indices(indices):
                 setattr(venv.envs[i], name, value)
 
         def env_method(self, name, *args, indices=None, **kwargs):
-            return [getattr(venv.envs[i], name)(*args, **kwargs) for i in self._get_indices(indices)]
+            return [venv.envs[i].get_wrapper_attr(name)(*args, **kwargs) for i in self._get_indices(indices)]
 
         def env_is_wrapped(self, wrapper_class, indices=None):
             from stable_baselines3.common import env_util
