@@ -44,6 +44,7 @@ from ._mujoco_warnings import gymnasium_model_deprecations_dropped  # noqa: I001
 import itertools
 import queue
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import gymnasium
@@ -96,8 +97,10 @@ class _RenderGuard:
     Catches what _renders_in_step cannot see (a wrapper calling mujoco_renderer.render() with no render mode)."""
 
     def __init__(self, renderer, k):
-        self.renderer, self.k = renderer, k
-        self.original = renderer.render
+        # A weak reference: no cycle renderer -> guard -> renderer, so the renderer (and the GL objects of its
+        # viewers) still goes when its last reference does, not at some later garbage collection.
+        self._renderer, self.k = weakref.ref(renderer), k
+        self._patched = renderer.__dict__.get("render")  # someone else's instance attribute, put back on remove()
         renderer.render = self
 
     def __call__(self, *args, **kwargs):
@@ -107,11 +110,18 @@ class _RenderGuard:
                 "step() or reset(), in a physics thread, where no GL context of its viewer is current: its pixels "
                 "would be black. Make it with a render_mode (e.g. render_mode='rgb_array'): MujocoVectorEnv then "
                 "steps it in your thread, before the batch render")
-        return self.original(*args, **kwargs)
+        if self._patched is not None:
+            return self._patched(*args, **kwargs)
+        renderer = self._renderer()
+        return type(renderer).render(renderer, *args, **kwargs)
 
     def remove(self):
-        if self.renderer.__dict__.get("render") is self:
-            del self.renderer.render
+        renderer = self._renderer()
+        if renderer is not None and renderer.__dict__.get("render") is self:
+            if self._patched is not None:
+                renderer.render = self._patched
+            else:
+                del renderer.render
 
 
 def _chunks(n, parts):
