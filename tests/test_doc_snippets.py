@@ -83,6 +83,8 @@ NEEDS = {
     "gltensor.gymnasium": ("gymnasium",),
     "gltensor.sb3": ("stable_baselines3", "gymnasium"),
     "gltensor.torchrl": ("torchrl", "tensordict", "mujoco", "torch", "gymnasium"),
+    "gltensor.mujoco_vector:DmControlBatch": ("dm_control",),
+    "gltensor.torchrl:DMControlBatchEnv": ("dm_control",),
 }
 
 
@@ -95,10 +97,12 @@ def imported_modules(code):
             full = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             full = [node.module]
+            # a name imported from a gltensor module that needs an engine of its own
+            full += [f"{node.module}:{alias.name}" for alias in node.names]
         else:
             continue
         for name in full:
-            names.add(name.split(".")[0])
+            names.add(name.split(".")[0].split(":")[0])
             for prefix, needs in NEEDS.items():
                 if name == prefix or name.startswith(prefix + "."):
                     names.update(needs)
