@@ -215,6 +215,25 @@ for step in "$@"; do
             --paths "${MUJOCO_PATHS:-async,batch,batch-per-env,physics,rollout,render,render+read,pixels}" \
             --json "$OUT/mujoco_fast.json" > "$OUT/mujoco_fast.log" 2>&1; echo "bench rc $?"
         grep -v settotalmass "$OUT/mujoco_fast.log" | grep -v "^$" | tail -40 ;;
+    final-round) # one call for the round's GPU figures: the CUDA two-writer race of the shared slots (FINAL_RACE s,
+                 # the 5-minute target) with the TorchRL PPO example beside it (its loss, not its speed, is what
+                 # counts), then, alone, the MuJoCo benchmark (batched path beside its floors) and TorchRL's
+        (GLTENSOR_RACE_SECONDS=${FINAL_RACE:-300} timeout $(( ${FINAL_RACE:-300} + 60 )) python3 -m pytest -q -s -rfEs \
+            -p no:cacheprovider -k cuda tests/test_slots_two_writers.py > "$OUT/slots3_race.log" 2>&1
+         echo "race exit $?" >> "$OUT/slots3_race.log") &
+        MUJOCO_GL=egl timeout 200 python3 examples/torchrl_ppo_pixels.py --envs 16 --steps 64 \
+            --iterations "${TORCHRL_ITERATIONS:-30}" > "$OUT/torchrl_ppo.log" 2>&1
+        echo "example rc $?"; grep -E "^(GymBatchEnv|iteration|loss)" "$OUT/torchrl_ppo.log" | tail -32
+        wait
+        grep -E "^two writers|^(FAILED|ERROR)|passed|failed|race exit" "$OUT/slots3_race.log" | tail -6
+        MUJOCO_GL=egl timeout 130 python3 -m gltensor.bench mujoco --envs "${MUJOCO_ENVS:-4,16,64,256}" --visuals light \
+            --steps "${MUJOCO_STEPS:-25}" --rounds 3 --dm-task "" \
+            --paths async,batch,batch-per-env,physics,rollout,render,render+read,pixels \
+            --json "$OUT/mujoco_fast.json" > "$OUT/mujoco_fast.log" 2>&1; echo "mujoco bench rc $?"
+        grep -v settotalmass "$OUT/mujoco_fast.log" | grep -E "^HalfCheetah|^task" | head -45
+        MUJOCO_GL=egl timeout 110 python3 -m gltensor.bench torchrl --envs "${TORCHRL_ENVS:-16,64}" --steps 40 \
+            --rounds 2 --json "$OUT/torchrl.json" --plot "$OUT/torchrl.png" > "$OUT/torchrl_bench.log" 2>&1
+        echo "torchrl bench rc $?"; grep -vE "settotalmass|^$" "$OUT/torchrl_bench.log" | tail -16 ;;
     mujoco-batch) # issue 33: every tile of gltensor.mujoco.BatchRenderer equal to its env's own Renderer.render()
                   # on both backends (CUDA: the batch on the GPU), N up to 256, MuJoCo's default and light visuals;
                   # RendererCapture beside it. Carry the mujoco wheels in .whl (dm_control too, or its test skips).
