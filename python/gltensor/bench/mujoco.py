@@ -58,7 +58,7 @@ import numpy as np  # noqa: E402
 
 from . import MODES  # noqa: E402
 from .measure import CheckFailed, median  # noqa: E402
-from .options import arg, parse_cameras  # noqa: E402
+from .options import arg, parse_cameras, paths_and_visuals  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
 GYM_PATHS = ("async", "sync", "slots", "batch", "batch-per-env", "physics", "rollout", "render", "render+read",
@@ -493,13 +493,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.quick:
         args.envs, args.visuals, args.size, args.steps, args.warmup, args.rounds = [2], "light", 48, 4, 1, 1
-    args.paths = [p.strip() for p in args.paths.split(",") if p.strip()]
-    unknown = [p for p in args.paths if p not in GYM_PATHS + DM_PATHS]
-    if unknown:
-        ap.error("unknown paths %s (known: %s)" % (unknown, ", ".join(GYM_PATHS + DM_PATHS)))
-    visuals = [v.strip() for v in args.visuals.split(",") if v.strip()]
-    if not visuals or any(v not in ("default", "light") for v in visuals):
-        ap.error("--visuals takes default and/or light")
+    visuals = paths_and_visuals(ap, args, GYM_PATHS + DM_PATHS)
     import torch
     if args.torch_threads > 0:
         torch.set_num_threads(args.torch_threads)

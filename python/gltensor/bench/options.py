@@ -130,3 +130,16 @@ def check_failed(report, json_path, e):
     report["status"] = "check failed: %s" % e
     save_json(json_path, report)
     return 1
+
+
+def paths_and_visuals(ap, args, known):
+    """The --paths and --visuals lists of a pixel-RL mode (mujoco, torchrl), checked: an unknown path or visuals
+    value is a usage error naming what is known."""
+    args.paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    unknown = [p for p in args.paths if p not in known]
+    if unknown:
+        ap.error("unknown paths %s (known: %s)" % (unknown, ", ".join(known)))
+    visuals = [v.strip() for v in args.visuals.split(",") if v.strip()]
+    if not visuals or any(v not in ("default", "light") for v in visuals):
+        ap.error("--visuals takes default and/or light")
+    return visuals

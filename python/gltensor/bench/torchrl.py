@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 from . import MODES  # noqa: E402
 from .measure import CheckFailed, median  # noqa: E402
 from .mujoco import apply_visuals, default_out, make_gym, nature_cnn, plot, time_env_steps  # noqa: E402
-from .options import arg, parse_cameras  # noqa: E402
+from .options import arg, parse_cameras, paths_and_visuals  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
 PATHS = ("parallel", "serial", "gltensor", "vector")
@@ -217,13 +217,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.quick:
         args.envs, args.size, args.steps, args.warmup, args.rounds = [2], 48, 4, 1, 1
-    args.paths = [p.strip() for p in args.paths.split(",") if p.strip()]
-    unknown = [p for p in args.paths if p not in PATHS]
-    if unknown:
-        ap.error("unknown paths %s (known: %s)" % (unknown, ", ".join(PATHS)))
-    visuals = [v.strip() for v in args.visuals.split(",") if v.strip()]
-    if not visuals or any(v not in ("default", "light") for v in visuals):
-        ap.error("--visuals takes default and/or light")
+    visuals = paths_and_visuals(ap, args, PATHS)
     import torch
     if args.torch_threads > 0:
         torch.set_num_threads(args.torch_threads)
