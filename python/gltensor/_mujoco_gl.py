@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 import weakref
 from typing import Any, Mapping, MutableMapping
 
-from ._pyopengl import _has_display
+from ._pyopengl import _has_display, egl_unless_chosen
 
 GLFW_WITHOUT_DISPLAY = (
     "MuJoCo runs on GLFW (MUJOCO_GL={chosen}) and there is no display (DISPLAY and WAYLAND_DISPLAY unset): GLFW "
@@ -29,12 +28,7 @@ GLFW_WITHOUT_DISPLAY = (
 def choose_backend(environ: MutableMapping[str, str] | None = None, modules: Mapping[str, Any] | None = None) -> bool:
     """Sets MUJOCO_GL=egl where the user chose no MuJoCo GL back end, no display exists and MuJoCo has not read
     the variable yet (``mujoco`` not imported). Returns True when it set the variable."""
-    environ = os.environ if environ is None else environ
-    modules = sys.modules if modules is None else modules
-    if environ.get("MUJOCO_GL") or _has_display(environ) or "mujoco" in modules:
-        return False
-    environ["MUJOCO_GL"] = "egl"
-    return True
+    return egl_unless_chosen("MUJOCO_GL", "mujoco", environ, modules)
 
 
 def glfw_without_display(context_cls: Any, environ: Mapping[str, str] | None = None) -> bool:

@@ -34,11 +34,19 @@ def choose_platform(environ: MutableMapping[str, str] | None = None, modules: Ma
     """Sets PYOPENGL_PLATFORM=egl where the user chose no platform, no display exists and PyOpenGL has not
     picked its platform yet (`OpenGL.platform` not imported: a bare `import OpenGL` still reads the
     variable later). Returns True when it set the variable."""
+    return egl_unless_chosen("PYOPENGL_PLATFORM", "OpenGL.platform", environ, modules)
+
+
+def egl_unless_chosen(variable: str, reader: str, environ: MutableMapping[str, str] | None = None,
+                      modules: Mapping[str, Any] | None = None) -> bool:
+    """Sets `variable`=egl unless the user set it, a display exists, or the module `reader` that reads it once is
+    already imported (then it is too late to choose). Returns True when it set the variable. PyOpenGL's platform
+    and MuJoCo's GL back end are chosen this one way."""
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
-    if environ.get("PYOPENGL_PLATFORM") or _has_display(environ) or "OpenGL.platform" in modules:
+    if environ.get(variable) or _has_display(environ) or reader in modules:
         return False
-    environ["PYOPENGL_PLATFORM"] = "egl"
+    environ[variable] = "egl"
     return True
 
 
