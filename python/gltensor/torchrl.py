@@ -47,6 +47,7 @@ __all__ = ["GymBatchEnv", "DMControlBatchEnv"]
 
 
 _TORCH_DTYPES = {}
+_CPU = torch.device("cpu")
 
 
 def _torch_dtype(np_dtype):
@@ -73,15 +74,39 @@ def _done_spec(n, device):
     return Composite(done=flag, terminated=flag.clone(), truncated=flag.clone(), shape=(n,), device=device)
 
 
-def _flags(terminated, truncated, device):
-    """done, terminated, truncated as (N, 1) bool tensors on device: one (3, N, 1) array, one host-to-device copy,
-    three views of it (separate arrays would be three synchronous copies of a few bytes each on a GPU)."""
+def _flags(terminated, truncated):
+    """done, terminated, truncated as one new (3, N, 1) bool host array (the env's own arrays may be reused)."""
     n = len(terminated)
     host = np.empty((3, n, 1), np.bool_)
     np.logical_or(terminated, truncated, out=host[0, :, 0])
     host[1, :, 0] = terminated
     host[2, :, 0] = truncated
-    return torch.from_numpy(host).to(device).unbind(0)
+    return host
+
+
+def _to_device(arrays, device, pack=None):
+    """Host arrays made for this step (owned: nothing writes them later) as tensors on device, new memory every
+    call: TorchRL's rollouts and collectors keep every step's tensors, so none may be written again.
+
+    On the host the tensors are the arrays themselves (torch.from_numpy, no copy). Elsewhere one host buffer holds
+    them all and is copied once, the tensors being views of that copy: each copy from pageable host memory is
+    synchronous, some 10 µs on a GPU however few its bytes, and a step has up to three (state, reward, flags).
+    pack: force the packed path (None: on any device but the CPU), which the tests check on the host."""
+    if pack is None:
+        pack = device.type != "cpu"
+    if not pack:
+        return [torch.from_numpy(a) for a in arrays]
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    offsets, total = [], 0
+    for a in arrays:
+        total = -(-total // 8) * 8  # every array at a multiple of 8 bytes: a view of any dtype up to 8 bytes aligns
+        offsets.append(total)
+        total += a.nbytes
+    buf = np.empty(max(total, 1), np.uint8)
+    for a, off in zip(arrays, offsets):
+        buf[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+    dev = torch.from_numpy(buf).to(device)
+    return [dev[off:off + a.nbytes].view(_torch_dtype(a.dtype)).view(a.shape) for a, off in zip(arrays, offsets)]
 
 
 def _tensordict(values, batch_size, device):
@@ -94,8 +119,27 @@ def _tensordict(values, batch_size, device):
     return TensorDict(values, batch_size=batch_size, device=device)
 
 
+class _LastStep:
+    """What the env keeps of its latest step, in plain attributes (EnvBase is a torch Module, whose __setattr__
+    costs several µs a call): the TensorDict _step made (_step_proc_data has nothing to do on it), its "done"
+    tensor and that tensor's host array (any_done needs no device sync), the "_reset" tensor any_done wrote and
+    its host mask (neither does _reset), and whether step_and_maybe_reset is running."""
+
+    __slots__ = ("td", "done", "done_host", "any_done", "reset", "reset_host", "in_step_and_reset")
+
+    def __init__(self):
+        self.td = self.done = self.done_host = self.reset = self.reset_host = None
+        self.any_done = self.in_step_and_reset = False
+
+
 class _BatchEnv(EnvBase):
-    """What both environments share: the device of the frames, actions to the host, flags to the device, close."""
+    """What both environments share: the device of the frames, actions to the host, the step's TensorDict, close.
+
+    The layer's own cost per step is kept to what TorchRL's contract needs (python -m gltensor.bench torchrl
+    reports it against MujocoVectorEnv alone): the action's shape and dtype are checked against values kept at
+    construction (not the specs, whose properties cost µs each), the step's host arrays go to the device in one
+    copy, the TensorDict is built without per-entry validation, and TorchRL's per-step post-processing and done
+    check are skipped where they provably have nothing to do (see _step_proc_data and any_done)."""
 
     _frames_checked = False
 
@@ -108,38 +152,119 @@ class _BatchEnv(EnvBase):
         super().__init__(device=device, batch_size=torch.Size([n]))
         self._n = n
         self._frames_device = device  # where the renderer hands frames over; env.to(other) copies them there
+        self._latest_step = _LastStep()
+
+    def _set_action_spec(self, low, high, shape, np_dtype):
+        """The action spec, and what each step checks the action against (the physics takes this shape whatever
+        is done to the spec later)."""
+        self._act_np_dtype = np.dtype(np_dtype)
+        self._act_dtype = _torch_dtype(np_dtype)
+        self._act_shape = torch.Size(shape)
+        self.action_spec = _box_spec(low, high, self._act_shape, self._act_dtype, self.device)
 
     # -- actions -------------------------------------------------------------------------------------------------
-    def _host_actions(self, tensordict, np_dtype):
+    def _host_actions(self, tensordict):
         """The action entry as one host array (one device-to-host copy when it is on the GPU), checked."""
         name = type(self).__name__
+        partial = tensordict.get("_step", None)
+        if partial is not None and not bool(partial.all()):
+            # TorchRL's rollout(break_when_all_done=True) steps only the environments not finished yet; these N
+            # step together, and a finished one cannot be stepped before its reset
+            raise RuntimeError(f"{name}.step: the tensordict's '_step' entry asks to step only some of the "
+                               f"{self._n} environments (TorchRL's rollout(break_when_all_done=True) does this once "
+                               "one has finished); they step together: use rollout(break_when_any_done=True) or "
+                               "rollout(break_when_any_done=False) (finished environments are reset), "
+                               "step_and_maybe_reset or a collector")
         action = tensordict.get("action", None)
+        want = self._act_shape
         if action is None:
             raise KeyError(f"{name}.step: the tensordict has no 'action' entry (keys: "
                            f"{sorted(map(str, tensordict.keys()))}); set td['action'] to a tensor of shape "
-                           f"{tuple(self.action_spec.shape)}, e.g. env.action_spec.rand()")
+                           f"{tuple(want)}, e.g. env.action_spec.rand()")
         if not isinstance(action, torch.Tensor):
             raise TypeError(f"{name}.step: 'action' must be a torch.Tensor, not {type(action).__name__}")
-        want = tuple(self.action_spec.shape)
-        if tuple(action.shape) != want:
-            raise ValueError(f"{name}.step: 'action' has shape {tuple(action.shape)}, this env takes {want} "
-                             f"(batch_size {list(self.batch_size)} x the action's {want[1:]})")
+        if action.shape != want:
+            raise ValueError(f"{name}.step: 'action' has shape {tuple(action.shape)}, this env takes {tuple(want)} "
+                             f"(batch_size {list(self.batch_size)} x the action's {tuple(want[1:])})")
         if action.dtype == torch.bool or action.is_complex():
             raise TypeError(f"{name}.step: 'action' has dtype {action.dtype}; this env takes "
-                            f"{self.action_spec.dtype} (real numbers)")
-        host = action.detach().to("cpu", _torch_dtype(np_dtype)).numpy()
-        if not np.isfinite(host).all():
+                            f"{self._act_dtype} (real numbers)")
+        if action.requires_grad:
+            action = action.detach()
+        host = action.to(_CPU, self._act_dtype).numpy()
+        if np.count_nonzero(np.isfinite(host)) != host.size:  # count_nonzero: a third of .all()'s cost here
             bad = sorted({int(i) for i in np.argwhere(~np.isfinite(host))[:, 0]})
             raise ValueError(f"{name}.step: 'action' of environment(s) {bad[:8]} is not finite (NaN or inf); MuJoCo "
                              "would reset those simulations silently (mjWARN_BADCTRL). Check the policy's output")
         return host
+
+    # -- the step's TensorDict -------------------------------------------------------------------------------------
+    def _output(self, pixels, state, reward, terminated, truncated, step):
+        """The TensorDict of a step (step=True) or reset: pixels (the renderer's tensor), the state entries (a dict
+        of new host arrays), reward ((N, 1) new host array, None for a reset) and the flags, the host arrays on
+        the device in one copy. A step's TensorDict has every reward and done key of the specs at their shapes:
+        _step_proc_data returns it as it is."""
+        flags = _flags(terminated, truncated)
+        keys = list(state)
+        arrays = list(state.values())
+        if reward is not None:
+            keys.append("reward")
+            arrays.append(reward)
+        arrays.append(flags)
+        *tensors, flags_t = _to_device(arrays, self.device)
+        done, terminated, truncated = flags_t.unbind(0)
+        values = {"pixels": self._pixels(pixels), "done": done, "terminated": terminated, "truncated": truncated}
+        values.update(zip(keys, tensors))
+        td = _tensordict(values, self.batch_size, self.device)
+        if step:
+            last = self._latest_step
+            last.td, last.done, last.done_host = td, done, flags[0, :, 0]
+            last.any_done = np.count_nonzero(last.done_host) > 0
+        return td
+
+    def _step_proc_data(self, next_tensordict_out):
+        # TorchRL reshapes the rewards and completes the done keys of what _step returned (~20 µs a step): the
+        # TensorDict _step made has them all at their specs' shapes, so that is the identity on it. Type checks,
+        # when asked for (env.run_type_checks), still run.
+        if next_tensordict_out is self._latest_step.td and not self.run_type_checks:
+            return next_tensordict_out
+        return super()._step_proc_data(next_tensordict_out)
+
+    # -- done and resets -------------------------------------------------------------------------------------------
+    def _step_and_maybe_reset(self, tensordict):
+        # TorchRL's own, unchanged; between its step and its done check only step_mdp runs (no post-step hook on
+        # this env), which moves tensors without writing them: there any_done may read the step's host flags.
+        last = self._latest_step
+        last.in_step_and_reset = self._post_step_mdp_hooks is None
+        try:
+            return super()._step_and_maybe_reset(tensordict)
+        finally:
+            last.in_step_and_reset = False
+            last.reset = last.reset_host = None
+
+    def any_done(self, tensordict):
+        """EnvBase.any_done; inside step_and_maybe_reset, on this env's own "done" tensor, read from its host copy
+        (on a GPU ``done.any()`` then ``if`` would wait for the device every step)."""
+        last = self._latest_step
+        if last.in_step_and_reset and last.done is not None and self._simple_done \
+                and tensordict.get("done", None) is last.done:
+            if not last.any_done:
+                return False
+            last.reset = last.done.clone()
+            last.reset_host = last.done_host
+            tensordict.set("_reset", last.reset)
+            return True
+        return super().any_done(tensordict)
 
     def _reset_mask(self, tensordict):
         """The "_reset" entry as a host bool array of shape (N,), or None (reset every environment)."""
         reset = None if tensordict is None else tensordict.get("_reset", None)
         if reset is None:
             return None
-        mask = reset.detach().reshape(self._n, -1).any(-1).cpu().numpy()
+        if reset is self._latest_step.reset:  # any_done's, made of the step's host flags
+            mask = self._latest_step.reset_host
+        else:
+            mask = reset.detach().reshape(self._n, -1).any(-1).cpu().numpy()
         return None if mask.all() else mask
 
     def _pixels(self, pixels):
@@ -157,9 +282,6 @@ class _BatchEnv(EnvBase):
     def _check_open(self):
         if self.is_closed:
             raise RuntimeError(f"{type(self).__name__} is closed: make a new one")
-
-    def _td(self, values):
-        return _tensordict(values, self.batch_size, self.device)
 
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Closes the environments and their renderer (idempotent)."""
@@ -223,8 +345,7 @@ class GymBatchEnv(_BatchEnv):
             act = venv.single_action_space
             if not isinstance(act, spaces.Box):
                 raise TypeError(f"GymBatchEnv: the action space {act} is not a Box (MuJoCo tasks have Box actions)")
-            self._act_dtype = act.dtype
-            self.action_spec = _box_spec(act.low, act.high, (n,) + act.shape, _torch_dtype(act.dtype), dev)
+            self._set_action_spec(act.low, act.high, (n,) + act.shape, act.dtype)
             obs = {"pixels": Unbounded(shape=(n, venv.height, venv.width, 3), dtype=torch.uint8, device=dev)}
             if not self.pixels_only:
                 state = venv.single_observation_space["state"]
@@ -257,24 +378,21 @@ class GymBatchEnv(_BatchEnv):
             options["reset_mask"] = mask
         obs, _ = self.venv.reset(seed=seed, options=options or None)
         no = np.zeros(self._n, np.bool_)
-        return self._observation_td(obs, None, *_flags(no, no, self.device))
+        return self._observation_output(obs, None, no, no, step=False)
 
     def _step(self, tensordict):
         self._check_open()
-        actions = self._host_actions(tensordict, self._act_dtype)
+        actions = self._host_actions(tensordict)
         obs, reward, terminated, truncated, _ = self.venv.step(actions)
-        reward = torch.from_numpy(reward.astype(np.float32).reshape(self._n, 1)).to(self.device)
-        return self._observation_td(obs, reward, *_flags(terminated, truncated, self.device))
+        reward = np.asarray(reward).astype(np.float32).reshape(self._n, 1)  # astype: a new array
+        return self._observation_output(obs, reward, terminated, truncated, step=True)
 
-    def _observation_td(self, obs, reward, done, terminated, truncated):
-        pixels = self._pixels(obs if self.pixels_only else obs["pixels"])
-        values = {"pixels": pixels, "done": done, "terminated": terminated, "truncated": truncated}
-        if reward is not None:
-            values["reward"] = reward
-        if not self.pixels_only:
-            state = np.asarray(obs["state"], dtype=self._state_dtype)
-            values["observation"] = torch.from_numpy(state).to(self.device)
-        return self._td(values)
+    def _observation_output(self, obs, reward, terminated, truncated, step):
+        if self.pixels_only:
+            return self._output(obs, {}, reward, terminated, truncated, step)
+        # a copy: the vector env may hand out its own state array (NumPy's astype copies by default)
+        state = np.asarray(obs["state"]).astype(self._state_dtype)
+        return self._output(obs["pixels"], {"observation": state}, reward, terminated, truncated, step)
 
     def _close_batch(self):
         self.venv.close()
@@ -318,9 +436,7 @@ class DMControlBatchEnv(_BatchEnv):
             self.pixels_only = bool(pixels_only)
             dev = self.device
             spec = b.action_spec
-            self._act_dtype = spec.dtype
-            self.action_spec = _box_spec(spec.minimum, spec.maximum, (n,) + tuple(spec.shape),
-                                         _torch_dtype(spec.dtype), dev)
+            self._set_action_spec(spec.minimum, spec.maximum, (n,) + tuple(spec.shape), spec.dtype)
             obs = {"pixels": Unbounded(shape=(n, b.height, b.width, 3), dtype=torch.uint8, device=dev)}
             self._obs_keys = {}
             if not self.pixels_only:
@@ -355,29 +471,28 @@ class DMControlBatchEnv(_BatchEnv):
             if ts is not None:
                 self._last[k] = ts.observation
         no = np.zeros(self._n, np.bool_)
-        return self._observation_td(pixels, None, *_flags(no, no, self.device))
+        return self._observation_output(pixels, None, no, no, step=False)
 
     def _step(self, tensordict):
         self._check_open()
-        actions = self._host_actions(tensordict, self._act_dtype)
+        actions = self._host_actions(tensordict)
         steps, pixels = self.batch.step(actions)
         n = self._n
-        last = np.array([ts.last() for ts in steps], np.bool_)
-        discount_one = np.array([ts.discount is not None and np.isclose(ts.discount, 1.0) for ts in steps], np.bool_)
-        for k, ts in enumerate(steps):
+        last = np.empty(n, np.bool_)
+        discount = np.empty(n, np.float64)
+        reward = np.empty((n, 1), np.float64)
+        for k, ts in enumerate(steps):  # dm_control hands out one TimeStep per environment
+            last[k] = ts.last()
+            discount[k] = np.nan if ts.discount is None else ts.discount
+            reward[k, 0] = 0.0 if ts.reward is None else ts.reward
             self._last[k] = ts.observation
-        reward = np.array([0.0 if ts.reward is None else ts.reward for ts in steps], np.float64).reshape(n, 1)
-        return self._observation_td(pixels, torch.from_numpy(reward).to(self.device),
-                                    *_flags(last & ~discount_one, last & discount_one, self.device))
+        discount_one = np.isclose(discount, 1.0)  # no discount (NaN here): not 1
+        return self._observation_output(pixels, reward, last & ~discount_one, last & discount_one, step=True)
 
-    def _observation_td(self, pixels, reward, done, terminated, truncated):
-        values = {"pixels": self._pixels(pixels), "done": done, "terminated": terminated, "truncated": truncated}
-        if reward is not None:
-            values["reward"] = reward
-        for key, (shape, dtype) in self._obs_keys.items():
-            state = np.stack([np.asarray(o[key], dtype=dtype).reshape(shape) for o in self._last])
-            values[key] = torch.from_numpy(state).to(self.device)
-        return self._td(values)
+    def _observation_output(self, pixels, reward, terminated, truncated, step):
+        state = {key: np.stack([np.asarray(o[key], dtype=dtype).reshape(shape) for o in self._last])
+                 for key, (shape, dtype) in self._obs_keys.items()}
+        return self._output(pixels, state, reward, terminated, truncated, step)
 
     def _close_batch(self):
         self.batch.close()
