@@ -7,7 +7,8 @@ Two measures, each the median over --rounds rounds, the before and after envs (a
 turn within each round:
 
 - layer: MujocoVectorEnv.step answered from a cached result of a real step (no physics, no render), so what is timed
-  is the layer alone: TorchRL's EnvBase wrapper and gltensor's _step around the env. Calls timed: step_and_maybe_reset
+  is the layer alone, in CPU time of the calling thread (time.thread_time: a shared machine's other jobs do not
+  count, as they would in wall time): TorchRL's EnvBase wrapper and gltensor's _step around the env. Calls timed: step_and_maybe_reset
   (what TorchRL's collectors call each frame, the bench loop: set "action", step, keep the next tensordict), step on
   a fresh tensordict, the same through TransformedEnv(env, RewardSum()), and rollout (per step, actions from the
   action spec as rollout() draws them without a policy).
@@ -82,24 +83,24 @@ class Side:
         self.venv.step = self.real_step
         self.td = self.env.reset(seed=0)
 
-    def loop_samr(self, acts, steps):
+    def loop_samr(self, acts, steps, clock=time.thread_time):
         env, td = self.env, self.td
-        t0 = time.perf_counter()
+        t0 = clock()
         for k in range(steps):
             td["action"] = acts[k % len(acts)]
             _, td = env.step_and_maybe_reset(td)
-        dt = time.perf_counter() - t0
+        dt = clock() - t0
         self.td = td
         return dt / steps * 1e6
 
     def loop_step(self, acts, steps):
         env, base = self.env, self.td.exclude("next")
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         for k in range(steps):
             td = base.copy()
             td["action"] = acts[k % len(acts)]
             env.step(td)
-        return (time.perf_counter() - t0) / steps * 1e6
+        return (time.thread_time() - t0) / steps * 1e6
 
     def close(self):
         self.env.close()
@@ -158,17 +159,17 @@ def main():
 
             def transformed(k, steps):
                 env, td = tenv[k], ttd[k]
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 for i in range(steps):
                     td["action"] = acts[i % len(acts)]
                     _, td = env.step_and_maybe_reset(td)
                 ttd[k] = td
-                return (time.perf_counter() - t0) / steps * 1e6
+                return (time.thread_time() - t0) / steps * 1e6
 
             def rollout(k, steps):
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 sides[k].env.rollout(steps, break_when_any_done=False)
-                return (time.perf_counter() - t0) / steps * 1e6
+                return (time.thread_time() - t0) / steps * 1e6
 
             calls = {"step_and_maybe_reset": lambda k, st: sides[k].loop_samr(acts, st),
                      "step (fresh tensordict)": lambda k, st: sides[k].loop_step(acts, st),
@@ -209,7 +210,7 @@ def main():
                 for _ in range(args.real_rounds):
                     real["vector alone"].append(alone(args.real_steps))
                     for k, s in sides.items():
-                        real[k].append(s.loop_samr(acts, args.real_steps))
+                        real[k].append(s.loop_samr(acts, args.real_steps, time.perf_counter))
             finally:
                 venv.close()
             v = med(real["vector alone"])
@@ -233,7 +234,8 @@ def main():
                          "rounds": args.rounds, "real_steps": args.real_steps, "real_rounds": args.real_rounds,
                          "torch_threads": 1},
               "machine": machine, "results": results,
-              "note": "CPU machine, CPU backend: these are not GPU figures. us are per batch step (N envs)."}
+              "note": "CPU machine, CPU backend: these are not GPU figures. us are per batch step (N envs); the layer "
+                      "measure in CPU time of the calling thread, the real one in wall time."}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
