@@ -8,6 +8,7 @@ import ctypes
 import gc
 import os
 
+import numpy as np
 import pytest
 
 # Under tools/ci_sanitize.sh, Gymnasium's MuJoCo envs leave allocations LeakSanitizer reports at exit (conftest.py
@@ -199,6 +200,140 @@ def test_equals_torchrl_gymenv_through_partial_resets():
     finally:
         close_all(env, *refs)
     assert resets >= 2, f"only {resets} episodes ended in {steps} steps: the partial resets were not exercised"
+
+
+# -- the layer's fast paths ----------------------------------------------------------------------------------------
+def _hopper_actions(n, steps, seed=1):
+    return actions(n, steps, 3, seed=seed)
+
+
+def test_fast_paths_equal_torchrls_own_through_partial_resets(monkeypatch):
+    """The env skips TorchRL's _step_proc_data on its own step's TensorDict, answers any_done from the step's host
+    flags and takes _reset's mask from them (no device sync): a twin env running TorchRL's own EnvBase methods
+    instead gives the same tensordicts, every key, every step, through Hopper's partial resets."""
+    from torchrl.envs import EnvBase
+
+    from gltensor import torchrl as gtrl
+
+    calls = {}
+
+    def spy(name):
+        original = getattr(EnvBase, name)
+
+        def wrapper(self, *args, **kwargs):
+            calls[(id(self), name)] = calls.get((id(self), name), 0) + 1
+            return original(self, *args, **kwargs)
+        return wrapper
+
+    for name in ("_step_proc_data", "any_done"):
+        monkeypatch.setattr(EnvBase, name, spy(name))
+    n, steps, seed = 3, 60, 3
+    fast = GymBatchEnv("Hopper-v5", n, height=H, width=W, pixels_only=False, render_flags=LIGHT)
+    ref = GymBatchEnv("Hopper-v5", n, height=H, width=W, pixels_only=False, render_flags=LIGHT)
+    for name in ("_step_proc_data", "any_done", "_step_and_maybe_reset"):  # TorchRL's own, on ref only
+        monkeypatch.setattr(ref, name, getattr(EnvBase, name).__get__(ref))
+    host_masks = []
+    fast_reset = fast._reset
+
+    def reset_spy(tensordict=None, **kwargs):
+        if tensordict is not None and tensordict.get("_reset", None) is not None:
+            host_masks.append(tensordict.get("_reset") is fast._latest_step.reset)
+        return fast_reset(tensordict, **kwargs)
+    monkeypatch.setattr(fast, "_reset", reset_spy)
+    try:
+        tds = [fast.reset(seed=seed), ref.reset(seed=seed)]
+        resets = 0
+        for t, a in enumerate(_hopper_actions(n, steps)):
+            outs = []
+            for i, env in enumerate((fast, ref)):
+                tds[i]["action"] = a.to(env.device)
+                out, tds[i] = env.step_and_maybe_reset(tds[i])
+                outs.append(out)
+            for got, want in ((outs[0], outs[1]), (tds[0], tds[1])):
+                assert sorted(map(str, got.keys(True, True))) == sorted(map(str, want.keys(True, True))), t
+                for key in want.keys(True, True):
+                    assert torch.equal(got.get(key), want.get(key)), (t, key)
+                    assert got.get(key).dtype == want.get(key).dtype and got.get(key).device == want.get(key).device
+            resets += int(host(outs[0]["next", "done"]).sum())
+    finally:
+        close_all(fast, ref)
+    assert resets >= 2, f"only {resets} episodes ended in {steps} steps: the partial resets were not exercised"
+    # the fast paths were taken on fast (TorchRL's methods never ran for it), TorchRL's own on ref
+    assert calls.get((id(fast), "_step_proc_data"), 0) == 0 and calls.get((id(fast), "any_done"), 0) == 0
+    assert calls[(id(ref), "_step_proc_data")] == steps and calls[(id(ref), "any_done")] == steps
+    assert host_masks and all(host_masks), host_masks
+    assert gtrl._BatchEnv._step_proc_data is not EnvBase._step_proc_data
+
+
+def test_returned_tensors_are_never_written_by_later_steps():
+    """TorchRL's rollouts and collectors keep every step's tensors by reference: each step must hand out new
+    memory. A rollout equals the per-step path, and tensordicts kept from each step still hold, after all later
+    steps and partial resets, what they held when returned."""
+    n, steps, seed = 3, 50, 3
+    acts = _hopper_actions(n, steps)
+    a = GymBatchEnv("Hopper-v5", n, height=H, width=W, pixels_only=False, render_flags=LIGHT)
+    b = GymBatchEnv("Hopper-v5", n, height=H, width=W, pixels_only=False, render_flags=LIGHT)
+    try:
+        k = iter(range(steps))
+
+        def policy(td):
+            return td.set("action", acts[next(k)].to(a.device))
+
+        a.set_seed(seed)
+        rollout = a.rollout(steps, policy, break_when_any_done=False, auto_reset=True)
+        b.set_seed(seed)
+        td, kept, copies = b.reset(), [], []
+        for t in range(steps):
+            td["action"] = acts[t].to(b.device)
+            if t == steps - 1:
+                out = b.step(td)
+            else:
+                out, td = b.step_and_maybe_reset(td)
+            kept.append(out)
+            copies.append(out.clone())
+        for key in copies[0].keys(True, True):
+            now = torch.stack([o.get(key) for o in kept], 1)
+            then = torch.stack([c.get(key) for c in copies], 1)
+            assert torch.equal(now, then), f"{key}: a later step wrote into a tensor handed out earlier"
+            assert torch.equal(rollout.get(key), then), f"{key}: rollout differs from the per-step path"
+        assert int(host(rollout["next", "done"]).sum()) >= 2  # partial resets happened on the way
+    finally:
+        close_all(a, b)
+
+
+def test_host_arrays_to_device_in_one_copy_are_new_memory():
+    """The packed path (one host buffer, one copy, typed views; what a GPU env takes) gives the arrays' values,
+    dtypes and shapes, in new memory every call, as the per-array path does on the host."""
+    from gltensor.torchrl import _to_device
+
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((5, 17)), rng.standard_normal((5, 1)).astype(np.float32),
+              rng.integers(0, 2, (3, 5, 1)).astype(np.bool_), np.zeros((5, 0)), rng.standard_normal((5, 2, 3))]
+    cpu = torch.device("cpu")
+    for pack in (True, False):
+        first, second = _to_device(arrays, cpu, pack=pack), _to_device(arrays, cpu, pack=pack)
+        for arr, t, u in zip(arrays, first, second):
+            assert t.dtype == torch.from_numpy(arr).dtype and tuple(t.shape) == arr.shape, (pack, arr.dtype)
+            assert np.array_equal(t.numpy(), arr)
+            if arr.size and pack:
+                assert t.data_ptr() != u.data_ptr() and t.data_ptr() != arr.ctypes.data
+                assert t.data_ptr() % t.element_size() == 0
+
+
+def test_partial_steps_are_refused_with_the_way_out():
+    """TorchRL's rollout(break_when_all_done=True) steps only the unfinished environments (a "_step" mask); the
+    N environments step together, so the env says so and what to use instead."""
+    env = GymBatchEnv("Hopper-v5", 3, height=H, width=W, render_flags=LIGHT)
+    try:
+        env.set_seed(3)
+        with pytest.raises(RuntimeError, match=r"'_step' entry asks to step only some of the 3 environments"):
+            env.rollout(300, break_when_any_done=False, break_when_all_done=True)
+        td = env.reset()
+        td["action"] = env.action_spec.rand()
+        td["_step"] = torch.ones(3, dtype=torch.bool, device=env.device)  # every environment: a normal step
+        assert host(env.step(td)["next", "pixels"]).shape == (3, H, W, 3)
+    finally:
+        env.close()
 
 
 # -- partial resets, seeding, close, errors -------------------------------------------------------------------------
