@@ -588,18 +588,21 @@ def test_ppo_example_runs():
 def test_bench_torchrl_quick_checks_and_reports(tmp_path):
     """`python -m gltensor.bench torchrl --quick` without ParallelEnv (its spawned workers take a minute on two
     cores): the gltensor and vector paths are checked against GymEnvs before they are timed, and the JSON holds
-    every path's figure and the TorchRL layer's cost."""
+    every path's figure, the TorchRL layer's cost (gltensor over vector) and the layer's own time measured alone."""
     import json
 
     out = tmp_path / "torchrl.json"
-    cmd = [sys.executable, "-m", "gltensor.bench", "torchrl", "--quick", "--paths", "serial,gltensor,vector",
+    cmd = [sys.executable, "-m", "gltensor.bench", "torchrl", "--quick", "--paths", "serial,gltensor,vector,layer",
            "--json", str(out)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=subprocess_env())
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     report = json.loads(out.read_text())
     assert report["status"] == "ok"
     rows = {r["path"]: r for r in report["results"]}
-    assert sorted(rows) == ["gltensor", "serial", "vector"]
-    assert all(r["env_steps_per_s"] > 0 for r in rows.values())
+    assert sorted(rows) == ["gltensor", "layer", "serial", "vector"]
+    assert all(r["env_steps_per_s"] > 0 for p, r in rows.items() if p != "layer")
     assert "layer_cost" in rows["gltensor"]
-    assert "TorchRL layer" in run.stdout and (tmp_path / "torchrl.png").exists()
+    layer = rows["layer"]
+    assert layer["us_per_step"] > 0 and "env_steps_per_s" not in layer
+    assert layer["layer_share"] == pytest.approx(layer["us_per_step"] / (1e6 * 2 / rows["vector"]["env_steps_per_s"]))
+    assert "TorchRL layer" in run.stdout and "the layer alone" in run.stdout and (tmp_path / "torchrl.png").exists()

@@ -13,9 +13,10 @@ turn within each round:
   a fresh tensordict, the same through TransformedEnv(env, RewardSum()), and rollout (per step, actions from the
   action spec as rollout() draws them without a policy).
 - real: the same step_and_maybe_reset loop with the environments' physics and render, against MujocoVectorEnv.step
-  alone (its own env, the same N, size and actions): the layer's cost as a fraction of the env's own step. On a
-  CPU machine the render (llvmpipe) is slow and the machine may be shared, so this fraction is small and noisy
-  there; the layer measure is the one that carries over.
+  alone (its own env, the same N, size and actions): the layer's cost as a fraction of the env's own step, in wall
+  time and in CPU time of the process (all its threads: physics, llvmpipe's). On a CPU machine the render is slow
+  and the machine may be shared, so this fraction is small and noisy there; the layer measure is the one that
+  carries over.
 
 The before revision's torchrl.py (``git show REV:python/gltensor/torchrl.py``) is imported as a module of this
 tree's gltensor package, so both sides run over the same MujocoVectorEnv.
@@ -83,15 +84,15 @@ class Side:
         self.venv.step = self.real_step
         self.td = self.env.reset(seed=0)
 
-    def loop_samr(self, acts, steps, clock=time.thread_time):
+    def loop_samr(self, acts, steps, clocks=(time.thread_time,)):
         env, td = self.env, self.td
-        t0 = clock()
+        t0 = [c() for c in clocks]
         for k in range(steps):
             td["action"] = acts[k % len(acts)]
             _, td = env.step_and_maybe_reset(td)
-        dt = clock() - t0
+        dt = [c() - t for c, t in zip(clocks, t0)]
         self.td = td
-        return dt / steps * 1e6
+        return dt[0] / steps * 1e6 if len(dt) == 1 else [d / steps * 1e6 for d in dt]
 
     def loop_step(self, acts, steps):
         env, base = self.env, self.td.exclude("next")
@@ -137,7 +138,9 @@ def main():
                           text=True).stdout.strip()
     dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "python/gltensor/torchrl.py"],
                                 capture_output=True, text=True).stdout.strip())
-    machine = {"host": socket.gethostname(), "cpu": cpu_model(), "cores": os.cpu_count(),
+    import gltensor
+    machine = {"host": socket.gethostname(), "gpu_name": None, "cpu": cpu_model(), "cores": os.cpu_count(),
+               "gl_renderer": gltensor.Context.headless().renderer,
                "load_average_at_start": os.getloadavg(), "python": platform.python_version(),
                "torch": torch.__version__, "torchrl": torchrl.__version__, "tensordict": tensordict.__version__,
                "device": "cpu (no GPU: the CPU backend, Mesa llvmpipe)"}
@@ -198,32 +201,37 @@ def main():
             try:
                 venv.reset(seed=0)
 
+                clocks = (time.perf_counter, time.process_time)
+
                 def alone(steps):
-                    t0 = time.perf_counter()
+                    t0 = [c() for c in clocks]
                     for k in range(steps):
                         venv.step(acts[k % len(acts)])
-                    return (time.perf_counter() - t0) / steps * 1e6
+                    return [(c() - t) / steps * 1e6 for c, t in zip(clocks, t0)]
                 real = {"vector alone": [], "before": [], "after": []}
                 alone(5)
                 for s in sides.values():
-                    s.loop_samr(acts, 5)
+                    s.loop_samr(acts, 5, clocks)
                 for _ in range(args.real_rounds):
                     real["vector alone"].append(alone(args.real_steps))
                     for k, s in sides.items():
-                        real[k].append(s.loop_samr(acts, args.real_steps, time.perf_counter))
+                        real[k].append(s.loop_samr(acts, args.real_steps, clocks))
             finally:
                 venv.close()
-            v = med(real["vector alone"])
-            row = {"n": n, "measure": "real", "call": "step_and_maybe_reset vs MujocoVectorEnv.step",
-                   "vector_us": v, "vector_rounds_us": real["vector alone"]}
-            for k in ("before", "after"):
-                row[k + "_us"] = med(real[k])
-                row[k + "_rounds_us"] = real[k]
-                row[k + "_layer_fraction"] = med(real[k]) / v - 1
-            results.append(row)
-            print("  N=%-3d real   vector alone %8.1f us | through TorchRL: before %8.1f us (%+.1f%%), after %8.1f us "
-                  "(%+.1f%%)" % (n, v, row["before_us"], 100 * row["before_layer_fraction"], row["after_us"],
-                                 100 * row["after_layer_fraction"]), flush=True)
+            for i, clock in enumerate(("wall", "process_cpu")):
+                rounds = {k: [r[i] for r in v] for k, v in real.items()}
+                v = med(rounds["vector alone"])
+                row = {"n": n, "measure": "real", "clock": clock,
+                       "call": "step_and_maybe_reset vs MujocoVectorEnv.step", "vector_us": v,
+                       "vector_rounds_us": rounds["vector alone"]}
+                for k in ("before", "after"):
+                    row[k + "_us"] = med(rounds[k])
+                    row[k + "_rounds_us"] = rounds[k]
+                    row[k + "_layer_fraction"] = med(rounds[k]) / v - 1
+                results.append(row)
+                print("  N=%-3d real (%s) vector alone %8.1f us | through TorchRL: before %8.1f us (%+.1f%%), after "
+                      "%8.1f us (%+.1f%%)" % (n, clock, v, row["before_us"], 100 * row["before_layer_fraction"],
+                                              row["after_us"], 100 * row["after_layer_fraction"]), flush=True)
         finally:
             for s in sides.values():
                 s.close()

@@ -2,7 +2,8 @@
 GymEnv(id, from_pixels=True, pixels_only=True) against gltensor.torchrl.GymBatchEnv and MujocoVectorEnv alone.
 
     python -m gltensor.bench torchrl [--envs 4,16,64] [--visuals light] [--rounds 3] [--steps 100] [--size 84]
-                                     [--paths parallel,serial,gltensor,vector] [--json PATH] [--plot PATH] [--quick]
+                                     [--paths parallel,serial,gltensor,vector,layer] [--json PATH] [--plot PATH]
+                                     [--quick]
 
 One env step of every path = N environments' physics + their N frames as one (N, H, W, 3) batch on the policy's
 device (CUDA when torch has it) + a Nature-CNN forward on it, as in `python -m gltensor.bench mujoco` (whose
@@ -16,6 +17,10 @@ environments, visuals, CNN and timed loop this mode reuses). The TorchRL paths s
   gltensor  gltensor.torchrl.GymBatchEnv: one process, one batch render, the TensorDict holds the renderer's tensor
   vector    gltensor.mujoco_vector.MujocoVectorEnv alone, no TorchRL: the gltensor row's cost over this one is
             what the TorchRL layer costs (target <= 5% at N = 64)
+  layer     the TorchRL layer alone, measured directly: the gltensor path's step_and_maybe_reset with
+            MujocoVectorEnv.step answered from a cached result of a real step (no physics, render or CNN), in µs per
+            batch step, and that as a share of the vector path's step. The gltensor-vs-vector difference above is
+            two noisy figures subtracted; this one is the layer's time itself (it needs the gltensor path)
 
 Visuals: `light` (the default) sets every light's castshadow and every material's reflectance to 0 in each model
 (the same edit on every path, inside ParallelEnv's workers too); `default` keeps MuJoCo's. Before timing, the
@@ -24,6 +29,7 @@ seeds, the GymEnvs' cameras handed over as docs/torchrl.md describes; CheckFaile
 rounds, the paths of a case interleaved in each round.
 """
 import argparse
+import contextlib
 import datetime
 import functools
 import gc
@@ -43,7 +49,7 @@ from .mujoco import apply_visuals, default_out, make_gym, nature_cnn, plot, time
 from .options import arg, parse_cameras, paths_and_visuals  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
-PATHS = ("parallel", "serial", "gltensor", "vector")
+PATHS = ("parallel", "serial", "gltensor", "vector", "layer")
 CHECK_SEED = 11
 
 
@@ -93,6 +99,8 @@ class Case:
         # the garbage collector, which frees GL names in whatever context is current: collect now, in ours.
         collect()
         raw = functools.partial(make_gym, task, size, size, visuals, None)
+        if "layer" in want and "gltensor" not in want:
+            self.skipped["layer"] = "times the gltensor path's env: add gltensor to --paths"
         if "gltensor" in want:
             self.envs["gltensor"] = GymBatchEnv([raw] * n, height=size, width=size, camera=cams,
                                                 backend=args.backend)
@@ -102,7 +110,7 @@ class Case:
         log("    built %d paths in %.1f s" % (len(self.envs), time.perf_counter() - t0))
         first = self.envs.get("gltensor") or self.envs.get("vector")
         self.backend = (first.venv if "gltensor" in self.envs else first).renderer.backend if first else None
-        self.paths = [p for p in want if p in self.envs]
+        self.paths = [p for p in want if p in self.envs or (p == "layer" and "gltensor" in self.envs)]
         rng = np.random.default_rng(0)
         self.actions = torch.as_tensor(rng.uniform(-1, 1, (64, n, 6)).astype(np.float32))
         self._serial_envs = None
@@ -152,7 +160,32 @@ class Case:
         with torch.no_grad():
             self.policy(x.permute(0, 3, 1, 2).float().div_(255)).sum()
 
+    @contextlib.contextmanager
+    def timing(self, key):
+        """Around the timed steps of a path: for layer, the gltensor env's MujocoVectorEnv.step answers with the
+        result of one real step (its flags cleared, so that no reset runs), restored afterwards."""
+        if key != "layer":
+            yield
+            return
+        venv = self.envs["gltensor"].venv
+        obs, rew, term, trunc, info = venv.step(self.actions[0].numpy())
+        cached = (obs, rew, np.zeros_like(term), np.zeros_like(trunc), info)
+        venv.step = lambda actions: cached
+        try:
+            yield
+        finally:
+            del venv.step  # the class's own again
+
     def step_fn(self, key):
+        if key == "layer":
+            env, acts = self.envs["gltensor"], self.actions
+            acts_env = acts.to(env.device)
+
+            def step(k):  # what the gltensor path does around the env, without the CNN
+                td = self.tds["gltensor"]
+                td["action"] = acts_env[k % len(acts_env)]
+                _, self.tds["gltensor"] = env.step_and_maybe_reset(td)
+            return step
         env, dev, acts = self.envs[key], self.device, self.actions
         if key == "vector":
             acts_dev = acts.to(dev)
@@ -183,15 +216,19 @@ class Case:
 
 
 def summarise(results):
-    """Per case: each path over parallel's env-steps/s; the gltensor row's cost over vector (the TorchRL layer)."""
+    """Per case: each path over parallel's env-steps/s; the gltensor row's cost over vector (the TorchRL layer);
+    the layer row's time as a share of vector's step."""
     by = {(r["visuals"], r["n"], r["path"]): r["env_steps_per_s"] for r in results if "env_steps_per_s" in r}
     for r in results:
+        vec = by.get((r["visuals"], r["n"], "vector"))
+        if r["path"] == "layer" and "us_per_step" in r and vec:
+            r["vector_us_per_step"] = 1e6 * r["n"] / vec
+            r["layer_share"] = r["us_per_step"] / r["vector_us_per_step"]
         if "env_steps_per_s" not in r:
             continue
         base = by.get((r["visuals"], r["n"], "parallel"))
         if base and r["path"] != "parallel":
             r["vs_parallel"] = r["env_steps_per_s"] / base
-        vec = by.get((r["visuals"], r["n"], "vector"))
         if r["path"] == "gltensor" and vec:
             r["layer_cost"] = vec / r["env_steps_per_s"] - 1  # extra time per step, a fraction of vector's
     return results
@@ -262,21 +299,28 @@ def main(argv=None):
                     rates = {p: [] for p in case.paths}
                     for _ in range(args.rounds):
                         for p in case.paths:
-                            rates[p].append(time_env_steps(case.step_fn(p), n, args.steps, args.warmup, sync))
+                            with case.timing(p):
+                                rates[p].append(time_env_steps(case.step_fn(p), n, args.steps, args.warmup, sync))
                 finally:
                     case.close()
                 for p, v in rates.items():
-                    results.append({"task": args.task, "visuals": vis, "n": n, "path": p, "size": args.size,
-                                    "backend": case.backend if p in ("gltensor", "vector") else None,
-                                    "rounds_env_steps_per_s": v, "env_steps_per_s": median(v),
-                                    "us_per_env_step": 1e6 / median(v)})
+                    row = {"task": args.task, "visuals": vis, "n": n, "path": p, "size": args.size,
+                           "backend": case.backend if p in ("gltensor", "vector", "layer") else None}
+                    if p == "layer":  # not an env: its time per batch step, no env-steps/s (nor a point in the plot)
+                        row.update(rounds_us_per_step=[1e6 * n / r for r in v], us_per_step=1e6 * n / median(v))
+                    else:
+                        row.update(rounds_env_steps_per_s=v, env_steps_per_s=median(v),
+                                   us_per_env_step=1e6 / median(v))
+                    results.append(row)
                 for p, why in case.skipped.items():
                     results.append({"task": args.task, "visuals": vis, "n": n, "path": p, "skipped": why})
                 # Gymnasium's viewers leave their MjrContexts to the garbage collector: collect with the bench's
                 # own context current (bench.mujoco does the same between cases)
                 case = None
                 collect()
-                log("    " + ", ".join("%s %.0f" % (p, median(v)) for p, v in rates.items()) + " env-steps/s")
+                log("    " + ", ".join("%s %.0f" % (p, median(v)) for p, v in rates.items() if p != "layer")
+                    + " env-steps/s" + ("; the TorchRL layer alone %.0f us per batch step" % (1e6 * n / median(
+                        rates["layer"])) if "layer" in rates else ""))
                 save_json(json_path, {"benchmark": "torchrl", "status": "partial: killed or still running",
                                       "argv": argv_list, "machine": info, "results": results})
     except CheckFailed as e:
@@ -295,6 +339,13 @@ def main(argv=None):
     for r in results:
         if "skipped" in r:
             rows.append([r["visuals"], r["n"], r["path"], "skipped", "-", "-", r["skipped"]])
+            continue
+        if r["path"] == "layer":
+            note = "the layer alone: %.0f us per batch step" % r["us_per_step"]
+            if "layer_share" in r:
+                note += " = %.1f%% of vector's step" % (100 * r["layer_share"])
+            rows.append([r["visuals"], r["n"], "layer [%s]" % r["backend"], "-", "{:,.1f}".format(
+                r["us_per_step"] / r["n"]), "-", note])
             continue
         note = "TorchRL layer: %+.1f%% of vector's step" % (100 * r["layer_cost"]) if "layer_cost" in r else ""
         rows.append([r["visuals"], r["n"], r["path"] + (" [%s]" % r["backend"] if r["backend"] else ""),
