@@ -27,7 +27,7 @@ import numpy as np
 
 import gltensor
 
-from . import _mujoco_gl  # noqa: F401  (MUJOCO_GL=egl where there is no display, before mujoco is imported)
+from . import _gl_backend  # noqa: F401  (MUJOCO_GL=egl where there is no display, before mujoco is imported)
 
 __all__ = ["RendererCapture", "BatchRenderer", "NotRenderedError"]
 
@@ -51,7 +51,7 @@ def _require_torch():
     return torch
 
 
-from ._adapter import NotRenderedError  # noqa: E402  (one class for every adapter; read() before render())
+from .._adapter import NotRenderedError  # noqa: E402  (one class for every adapter; read() before render())
 
 
 class RendererCapture:
@@ -210,4 +210,3 @@ class RendererCapture:
         return f"<gltensor.mujoco.RendererCapture {'depth' if self.depth else 'rgb'} {self.height}x{self.width} {state}>"
 
 
-from .mujoco_batch import BatchRenderer  # noqa: E402,F401  (N envs, one GL context, one read)

@@ -1,5 +1,5 @@
 """N Gymnasium MuJoCo environments stepped as one batch: physics in threads without the GIL, the task's
-observations, rewards and terminations in NumPy over N (``_mujoco_tasks``), equal to each env's own ``step()``.
+observations, rewards and terminations in NumPy over N (``_tasks``), equal to each env's own ``step()``.
 
 Why: a Gymnasium MuJoCo env's ``step()`` is Python around a short ``mj_step``; N of them in one thread cost as much
 as rendering N tiles. Here each env's step is only ``data.ctrl[:] = action; mj_step(model, data, nstep=frame_skip);
@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ._mujoco_tasks import _Mismatch, task_for
+from ._tasks import _Mismatch, task_for
 
 __all__ = ["BatchedPhysics", "batched_or_reason", "default_physics_threads"]
 
@@ -118,7 +118,7 @@ class _CThreads:
     """The batch's physics in C threads (_gltensor._MujocoStepper); holds the job's arrays until it is waited for."""
 
     def __init__(self, physics, functions, threads):
-        from . import _gltensor
+        from .. import _gltensor
 
         ph = physics
         self._stepper = _gltensor._MujocoStepper(

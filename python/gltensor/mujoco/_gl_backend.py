@@ -16,7 +16,7 @@ import os
 import weakref
 from typing import Any, Mapping, MutableMapping
 
-from ._pyopengl import _has_display, egl_unless_chosen
+from .._pyopengl import _has_display, egl_unless_chosen
 
 GLFW_WITHOUT_DISPLAY = (
     "MuJoCo runs on GLFW (MUJOCO_GL={chosen}) and there is no display (DISPLAY and WAYLAND_DISPLAY unset): GLFW "
