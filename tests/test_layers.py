@@ -24,6 +24,8 @@ layers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(layers)
 
 CC = shutil.which("gcc") or shutil.which("cc")
+# The compiler runs unsanitized under tools/ci_sanitize.sh, which preloads libasan into the suite.
+CC_ENV = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 CUDA_INCLUDE = next((Path(d) / "include" for d in (os.environ.get("CUDA_HOME"), "/usr/local/cuda")
                      if d and (Path(d) / "include" / "cuda_runtime_api.h").exists()), None)
 
@@ -131,7 +133,7 @@ def _compile(sources, out_dir):
     def one(src):
         obj = out_dir / src.relative_to(ROOT).with_suffix(".o")
         obj.parent.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run([CC, *flags, "-c", str(src), "-o", str(obj)], capture_output=True, text=True)
+        r = subprocess.run([CC, *flags, "-c", str(src), "-o", str(obj)], capture_output=True, text=True, env=CC_ENV)
         assert r.returncode == 0, f"{src}: {r.stderr[-2000:]}"
         return obj
 
@@ -160,7 +162,7 @@ def test_an_upward_call_fails(objects, tmp_path):
                    "glt_slots_closed_alive_for_testing(); }\n")
     obj = tmp_path / "objects" / "src" / "core" / "bad.o"
     obj.parent.mkdir(parents=True)
-    subprocess.run([CC, "-c", str(bad), "-o", str(obj)], check=True)
+    subprocess.run([CC, "-c", str(bad), "-o", str(obj)], check=True, env=CC_ENV)
     problems = layers.check_objects([*objs, obj])
     assert any("bad.o calls glt_slots_closed_alive_for_testing" in p and "'core' (0) may not use 'slots'" in p
                for p in problems), problems
@@ -173,7 +175,7 @@ def test_the_extension_leaves_call_nothing_of_it(objects, tmp_path):
     args.parent.mkdir(parents=True)
     src = tmp_path / "args.c"
     src.write_text("int glt_py_raise(void);\nint glt_py_as_int(void) { return glt_py_raise(); }\n")
-    subprocess.run([CC, "-c", str(src), "-o", str(args)], check=True)
+    subprocess.run([CC, "-c", str(src), "-o", str(args)], check=True, env=CC_ENV)
     kept = [o for o in objs if not (o.parent.name == "_ext" and o.name == "args.o")]
     problems = layers.check_objects([*kept, args])
     assert any("_ext/args.c calls glt_py_raise of _ext/module.c" in p for p in problems), problems

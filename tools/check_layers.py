@@ -17,6 +17,7 @@ every folder, and nothing in src/ includes it. What is checked:
 Exit status 1 with one line per problem, 0 when the tree keeps its layers. tests/test_layers.py runs it.
 """
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -174,7 +175,8 @@ def check_tree(root=ROOT):
 
 
 def _symbols(obj):
-    out = subprocess.run(["nm", "-P", str(obj)], capture_output=True, text=True, check=True).stdout
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # nm runs unsanitized (tools/ci_sanitize.sh)
+    out = subprocess.run(["nm", "-P", str(obj)], capture_output=True, text=True, check=True, env=env).stdout
     defined, undefined = set(), set()
     for line in out.splitlines():
         parts = line.split()
