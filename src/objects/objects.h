@@ -56,7 +56,7 @@ glt_status glt_gl_region_check(const glt_rect *r, GLenum target, GLuint name, in
 /* How `r` fails to lie inside a width x height image (written into why), or NULL when it fits. */
 const char *glt_region_misfit(const glt_rect *r, int width, int height, char *why, size_t n);
 
-/* object_base.c: how a texture's format is written (GLT_DST_*, kernels.h), or -1 when it cannot be. */
+/* object_base.c: how a texture's format is written (GLT_DST_*, convert/pixel_codes.h), or -1 when it cannot be. */
 int glt_write_dst_type(const glt_format *fmt);
 
 #endif

@@ -1,5 +1,5 @@
 /* The GL-side step before a read (gl_stage.c) and the once-per-driver check of its depth shader (depth_probe.c):
- * used by capture.c, and by the extension for the doctor's report. */
+ * used by capture.c, and by the extension (_gltensor._depth_compute_exact, for the tests). */
 #ifndef GLT_READ_GL_STAGE_H
 #define GLT_READ_GL_STAGE_H
 
