@@ -110,6 +110,8 @@ def test_a_file_in_src_or_a_folder_without_layer_or_readme_fails(tmp_path):
 def test_cycles_are_found():
     assert layers.find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert layers.find_cycles({"a": {"b"}, "b": set()}) == []
+    graph = {"a": {"b", "d"}, "b": {"c"}, "c": {"a"}, "d": {"c"}}
+    assert layers.cycle_path(graph, layers.find_cycles(graph)[0]) == ["a", "b", "c", "a"]
     problems = layers.check_edges([("gl", "core", "down"), ("core", "gl", "up")])
     assert any("cycle between folders: core -> gl -> core" in p for p in problems), problems
     assert any("up: layer 'core' (0) may not use 'gl' (1)" in p for p in problems), problems

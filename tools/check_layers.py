@@ -109,8 +109,29 @@ def check_edges(uses):
             problems.append(f"{what}: layer {user!r} ({rank(user)}) may not use {used!r} ({rank(used)}); "
                             "move the code to the lower layer, or split the header that forces it")
     for group in find_cycles(graph):
-        problems.append("cycle between folders: " + " -> ".join(group + group[:1]))
+        problems.append("cycle between folders: " + " -> ".join(cycle_path(graph, group)))
     return problems
+
+
+def cycle_path(edges, group):
+    """One cycle through group[0] along real edges of `edges` inside `group` (a strongly connected group), as a list
+    of nodes that starts and ends with group[0]: the shortest, found breadth first."""
+    start, members = group[0], set(group)
+    came_from, frontier = {}, [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(edges.get(v, ())):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [start, *reversed(path[:-1]), start] if v != start else [start, start]
+                if w in members and w not in came_from:
+                    came_from[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    return group + group[:1]
 
 
 def _layer_of_source(path, root):
