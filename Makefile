@@ -30,24 +30,28 @@ bench:
 	$(BOOTSTRAP)
 	$(RUN_PYTHON) -m gltensor.bench single
 
-CORE_SRC := $(wildcard src/*.c)
-CFLAGS_LIB := -std=c11 -O2 -fPIC -fvisibility=hidden -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc
+# The core: one folder per concern (src/<folder>/, layered: tools/check_layers.py); headers named from src/.
+CORE_SRC := $(wildcard src/*/*.c)
+CORE_HDR := $(wildcard src/*/*.h)
+CFLAGS_LIB := -std=c11 -O2 -fPIC -fvisibility=hidden -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
+	-Werror=implicit-function-declaration -Iinclude -Isrc
 ifneq ($(CUDA_HOME),)
 CFLAGS_LIB += -DGLT_WITH_CUDA -I$(CUDA_HOME)/include
-KERNEL_OBJ := $(BUILD)/cuda_kernels.o
+KERNEL_OBJ := $(BUILD)/cuda/cuda_kernels.o
 LINK_CUDA := -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -lstdc++
 endif
 CORE_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(CORE_SRC)) $(KERNEL_OBJ)
 
 lib: $(BUILD)/libgltensor.a $(BUILD)/libgltensor.so
 
-$(BUILD)/%.o: src/%.c $(wildcard src/*.h) include/gltensor.h
-	@mkdir -p $(BUILD)
+# build/<folder>/<file>.o, as in src/ (the archive keeps file names only; they are unique across folders).
+$(BUILD)/%.o: src/%.c $(CORE_HDR) include/gltensor.h
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(BUILD)/cuda_kernels.o: src/cuda_kernels.cu src/kernels.h src/write_convert.h
-	@mkdir -p $(BUILD)
-	$(NVCC) -c -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
+$(BUILD)/cuda/cuda_kernels.o: src/cuda/cuda_kernels.cu src/cuda/kernels.h src/convert/pixel_codes.h src/convert/write_convert.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -c -O3 -std=c++17 -Isrc -Xcompiler -fPIC,-fvisibility=hidden $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
 	    -gencode=arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) $< -o $@
 
 $(BUILD)/libgltensor.a: $(CORE_OBJ)

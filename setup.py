@@ -48,7 +48,7 @@ def supported_archs(nvcc):
 def kernel_cache(nvcc, flags):
     """Where the kernel object for these inputs lives: build/cuda-kernels/<key>.o, the key a hash of nvcc's path
     and version, nvcc's flag variables, the flags (architectures included) and every file the .cu can include
-    (src/*.cu, src/*.h, include/*.h). Editable installs build in a fresh temporary folder each time, so without
+    (src/*/*.cu, src/*/*.h, include/*.h). Editable installs build in a fresh temporary folder each time, so without
     this every `pip install -e .` recompiled the kernels for every architecture (~95 s on 2 cores) even when only
     a .c file or nothing changed; any change to those inputs gives a new key and a real compile."""
     h = hashlib.sha256()
@@ -59,9 +59,9 @@ def kernel_cache(nvcc, flags):
     env = [os.environ.get(v, "") for v in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")]
     for part in [nvcc, version, *env, *flags]:
         h.update(part.encode() + b"\0")
-    inputs = sorted(ROOT.glob("src/*.cu")) + sorted(ROOT.glob("src/*.h")) + sorted(ROOT.glob("include/*.h"))
+    inputs = sorted(ROOT.glob("src/*/*.cu")) + sorted(ROOT.glob("src/*/*.h")) + sorted(ROOT.glob("include/*.h"))
     for f in inputs:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return ROOT / "build" / "cuda-kernels" / (h.hexdigest()[:24] + ".o")
 
 
@@ -70,7 +70,7 @@ class BuildExt(build_ext):
         cuda = find_cuda()
         if cuda:
             lib = cuda / "lib64" if (cuda / "lib64" / "libcudart_static.a").exists() else cuda / "lib"
-            obj = Path(self.build_temp) / "cuda_kernels.o"
+            obj = Path(self.build_temp) / "src" / "cuda" / "cuda_kernels.o"  # beside the C objects of its folder
             obj.parent.mkdir(parents=True, exist_ok=True)
             nvcc = str(cuda / "bin" / "nvcc")
             archs = supported_archs(nvcc)
@@ -86,7 +86,9 @@ class BuildExt(build_ext):
                 print("gltensor: compiling CUDA kernels for sm_" + ", sm_".join(archs), flush=True)
                 partial = cached.with_suffix(f".{os.getpid()}.tmp")
                 cached.parent.mkdir(parents=True, exist_ok=True)
-                subprocess.run([nvcc, *flags, str(ROOT / "src" / "cuda_kernels.cu"), "-o", str(partial)], check=True)
+                # -I src: the kernels name their headers from src/ ("cuda/kernels.h"), as the C files do.
+                kernels = ROOT / "src" / "cuda" / "cuda_kernels.cu"
+                subprocess.run([nvcc, *flags, "-I", str(ROOT / "src"), str(kernels), "-o", str(partial)], check=True)
                 os.replace(partial, cached)  # atomic: an interrupted nvcc never leaves a half object under the key
                 # Keep the few newest (e.g. the bootstrap's and the wheel's architecture lists), not every edit's.
                 for old in sorted(cached.parent.glob("*.o"), key=lambda f: f.stat().st_mtime)[:-4]:
@@ -129,7 +131,9 @@ def header_version():
     return ".".join(parts)
 
 
-core_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "src").glob("*.c"))
+# The core: one folder per concern (src/<folder>/, layered: tools/check_layers.py); headers are named from src/
+# ("gl/gl.h"), hence -Isrc.
+core_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "src").glob("*/*.c"))
 ext_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "python" / "gltensor" / "_ext").glob("*.c"))
 
 # The module uses CPython's stable ABI (3.10+), so one abi3 wheel installs on every CPython from 3.10 on.
@@ -141,9 +145,12 @@ extension = Extension(
     include_dirs=["include", "src"],
     define_macros=[("_GNU_SOURCE", "1"), LIMITED_API],
     py_limited_api=True,
+    # -Werror=implicit-function-declaration: a call is declared by the header of the folder that owns it, so a call
+    # that skips the include (and with it the layer check) does not build.
     extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter",
-                        "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
-    libraries=["dl", "pthread", "m"],  # m: nearbyintf (convert.c)
+                        "-Wno-missing-field-initializers", "-Wno-cast-function-type",
+                        "-Werror=implicit-function-declaration"],
+    libraries=["dl", "pthread", "m"],  # m: nearbyintf (convert/convert.c)
     extra_link_args=["-Wl,-Bsymbolic", "-Wl,--version-script=" + str(ROOT / "python" / "gltensor" / "_ext" / "exports.map")],
 )
 

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from gltensor.mujoco_vector import MujocoVectorEnv  # noqa: E402
+from gltensor.mujoco import MujocoVectorEnv  # noqa: E402
 
 
 class Agent(nn.Module):  # type: ignore[misc, unused-ignore]  # Any where torch is missing

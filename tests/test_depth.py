@@ -79,7 +79,7 @@ def test_raw_equals_read_pixels(backend, target, key, size, make_surface, captur
 
 # Every stored value of the fixed-point formats, uploaded directly (not drawn), so that a last-bit
 # difference in any one conversion shows. On the CUDA backend 16/24-bit depth goes through the compute
-# shader of src/gl_stage.c, whose arithmetic must reproduce the driver's glReadPixels for all of them.
+# shader of src/read/gl_stage.c, whose arithmetic must reproduce the driver's glReadPixels for all of them.
 FIXED_KEYS = ["DEPTH_COMPONENT16", "DEPTH_COMPONENT24", "DEPTH24_STENCIL8"]
 
 
@@ -131,7 +131,7 @@ def test_every_fixed_point_value_equals_read_pixels(backend, key, target, make_s
 
 def cleared_stripes_surface(make_surface, key, target, w=1024, h=16):
     """64 stripes cleared (scissored glClear) to depths between the format's steps; NVIDIA reads such
-    regions back differently through glReadPixels than a shader samples them (src/depth_probe.c)."""
+    regions back differently through glReadPixels than a shader samples them (src/read/depth_probe.c)."""
     s = make_surface(key, w, h, target)
     with Target(s, binding=GL.GL_DRAW_FRAMEBUFFER):
         GL.glEnable(GL.GL_SCISSOR_TEST)
@@ -157,7 +157,7 @@ def test_cleared_values_equal_read_pixels(backend, key, target, make_surface, ca
 
 
 def test_compute_path_chosen_only_where_exact(make_surface, capture, monkeypatch):
-    """The once-per-driver check of src/depth_probe.c (which makes the compute-shader path the CUDA backend's
+    """The once-per-driver check of src/read/depth_probe.c (which makes the compute-shader path the CUDA backend's
     default) must say "exact" exactly when the forced compute path equals glReadPixels for every value."""
     exact = gltensor._gltensor._depth_compute_exact()
     monkeypatch.setenv("GLTENSOR_DEPTH_PATH", "compute")

@@ -2,8 +2,8 @@
 
 v0.1 allocated the frames of a capture on CUDA device 1 with whatever device the calling thread had
 current (0), and the copy kernel then wrote into another GPU's memory. The fix is structural: only the CUDA
-files of src/ (cuda_*.c, each compiled only with GLT_WITH_CUDA; cuda_none.c, the build without CUDA, calls
-none) call CUDA, and each of their functions that does so enters the object's device with ON_DEVICE first
+files of src/cuda/ (cuda_*.c, each compiled only with GLT_WITH_CUDA; cuda_none.c, the build without CUDA,
+calls none) call CUDA, and each of their functions that does so enters the object's device with ON_DEVICE first
 (or is a helper reached only from such functions: static, or declared in a header only the CUDA files
 include, or one of the few device-agnostic queries named below). These tests fail when a change breaks that
 rule, on any machine: no GPU needed.
@@ -15,12 +15,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
-NO_CUDA = SRC / "cuda_none.c"
-CUDA_FILES = tuple(p for p in sorted(SRC.glob("cuda_*.c")) if p != NO_CUDA)
-GUARD_HEADER = SRC / "cuda_device.h"
-# What the rest of the core may include: cuda_api.h (through internal.h). The other CUDA headers carry
-# helpers that run on the device their caller entered, for the CUDA files only.
-PRIVATE_HEADERS = tuple(p for p in sorted(SRC.glob("cuda_*.h")) if p.name != "cuda_api.h")
+CUDA_DIR = SRC / "cuda"
+NO_CUDA = CUDA_DIR / "cuda_none.c"
+CUDA_FILES = tuple(p for p in sorted(CUDA_DIR.glob("cuda_*.c")) if p != NO_CUDA)
+GUARD_HEADER = CUDA_DIR / "cuda_device.h"
+# What the rest of the core may include: cuda/cuda_api.h. The other CUDA headers carry helpers that run on the
+# device their caller entered, for the CUDA files only.
+PRIVATE_HEADERS = tuple(p for p in sorted(CUDA_DIR.glob("cuda_*.h")) if p.name != "cuda_api.h")
 # CUDA runtime calls, and the kernel launchers of cuda_kernels.cu (which launch on the current device).
 CUDA_CALL = re.compile(r"\b(cuda[A-Z]\w*|glt_launch_\w+)\s*\(")
 # Queries that have no object and so no device yet; none of them creates a CUDA context.
@@ -76,25 +77,26 @@ def test_the_cuda_files_are_found():
 
 def test_no_other_core_or_extension_file_calls_cuda():
     offenders = []
-    for path in sorted([*SRC.glob("*.c"), *(ROOT / "python" / "gltensor" / "_ext").glob("*.c")]):
+    for path in sorted([*SRC.glob("*/*.c"), *(ROOT / "python" / "gltensor" / "_ext").glob("*.c")]):
         if path in CUDA_FILES:
             continue
         src = _strip_comments(path.read_text())
-        includes_private = any(f'#include "{h.name}"' in src for h in PRIVATE_HEADERS)
+        includes_private = any(f'#include "cuda/{h.name}"' in src or f'#include "{h.name}"' in src
+                               for h in PRIVATE_HEADERS)
         if "cuda_runtime" in src or CUDA_CALL.search(src) or includes_private:
             offenders.append(path.relative_to(ROOT).as_posix())
-    assert not offenders, (f"{offenders} call CUDA directly; add a function to one of src/cuda_*.c (declared in "
-                           "src/cuda_api.h) that enters the object's device with ON_DEVICE, and call that")
+    assert not offenders, (f"{offenders} call CUDA directly; add a function to one of src/cuda/cuda_*.c (declared in "
+                           "src/cuda/cuda_api.h) that enters the object's device with ON_DEVICE, and call that")
 
 
 def test_each_cuda_file_builds_only_with_cuda_and_cuda_none_only_without():
     for path in CUDA_FILES:
         code = _strip_comments(path.read_text())
-        assert re.search(r'^#include "internal.h"\s*#ifdef GLT_WITH_CUDA\b', code, flags=re.M) and "\n#else" not in code, (
+        assert re.search(r'^#include "cuda/cuda_api.h"\s*#ifdef GLT_WITH_CUDA\b', code, flags=re.M) and "\n#else" not in code, (
             f"{path.name}: everything after its first include must lie under #ifdef GLT_WITH_CUDA (the build without "
             "CUDA gets its stubs from cuda_none.c)")
     none = _strip_comments(NO_CUDA.read_text())
-    assert re.search(r'^#include "internal.h"\s*#ifndef GLT_WITH_CUDA\b', none, flags=re.M), (
+    assert re.search(r'^#include "cuda/cuda_api.h"\s*#ifndef GLT_WITH_CUDA\b', none, flags=re.M), (
         "cuda_none.c must lie wholly under #ifndef GLT_WITH_CUDA")
 
 

@@ -76,14 +76,17 @@ def python_blocks():
 # gltensor modules that import an optional package themselves: a block using them needs it too.
 NEEDS = {
     "gltensor.mujoco": ("mujoco", "torch"),
-    "gltensor.mujoco_batch": ("mujoco", "torch"),
-    "gltensor.mujoco_vector": ("mujoco", "torch", "gymnasium"),
+    "gltensor.mujoco.vector": ("gymnasium",),
+    "gltensor.mujoco:MujocoVectorEnv": ("gymnasium",),
+    "gltensor.mujoco:as_sb3": ("gymnasium",),
+    "gltensor.mujoco:merge_infos": ("gymnasium",),
+    "gltensor.mujoco:default_threads": ("gymnasium",),
     "gltensor.moderngl": ("moderngl",),
     "gltensor.panda3d": ("panda3d",),
     "gltensor.gymnasium": ("gymnasium",),
     "gltensor.sb3": ("stable_baselines3", "gymnasium"),
     "gltensor.torchrl": ("torchrl", "tensordict", "mujoco", "torch", "gymnasium"),
-    "gltensor.mujoco_vector:DmControlBatch": ("dm_control",),
+    "gltensor.mujoco:DmControlBatch": ("dm_control", "gymnasium"),
     "gltensor.torchrl:DMControlBatchEnv": ("dm_control",),
 }
 

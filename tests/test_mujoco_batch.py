@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 
 import gltensor  # noqa: E402
 import gltensor.mujoco as gmj  # noqa: E402
-from gltensor.mujoco_batch import grid_shape  # noqa: E402
+from gltensor.mujoco import grid_shape  # noqa: E402
 from mujoco_scene import scene_xml  # noqa: E402
 
 if os.environ["MUJOCO_GL"].lower() != "egl":
@@ -459,7 +459,7 @@ def test_models_and_datas_as_given_or_wrapped():
     .data, wrapped or not); anything else, an MjData given as a model included (it has a .model), a TypeError."""
     from types import SimpleNamespace as Obj
 
-    from gltensor._mujoco_models import as_data, as_model
+    from gltensor.mujoco._models import as_data, as_model
 
     m = make_model()
     d = mujoco.MjData(m)

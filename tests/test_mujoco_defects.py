@@ -1,4 +1,4 @@
-"""gltensor.mujoco_vector and gltensor.mujoco against what their users compare them with, where a review found them
+"""gltensor.mujoco and gltensor.mujoco against what their users compare them with, where a review found them
 wrong: an environment that renders itself inside step() (its own pixels, not black), dm_control's height fields
 and default visual options (tiles equal to physics.render()), Stable-Baselines3's VecEnv contract (as DummyVecEnv
 keeps it), no physics thread still working when reset() raises, the caller's GL context after close() and garbage
@@ -21,7 +21,7 @@ gymnasium = pytest.importorskip("gymnasium")
 from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 from gymnasium.wrappers import AddRenderObservation  # noqa: E402
 
-from gltensor.mujoco_vector import MujocoVectorEnv, as_sb3  # noqa: E402
+from gltensor.mujoco import MujocoVectorEnv, as_sb3  # noqa: E402
 
 if os.environ["MUJOCO_GL"].lower() != "egl":
     pytest.skip("these tests use MuJoCo's EGL renderer (MUJOCO_GL=egl)", allow_module_level=True)
@@ -152,7 +152,7 @@ def test_callers_context_survives_close_and_garbage_collection():
             _dm_control_suite()
         except pytest.skip.Exception:  # no dm_control here (the GPU machine): the rest was checked
             return
-        from gltensor.mujoco_vector import DmControlBatch
+        from gltensor.mujoco import DmControlBatch
         batch = DmControlBatch("cartpole", "balance", 2, H, W, seed=0)
         batch.reset()
         batch.close()
@@ -192,7 +192,7 @@ def test_dm_control_height_fields_followed_after_every_reset():
     model.hfield_data and uploads to its own context). Every tile equals that env's physics.render() after each
     reset, and the envs' terrains differ. Before the fix the batch kept the terrain it was built with."""
     _dm_control_suite()
-    from gltensor.mujoco_vector import DmControlBatch
+    from gltensor.mujoco import DmControlBatch
     n, camera = 3, 0
     with DmControlBatch("quadruped", "escape", n, H, W, camera_id=camera, seed=2) as batch:
         for r in range(3):
@@ -215,7 +215,7 @@ def test_dm_control_default_visual_options_are_dm_controls():
     _dm_control_suite()
     import mujoco
     from dm_control.mujoco import wrapper
-    from gltensor.mujoco_vector import DmControlBatch
+    from gltensor.mujoco import DmControlBatch
     camera = 1
     with DmControlBatch("quadruped", "escape", 2, H, W, camera_id=camera, seed=0) as batch:
         assert int(mujoco.mjtSensor.mjSENS_RANGEFINDER) in batch.physics[0].model.sensor_type

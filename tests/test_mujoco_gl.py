@@ -1,5 +1,5 @@
-"""MuJoCo's GL back end beside gltensor (gltensor._mujoco_gl): importing gltensor.mujoco* picks EGL where there is
-no display and the user chose nothing; where MuJoCo already runs on GLFW without a display, making a BatchRenderer
+"""MuJoCo's GL back end beside gltensor (gltensor.mujoco._gl_backend): importing gltensor.mujoco picks EGL where
+there is no display and the user chose nothing; where MuJoCo already runs on GLFW without a display, making a BatchRenderer
 raises an error naming MUJOCO_GL=egl (never GLFW's missing-context symptom, a 0x0 renderbuffer limit); a renderer
 left open at exit closes before MuJoCo terminates its EGL display (no "Exception ignored" traceback)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gltensor import _mujoco_gl
+from gltensor.mujoco import _gl_backend as _mujoco_gl
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,11 +64,11 @@ m = mujoco.MjModel.from_xml_string('<mujoco><worldbody><light pos="0 0 3"/><geom
 """
 
 
-@pytest.mark.parametrize("module", ["gltensor.mujoco", "gltensor.mujoco_batch", "gltensor.mujoco_vector"])
+@pytest.mark.parametrize("module", ["gltensor.mujoco", "gltensor.mujoco.vector", "gltensor.mujoco_vector"])
 def test_importing_gltensor_mujoco_picks_egl_headless(module):
     pytest.importorskip("mujoco")
     pytest.importorskip("torch")
-    if module.endswith("vector"):
+    if module.endswith("vector"):  # gltensor.mujoco.vector, and the old name that forwards to it
         pytest.importorskip("gymnasium")
     proc = run(f"""
         import os, sys

@@ -1,4 +1,4 @@
-"""The batched task physics of MujocoVectorEnv (gltensor._mujoco_tasks, _mujoco_physics) against Gymnasium's own
+"""The batched task physics of MujocoVectorEnv (gltensor.mujoco._tasks, _physics) against Gymnasium's own
 envs: for each of the eleven v5 MuJoCo tasks, in both autoreset modes, with seeds and random actions, the batch's
 observations, rewards, terminations, truncations and infos (final_info and the final states included) equal a
 SyncVectorEnv of the stock envs, bit for bit and dtype for dtype. Then the choice of path: which envs take the
@@ -20,8 +20,8 @@ gymnasium = pytest.importorskip("gymnasium")
 
 from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 
-from gltensor._mujoco_tasks import TASKS  # noqa: E402
-from gltensor.mujoco_vector import MujocoVectorEnv  # noqa: E402
+from gltensor.mujoco._tasks import TASKS  # noqa: E402
+from gltensor.mujoco import MujocoVectorEnv  # noqa: E402
 
 if os.environ["MUJOCO_GL"].lower() != "egl":
     pytest.skip("these tests use MuJoCo's EGL renderer (MUJOCO_GL=egl)", allow_module_level=True)

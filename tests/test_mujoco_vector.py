@@ -1,4 +1,4 @@
-"""gltensor.mujoco_vector: MujocoVectorEnv must give what Gymnasium's SyncVectorEnv of the same environment with
+"""gltensor.mujoco: MujocoVectorEnv must give what Gymnasium's SyncVectorEnv of the same environment with
 AddRenderObservation gives for the same seeds and actions (whole images, rewards, terminations, truncations,
 info keys and masks, final observations), in both autoreset modes; DmControlBatch's pixels must equal each
 environment's own physics.render(). Per backend (CUDA tensors on the GPU machine, compared on the host)."""
@@ -20,8 +20,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 from gymnasium.wrappers import AddRenderObservation  # noqa: E402
 
 import gltensor.mujoco as gmj  # noqa: E402
-from gltensor._mujoco_physics import default_physics_threads  # noqa: E402
-from gltensor.mujoco_vector import MujocoVectorEnv, as_sb3, merge_infos  # noqa: E402
+from gltensor.mujoco._physics import default_physics_threads  # noqa: E402
+from gltensor.mujoco import MujocoVectorEnv, as_sb3, merge_infos  # noqa: E402
 
 if os.environ["MUJOCO_GL"].lower() != "egl":
     pytest.skip("these tests use MuJoCo's EGL renderer (MUJOCO_GL=egl)", allow_module_level=True)
@@ -278,7 +278,7 @@ def test_dm_control_batch_equals_physics_render():
         # some from unloaded modules no suppression can name; the sanitizer run checks gltensor's code elsewhere.
         pytest.skip("dm_control under the sanitizers: third-party leaks at exit")
     suite = pytest.importorskip("dm_control.suite")
-    from gltensor.mujoco_vector import DmControlBatch
+    from gltensor.mujoco import DmControlBatch
     try:
         suite.load("cheetah", "run")
     except AttributeError as exc:  # dm_control 1.0.x indexes MjModel fields that MuJoCo 4 renamed

@@ -58,7 +58,7 @@ def test_gymnasiums_settotalmass_deprecation_is_dropped_and_nothing_else():
     mujoco = pytest.importorskip("mujoco")
     if not hasattr(mujoco, "set_mju_user_warning"):
         pytest.skip("these MuJoCo bindings have no warning callback")
-    from gltensor import _mujoco_warnings
+    from gltensor.mujoco import _warnings as _mujoco_warnings
 
     seen = []
     previous = mujoco.get_mju_user_warning()
@@ -79,7 +79,7 @@ def test_mujoco_vector_env_makes_its_envs_quietly():
     pytest.importorskip("gymnasium")
     pytest.importorskip("torch")
     proc = run("""
-        from gltensor.mujoco_vector import MujocoVectorEnv
+        from gltensor.mujoco import MujocoVectorEnv
         envs = MujocoVectorEnv("HalfCheetah-v5", 3, height=32, width=32)
         obs, _ = envs.reset(seed=0)
         print(tuple(obs.shape))

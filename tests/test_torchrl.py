@@ -35,7 +35,7 @@ from tensordict import TensorDict  # noqa: E402
 from torchrl.envs import GymEnv, TransformedEnv  # noqa: E402
 from torchrl.envs.utils import check_env_specs, step_mdp  # noqa: E402
 
-from gltensor.mujoco_vector import MujocoVectorEnv  # noqa: E402
+from gltensor.mujoco import MujocoVectorEnv  # noqa: E402
 from gltensor.torchrl import DMControlBatchEnv, GymBatchEnv  # noqa: E402
 
 if os.environ["MUJOCO_GL"].lower() != "egl":

@@ -5,6 +5,7 @@
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
 #                                      mjfix (the review's six MuJoCo defects, their tests on CUDA)
+#                                      mujoco-auto (every v5 task: batched path against per-env, N = 4 and 64)
 #                                      docs (every python block of README.md and docs/*.md on CUDA, no MUJOCO_GL,
 #                                      PYOPENGL_PLATFORM or DISPLAY set)
 #                                      torchrl (gltensor.torchrl tests on CUDA, the TorchRL PPO example, its bench)
@@ -190,6 +191,13 @@ for step in "$@"; do
             --visuals "${MUJOCO_VISUALS:-default,light}" --steps "${MUJOCO_STEPS:-50}" --rounds "${MUJOCO_ROUNDS:-3}" \
             --json "$OUT/mujoco.json" > "$OUT/mujoco.log" 2>&1; echo "bench rc $?"
         tail -45 "$OUT/mujoco.log" ;;
+    mujoco-auto) # the automatic path choice, measured: every v5 task on the batched path and on the per-env path it
+                 # replaces, light visuals, N = 4 and 64 (MUJOCO_ENVS); the note column gives batch / batch-per-env
+                 # and marks a slower batched path SLOWER. About 4 minutes.
+        MUJOCO_GL=egl timeout ${AUTO_TIME:-300} python3 -m gltensor.bench mujoco --envs "${MUJOCO_ENVS:-4,64}" \
+            --visuals light --steps "${MUJOCO_STEPS:-25}" --rounds "${MUJOCO_ROUNDS:-3}" --task v5 --dm-task "" \
+            --paths batch,batch-per-env --json "$OUT/mujoco_auto.json" > "$OUT/mujoco_auto.log" 2>&1
+        echo "bench rc $?"; grep -E -- "-v5 .*batch " "$OUT/mujoco_auto.log" | tail -30 ;;
     mujoco-tasks) # the batched task physics: every v5 task in both autoreset modes against Gymnasium's own envs
                   # (1,000 steps each), the vector env's tests (pixels, the batched path being the default) on CUDA
         MUJOCO_GL=egl timeout ${TASKS_TIME:-300} python3 -m pytest -q -p no:cacheprovider -rfEs -n ${TESTS_WORKERS:-8} \

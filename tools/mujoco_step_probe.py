@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 from gltensor.bench.measure import time_calls  # noqa: E402
 from gltensor.bench.mujoco import apply_visuals, make_gym, nature_cnn  # noqa: E402
-from gltensor.mujoco_vector import MujocoVectorEnv  # noqa: E402
+from gltensor.mujoco import MujocoVectorEnv  # noqa: E402
 
 
 def per_step(fn, steps, sync):

@@ -50,8 +50,8 @@ def main():
 
     from gltensor.bench.mujoco import apply_visuals
     from gltensor.mujoco import BatchRenderer
-    from gltensor.mujoco_batch import _ContextKept
-    from gltensor.mujoco_vector import _chunks
+    from gltensor.mujoco.batch import _ContextKept
+    from gltensor.mujoco.vector import _chunks
     import datetime
 
     import torch

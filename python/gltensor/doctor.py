@@ -50,7 +50,7 @@ Facts = Dict[str, Any]
 # Variables the doctor shows: every one with these prefixes, and these names.
 _ENV_PREFIXES = ("GLTENSOR_", "__EGL_", "MESA_", "GALLIUM_", "EGL_", "LIBGL_")
 _ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_VISIBLE_DEVICES", "DISPLAY")
-# GLTENSOR_ variables the library reads at run time (src/env.c), and those of the build and the test suite.
+# GLTENSOR_ variables the library reads at run time (src/core/env.c), and those of the build and the test suite.
 GLTENSOR_RUNTIME = ("GLTENSOR_DEPTH_PATH", "GLTENSOR_TEXTURE_REGION_READ", "GLTENSOR_UPLOAD_PATH",
                     "GLTENSOR_SLOTS_WRITE", "GLTENSOR_SLOTS_COMPRESSION", "GLTENSOR_SLOTS_ALIGN",
                     "GLTENSOR_SLOTS_PACK_INPUT", "GLTENSOR_EGL_DEVICE_UUID")
@@ -340,7 +340,7 @@ def diagnose(facts: Facts) -> Dict[str, Any]:
     env_severity = "error" if any(c.get("error") for c in facts.get("contexts", [])) or not facts.get(
         "contexts") else "warning"
     for problem in facts.get("env_problems", []):
-        # The core's own reading of the variable (src/env.c): "NAME=value <cause>; <fix>".
+        # The core's own reading of the variable (src/core/env.c): "NAME=value <cause>; <fix>".
         cause, _, fix = problem.rpartition("; ")
         findings.append(_finding("environment", env_severity, problem=(cause or problem) + ".",
                                  fix=(fix[:1].upper() + fix[1:] + ".") if cause else "Unset it.",

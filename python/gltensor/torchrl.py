@@ -8,7 +8,7 @@
 TorchRL's pixel recipe, ``ParallelEnv``/``SerialEnv`` of ``GymEnv(id, from_pixels=True)`` or
 ``DMControlEnv(..., from_pixels=True)``, renders every environment with its own viewer into host memory; TorchRL
 stacks the N arrays and copies the batch to the policy's device. Here N environments live in one process
-(:class:`gltensor.mujoco_vector.MujocoVectorEnv`, :class:`gltensor.mujoco_vector.DmControlBatch`), one
+(:class:`gltensor.mujoco.MujocoVectorEnv`, :class:`gltensor.mujoco.DmControlBatch`), one
 ``BatchRenderer`` draws them and hands the batch over in one read, and the TensorDicts hold that tensor itself: on
 the CUDA backend the pixels are born on the GPU and no host copy of them is made.
 
@@ -298,7 +298,7 @@ class GymBatchEnv(_BatchEnv):
     """N Gymnasium MuJoCo environments as one TorchRL env, batch_size [N], pixels rendered in one batch.
 
     env: a registered id (``gymnasium.make(env, **make_kwargs)`` num_envs times), a list of callables returning
-    environments or a list of environments (as :class:`~gltensor.mujoco_vector.MujocoVectorEnv` takes), or a
+    environments or a list of environments (as :class:`~gltensor.mujoco.MujocoVectorEnv` takes), or a
     ``MujocoVectorEnv`` to wrap (its ``autoreset_mode`` NEXT_STEP or DISABLED; this env closes it).
     pixels_only: False adds ``"observation"``, each environment's own observation (TorchRL's ``GymEnv`` key).
     height, width: the frames (default 84; TorchRL's ``GymEnv`` renders at the task's own size, 480x480 for
@@ -318,7 +318,7 @@ class GymBatchEnv(_BatchEnv):
         from gymnasium import spaces
         from gymnasium.vector import AutoresetMode
 
-        from .mujoco_vector import MujocoVectorEnv
+        from .mujoco import MujocoVectorEnv
 
         if isinstance(env, MujocoVectorEnv):
             if num_envs is not None or make_kwargs:
@@ -413,7 +413,7 @@ class DMControlBatchEnv(_BatchEnv):
     ``render_kwargs``). seed: environment k is loaded with ``task_kwargs={"random": seed + k}``; ``set_seed(s)``
     later gives environment k ``np.random.RandomState(s + k)``, as ``DMControlEnv.set_seed`` gives its one
     environment ``RandomState(s)``. threads, backend, cuda_device, task_kwargs, environment_kwargs, scene_option,
-    render_flags, max_geom: as :class:`~gltensor.mujoco_vector.DmControlBatch`.
+    render_flags, max_geom: as :class:`~gltensor.mujoco.DmControlBatch`.
 
     Specs as ``DMControlEnv``'s: pixels (N, H, W, 3) uint8, each observation (N, *shape) (scalars (N, 1)),
     action bounded (N, act_dim) float64, reward (N, 1) float64, done/terminated/truncated (N, 1) bool (a last
@@ -423,7 +423,7 @@ class DMControlBatchEnv(_BatchEnv):
     def __init__(self, env_name, task_name, num_envs, *, pixels_only=True, height=84, width=84, camera_id=0,
                  seed=None, threads=None, backend="auto", cuda_device=None, task_kwargs=None,
                  environment_kwargs=None, scene_option=None, render_flags=None, max_geom=10000):
-        from .mujoco_vector import DmControlBatch
+        from .mujoco import DmControlBatch
 
         self.batch = DmControlBatch(env_name, task_name, num_envs, height, width, camera_id, seed=seed,
                                     threads=threads, backend=backend, cuda_device=cuda_device,

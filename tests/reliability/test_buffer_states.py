@@ -2,7 +2,7 @@
 
 - class 2: a mapped view is invalidated with its GL context (it was valid after ctx.close(), and numpy wrote into
   freed driver memory: heap corruption);
-- class 3: view shapes whose byte count overflows are refused (one checked computation, src/size_math.h);
+- class 3: view shapes whose byte count overflows are refused (one checked computation, src/core/size_math.h);
 - class 4: an unmap that cannot be done (another context current, none, a thread without it) leaves the buffer
   mapped and the view valid, to be unmapped where it can; closing the buffer while map() converts its arguments
   is a ClosedError.

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(shutil.which(CC) is None, reason=f"needs a C com
 def _build(out, sanitize):
     cmd = [CC, "-std=c11", "-O1", "-g", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wno-unused-parameter",
            "-Wno-missing-field-initializers", f"-I{ROOT / 'include'}", f"-I{ROOT / 'src'}",
-           *sorted(str(p) for p in (ROOT / "src").glob("*.c")), str(SOURCE), "-o", str(out), "-ldl", "-lpthread", "-lm"]
+           *sorted(str(p) for p in (ROOT / "src").glob("*/*.c")), str(SOURCE), "-o", str(out), "-ldl", "-lpthread", "-lm"]
     if sanitize:
         cmd[1:1] = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # the compiler runs unsanitized

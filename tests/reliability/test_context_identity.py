@@ -1,6 +1,6 @@
 """Objects outliving their GL context (issue #22, class 1): drivers hand a destroyed context's pointer to the
 next context (Mesa often, NVIDIA's EGL every time), so an object that knew its context by pointer alone acted on
-the newer context's objects of the same GL names. Each object now keeps a context generation (src/context_tag.c):
+the newer context's objects of the same GL names. Each object now keeps a context generation (src/gl/context_tag.c):
 an object of a destroyed context raises ClosedError saying so, and never reads, writes or deletes anything in a
 newer context, whether the contexts are gltensor's own (Context.headless) or made by the program (eglCreateContext).
 

@@ -1,7 +1,7 @@
 """The environment, the CLI and messages that misled (issue #22, class 7):
 
 - GLTENSOR_* variables with a value gltensor does not know are refused, naming the valid values (a typo such as
-  GLTENSOR_DEPTH_PATH=readpixel was ignored); src/env.c reads them in one place;
+  GLTENSOR_DEPTH_PATH=readpixel was ignored); src/core/env.c reads them in one place;
 - EGL/Mesa variables that break context creation (__EGL_VENDOR_LIBRARY_FILENAMES/DIRS pointing nowhere,
   MESA_GL_VERSION_OVERRIDE below 3.3, GALLIUM_DRIVER=garbage) are named by Context.headless()'s error and by the
   doctor, which prints every GLTENSOR_*, __EGL_*, MESA_*, GALLIUM_* and CUDA_VISIBLE_DEVICES variable it sees;

@@ -10,6 +10,15 @@
 
 #include <string.h>
 
+/* The qualified name of obj's type, for the TypeErrors below and every other file's messages. */
+PyObject *glt_py_type_name(PyObject *obj) {
+    PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__qualname__");
+    if (name && PyUnicode_Check(name)) return name;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return PyUnicode_FromString("?");
+}
+
 int glt_py_as_int64(PyObject *obj, const char *what, long long min, long long max, long long *out) {
     PyObject *index = PyBool_Check(obj) ? NULL : PyNumber_Index(obj);
     if (!index) {

@@ -21,7 +21,7 @@
 #include <structmember.h>
 
 #include "dlpack_export.h"
-#include "size_math.h"
+#include "core/size_math.h"
 
 /* ---- element types a view may have ---- */
 typedef struct {

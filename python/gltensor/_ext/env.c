@@ -1,4 +1,4 @@
-/* _gltensor._environment_problems(): the core's reading of the environment (src/env.c), for the doctor. */
+/* _gltensor._environment_problems(): the core's reading of the environment (src/core/env.c), for the doctor. */
 #include "ext.h"
 #include "internal.h" /* glt_env_problems */
 

@@ -98,6 +98,9 @@ const char *glt_py_as_name(PyObject *obj, Py_ssize_t *len);
 const char *glt_py_dtype_name(PyObject *obj, PyObject **keep);
 /* obj (None or absent: default_index) as the index of one of n names, matched exactly. */
 int glt_py_as_choice(PyObject *obj, const char *what, const char *const *choices, int n, int default_index, int *out);
+/* args.c: the qualified name of obj's type for messages (tp_name is outside the limited API); a new reference,
+ * NULL only when memory ran out. Use with %U. */
+PyObject *glt_py_type_name(PyObject *obj);
 
 /* env.c: _gltensor._environment_problems() -> list of str (bad GLTENSOR_* values, EGL/Mesa variables that break
  * context creation), for the doctor. */
@@ -121,9 +124,6 @@ static inline PyObject *glt_py_as_tuple(PyObject *obj, const char *message) {
     if (!t && PyErr_ExceptionMatches(PyExc_TypeError)) PyErr_SetString(PyExc_TypeError, message);
     return t;
 }
-/* The qualified name of obj's type for messages (tp_name is outside the limited API); a new reference,
- * NULL only when memory ran out. Use with %U. */
-PyObject *glt_py_type_name(PyObject *obj);
 /* ---- per-object locks (reads run without the GIL) ----
  * A read drops the GIL around map, copy and unmap, so each object has a lock that one thread holds while it
  * drives the object (read, refresh, close, info). The rule that keeps this free of deadlocks: nobody waits

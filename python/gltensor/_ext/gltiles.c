@@ -1,4 +1,4 @@
-/* The tile copy of gltensor.mujoco.BatchRenderer (see gltiles.h): the same GL calls _mujoco_tiles.TileSheet made
+/* The tile copy of gltensor.mujoco.BatchRenderer (see gltiles.h): the same GL calls gltensor.mujoco._tiles.TileSheet made
  * through PyOpenGL, through the core's GL entry points, with one error check at the end. */
 #include "gltiles.h"
 

@@ -1,5 +1,5 @@
 /* mjstep.c: N MuJoCo environments' physics stepped by a pool of C threads that never hold the GIL, for
- * gltensor.mujoco_vector's batched path (python/gltensor/_mujoco_physics.py).
+ * gltensor.mujoco's batched path (python/gltensor/mujoco/_physics.py).
  *
  * Why in C: a Gymnasium MuJoCo env's do_simulation is `data.ctrl[:] = action; mj_step(model, data, nstep);
  * mj_rnePostConstraint(model, data)`. Called from Python threads, every call takes the GIL back, so 16 threads
@@ -290,7 +290,7 @@ static PyType_Slot stepper_slots[] = {
     {Py_tp_dealloc, stepper_dealloc},
     {Py_tp_methods, stepper_methods},
     {Py_tp_getset, stepper_getset},
-    {Py_tp_doc, "Private, for gltensor._mujoco_physics: _MujocoStepper(step, rne, models, datas, ctrls, nu, nstep, "
+    {Py_tp_doc, "Private, for gltensor.mujoco._physics: _MujocoStepper(step, rne, models, datas, ctrls, nu, nstep, "
                 "threads) steps MuJoCo envs' physics in C threads without the GIL (mjstep.c)."},
     {0, NULL},
 };

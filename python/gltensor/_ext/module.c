@@ -17,14 +17,6 @@ gltensor_state *glt_py_state_of_type(PyTypeObject *type) {
     return m ? get_state(m) : NULL;
 }
 
-PyObject *glt_py_type_name(PyObject *obj) {
-    PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__qualname__");
-    if (name && PyUnicode_Check(name)) return name;
-    Py_XDECREF(name);
-    PyErr_Clear();
-    return PyUnicode_FromString("?");
-}
-
 /* The plain cause and exact fix of an environmental failure, from the table of known failures the doctor
  * reports too (gltensor._hints.explain_error), so that exceptions and `python -m gltensor doctor` say the same
  * thing; NULL when none applies. gltensor._hints needs the standard library only: importing it on an error costs

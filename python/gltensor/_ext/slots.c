@@ -1,5 +1,5 @@
 /* Shared slots (gltensor.slots builds the public classes on these): _Slots, the trainer's side, and
- * _SlotWriter, a worker's side. Thin: every rule lives in src/slots.c and src/slot_writer.c. */
+ * _SlotWriter, a worker's side. Thin: every rule lives in src/slots/slots.c and src/slots/slot_writer.c. */
 #include "read_args.h"
 
 #include <limits.h>

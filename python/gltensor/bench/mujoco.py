@@ -18,7 +18,7 @@ Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
                check of the batch compares its first --sync-max envs with a SyncVectorEnv of that many)
   slots        AsyncVectorEnv + gltensor.gymnasium.SlotSpace: each worker writes its renderer's image into its
                slot, the trainer reads every slot once per step (a torch tensor on the slots' device)
-  batch        gltensor.mujoco_vector.MujocoVectorEnv at its defaults: one process; for Gymnasium's own v5 tasks
+  batch        gltensor.mujoco.MujocoVectorEnv at its defaults: one process; for Gymnasium's own v5 tasks
                the batched task physics (every env's mj_step in a pool of threads, observations and rewards in
                NumPy over N), each env drawn as its physics finishes, one BatchRenderer read per step
   batch-per-env  the same with physics="per-env": each env's own step() in one thread beside the render (the
@@ -34,7 +34,7 @@ Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
   pixels       the batch's render + read + the same Nature-CNN forward as every path, no physics: the floor of
                the pixel side of a step (the CNN's CUDA work sits between two renders, as in every path)
 Paths of a dm_control case (cheetah-run, --dm-task): dm-stock (N suite envs stepped in turn, physics.render per
-env, numpy stack, .to(device)) and dm-batch (gltensor.mujoco_vector.DmControlBatch).
+env, numpy stack, .to(device)) and dm-batch (gltensor.mujoco.DmControlBatch).
 
 Visuals: `default` is each model as shipped (MuJoCo's shadows, reflections, 4x MSAA); `light` sets every light's
 castshadow and every material's reflectance to 0 in the model (the same edit on every path). The new paths'
@@ -147,7 +147,7 @@ class GymCase:
     def __init__(self, args, torch, device, task, visuals, n, log):
         from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
-        from gltensor.mujoco_vector import MujocoVectorEnv
+        from gltensor.mujoco import MujocoVectorEnv
         self.torch, self.device, self.n, self.log = torch, device, n, log
         h = w = args.size
         self.policy = nature_cnn(torch, args.size, device)
@@ -318,7 +318,7 @@ def _glfinish(renderer):
     renderer's context, put back as the renderer's own calls put it back (no context of ours left current)."""
     from OpenGL import GL
 
-    from gltensor.mujoco_batch import _ContextKept
+    from gltensor.mujoco.batch import _ContextKept
     with _ContextKept(renderer.gl_context):
         GL.glFinish()
 
@@ -327,7 +327,7 @@ class DmCase:
     def __init__(self, args, torch, device, visuals, n, log):
         from dm_control import suite
 
-        from gltensor.mujoco_vector import DmControlBatch
+        from gltensor.mujoco import DmControlBatch
         domain, task = args.dm_task.split("-", 1)
         self.torch, self.device, self.n, self.size = torch, device, n, args.size
         self.policy = nature_cnn(torch, args.size, device)
@@ -445,6 +445,17 @@ def plot(results, png):
     return png
 
 
+V5_TASKS = ("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
+            "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d")
+
+
+def gym_tasks(spec):
+    """--task: '' (none), 'v5' (Gymnasium's eleven v5 MuJoCo tasks) or ids, comma-separated."""
+    if spec.strip() == "v5":
+        return [t + "-v5" for t in V5_TASKS]
+    return [t.strip() for t in spec.split(",") if t.strip()]
+
+
 def ratios(results):
     """Per case: each path's env-steps/s over async's (the stock pixel pipeline), render+read over render."""
     by = {}
@@ -467,6 +478,9 @@ def ratios(results):
                 rates = [by.get(key + (f,)) for f in names]
                 if all(rates):
                     r[floor] = min(rates) / r["env_steps_per_s"]
+            # the automatic choice, measured: the batched path against the per-env path it replaces
+            if by.get(key + ("batch-per-env",)):
+                r["vs_per_env"] = r["env_steps_per_s"] / by[key + ("batch-per-env",)]
     return results
 
 
@@ -475,7 +489,8 @@ def main(argv=None):
     ap.add_argument("--envs", type=arg(parse_cameras), default=[1, 4, 16, 64], help="N values (default 1,4,16,64)")
     ap.add_argument("--visuals", default="default,light", help="default (MuJoCo's shadows, reflections) and/or "
                     "light (castshadow and reflectance 0)")
-    ap.add_argument("--task", default="HalfCheetah-v5", help="Gymnasium MuJoCo task ('' skips it)")
+    ap.add_argument("--task", default="HalfCheetah-v5", help="Gymnasium MuJoCo task(s), comma-separated; 'v5': all "
+                    "eleven v5 tasks ('' skips them)")
     ap.add_argument("--dm-task", default="cheetah-run", help="dm_control domain-task ('' skips it)")
     ap.add_argument("--paths", default=",".join(GYM_PATHS + DM_PATHS), help="paths to run (comma-separated)")
     ap.add_argument("--size", type=int, default=84, help="image height = width (default 84)")
@@ -525,8 +540,8 @@ def main(argv=None):
     cases = []
     for vis in visuals:
         for n in args.envs:
-            if args.task and any(p in GYM_PATHS for p in args.paths):
-                cases.append(("gym", args.task, vis, n))
+            if any(p in GYM_PATHS for p in args.paths):
+                cases += [("gym", task, vis, n) for task in gym_tasks(args.task)]
             if args.dm_task and any(p in DM_PATHS for p in args.paths):
                 cases.append(("dm", args.dm_task, vis, n))
     try:
@@ -570,7 +585,7 @@ def main(argv=None):
     ratios(results)
     report = {"benchmark": "mujoco", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "argv": sys.argv[1:] if argv is None else list(argv), "machine": info,
-              "config": {"envs": args.envs, "visuals": visuals, "task": args.task, "dm_task": args.dm_task,
+              "config": {"envs": args.envs, "visuals": visuals, "task": gym_tasks(args.task), "dm_task": args.dm_task,
                          "paths": args.paths, "size": args.size, "steps": args.steps, "warmup": args.warmup,
                          "rounds": args.rounds, "sync_max": args.sync_max, "async_max": args.async_max, "backend": args.backend,
                          "device": str(device)},
@@ -588,6 +603,9 @@ def main(argv=None):
         if r.get("vs_floor"):
             note = "%.2fx max(rollout, pixels); %.2fx max(physics, render+read); %s physics, %d threads" % (
                 r["vs_floor"], r.get("vs_floor_read") or float("nan"), r["physics_path"], r["threads"])
+        if r.get("vs_per_env"):
+            note = ("%s; " % note if note else "") + "%.2fx batch-per-env%s" % (
+                r["vs_per_env"], " (SLOWER)" if r["vs_per_env"] < 1 else "")
         rows.append([r["task"], r["visuals"], r["n"], "%s%s" % (r["path"], " [%s]" % r["backend"] if r["backend"]
                                                                and r["path"] not in ("async", "sync", "dm-stock") else ""),
                      "{:,.0f}".format(r["env_steps_per_s"]), "{:,.0f}".format(r["us_per_env_step"]),

@@ -15,7 +15,7 @@ environments, visuals, CNN and timed loop this mode reuses). The TorchRL paths s
             (workers stay CUDA-free: ParallelEnv(device="cuda") would give each worker a CUDA context)
   serial    TorchRL's SerialEnv of the same GymEnvs in this process (--serial-max: largest N, default 16)
   gltensor  gltensor.torchrl.GymBatchEnv: one process, one batch render, the TensorDict holds the renderer's tensor
-  vector    gltensor.mujoco_vector.MujocoVectorEnv alone, no TorchRL: the gltensor row's cost over this one is
+  vector    gltensor.mujoco.MujocoVectorEnv alone, no TorchRL: the gltensor row's cost over this one is
             what the TorchRL layer costs (target <= 5% at N = 64)
   layer     the TorchRL layer alone, measured directly: the gltensor path's step_and_maybe_reset with
             MujocoVectorEnv.step answered from a cached result of a real step (no physics, render or CNN), in µs per
@@ -75,7 +75,7 @@ class Case:
     def __init__(self, args, torch, device, visuals, n, log, collect):
         from torchrl.envs import ParallelEnv, SerialEnv
 
-        from gltensor.mujoco_vector import MujocoVectorEnv
+        from gltensor.mujoco import MujocoVectorEnv
         from gltensor.torchrl import GymBatchEnv
         self.torch, self.device, self.n = torch, device, n
         size, task = args.size, args.task
