@@ -1,7 +1,7 @@
 """The TorchRL layer's own time per step (gltensor.torchrl.GymBatchEnv over MujocoVectorEnv), this tree's against an
 earlier revision's, in one process, alternating round by round.
 
-    python3 tools/torchrl_layer_ab.py [--before-rev main] [--envs 4,16,64] [--size 16] [--json out.json]
+    python3 tools/torchrl_layer_ab.py --before-rev REV [--envs 4,16,64] [--size 16] [--json out.json]
 
 Two measures, each the median over --rounds rounds, the before and after envs (and MujocoVectorEnv alone) timed in
 turn within each round:
@@ -113,7 +113,7 @@ def med(values):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before-rev", default="main", help="git revision of the 'before' torchrl.py (default main)")
+    ap.add_argument("--before-rev", required=True, help="git revision of the 'before' torchrl.py")
     ap.add_argument("--envs", default="4,16,64")
     ap.add_argument("--size", type=int, default=16, help="frame height = width (default 16: a cheap render)")
     ap.add_argument("--task", default="HalfCheetah-v5")
@@ -131,7 +131,7 @@ def main():
     from torchrl.envs import RewardSum, TransformedEnv
 
     import gltensor.torchrl as after
-    from gltensor.mujoco_vector import MujocoVectorEnv
+    from gltensor.mujoco import MujocoVectorEnv
     torch.set_num_threads(1)
     before = load_before(args.before_rev)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
