@@ -23,8 +23,10 @@ Both have ``batch_size=[N]`` and the device of gltensor's tensors (CUDA on the C
 environments are reset by TorchRL (``"_reset"``, as its collectors and ``rollout`` do), never inside ``step``;
 ``set_seed(s)`` resets environment k with seed ``s + k`` (what TorchRL's ``GymEnv(..., num_envs=N)`` gives through
 Gymnasium's vector reset) and returns TorchRL's next seed. Actions may be on any device: one copy to the host per
-step, for the physics. The step's rewards, its three flags (one array) and the state are the other copies, to the
-device.
+step, for the physics. The step's rewards, its three flags and the state go to the device in one copy.
+
+What the layer costs per step beyond the env's own step is kept to TorchRL's contract (see _BatchEnv); python -m
+gltensor.bench torchrl measures it (its layer row), docs/torchrl.md says what is left out and why that is exact.
 """
 
 from __future__ import annotations
@@ -157,7 +159,6 @@ class _BatchEnv(EnvBase):
     def _set_action_spec(self, low, high, shape, np_dtype):
         """The action spec, and what each step checks the action against (the physics takes this shape whatever
         is done to the spec later)."""
-        self._act_np_dtype = np.dtype(np_dtype)
         self._act_dtype = _torch_dtype(np_dtype)
         self._act_shape = torch.Size(shape)
         self.action_spec = _box_spec(low, high, self._act_shape, self._act_dtype, self.device)
@@ -235,7 +236,7 @@ class _BatchEnv(EnvBase):
         # TorchRL's own, unchanged; between its step and its done check only step_mdp runs (no post-step hook on
         # this env), which moves tensors without writing them: there any_done may read the step's host flags.
         last = self._latest_step
-        last.in_step_and_reset = self._post_step_mdp_hooks is None
+        last.in_step_and_reset = getattr(self, "_post_step_mdp_hooks", None) is None
         try:
             return super()._step_and_maybe_reset(tensordict)
         finally:
