@@ -91,8 +91,11 @@ def threaded_or_reason(envs):
         owner, attr = name.split(".", 1)
         fn = getattr(control.Environment if owner == "Environment" else engine.Physics, attr, None)
         if fn is None or _source_hash(fn) != want:
-            import dm_control
-            version = getattr(dm_control, "__version__", "?")
+            from importlib import metadata
+            try:
+                version = metadata.version("dm_control")
+            except metadata.PackageNotFoundError:
+                version = "?"
             return False, (f"dm_control {version}'s {name} is not the code the threaded path reproduces (that of "
                            "dm_control 1.0.x); each env keeps its own step()")
     seen_random, seen_physics = {}, {}

@@ -145,6 +145,14 @@ class Case:
             c()
 
 
+def dm_control_version():
+    from importlib import metadata
+    try:
+        return metadata.version("dm_control")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def threads_note(threads):
     return "" if threads is None else f"{threads} thread" + ("" if threads == 1 else "s")
 
@@ -180,7 +188,7 @@ def main(argv=None):
     import gltensor
     from gltensor.bench.mujoco import default_out, time_env_steps
     try:
-        import dm_control
+        import dm_control  # noqa: F401 (installed?)
     except ImportError as exc:
         print(f"dm_control is not installed ({exc}): pip install dm_control", file=sys.stderr)
         return 2
@@ -189,8 +197,9 @@ def main(argv=None):
         c if c.isalnum() or c in "-_." else "_" for c in host))
     ctx = gltensor.Context.headless()
     info = machine_info(ctx, torch)
-    info["mujoco"], info["dm_control"] = mujoco.__version__, getattr(dm_control, "__version__", None)
-    print("GL: %s | mujoco %s | cores %s" % (ctx.renderer, mujoco.__version__, os.cpu_count()), flush=True)
+    info["mujoco"], info["dm_control"] = mujoco.__version__, dm_control_version()
+    print("GL: %s | mujoco %s | dm_control %s | cores %s" % (ctx.renderer, mujoco.__version__, info["dm_control"],
+                                                             os.cpu_count()), flush=True)
 
     def sync():
         if torch.cuda.is_available():
