@@ -115,6 +115,13 @@ def test_c_plans_refuse_what_they_cannot_run():
         with pytest.raises(ValueError, match=match):
             stepper.start(0, plans.ctypes.data, nsteps.ctypes.data)
     assert d.time == 0  # nothing was stepped
+    # Gymnasium's plan on a stepper without actions (nu=0): no ctrl copied, mj_step and mj_rnePostConstraint run
+    ref = mujoco.MjData(m)
+    with_step12.start(0, np.ones(1, np.uint8).ctypes.data)
+    with_step12.wait()
+    mujoco.mj_step(m, ref)
+    mujoco.mj_rnePostConstraint(m, ref)
+    assert_same(d, ref, "Gymnasium's plan with nu=0")
     for s in (no_step12, with_step12):
         s.close()
         with pytest.raises(RuntimeError, match="closed"):

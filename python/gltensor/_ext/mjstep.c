@@ -85,7 +85,8 @@ static void *worker(void *arg) {
             int nstep = nsteps ? nsteps[i] : s->nstep;
             switch (mask[i]) {
             case PLAN_GYMNASIUM:
-                memcpy(s->ctrls[i], actions + (size_t)i * (size_t)s->nu, (size_t)s->nu * sizeof(double));
+                if (s->nu > 0) /* a model without actuators has no ctrl (NULL) and no actions row */
+                    memcpy(s->ctrls[i], actions + (size_t)i * (size_t)s->nu, (size_t)s->nu * sizeof(double));
                 for (int k = 0; k < nstep; ++k) s->step(m, d);
                 s->rne(m, d);
                 break;
