@@ -2,8 +2,8 @@
 
 The tree must keep them (includes on the source; calls on objects compiled here, so no build is needed), and the
 checker must catch each way of breaking them: an include or a call to a higher layer or to a sibling, a cycle,
-a file left directly in src/, a folder without a layer or a README, and the extension's leaf helpers calling back
-into it (the args.c <-> module.c circle).
+a file left directly in src/, a folder without a layer or a README, a circle between the extension's files, and
+its leaf helpers calling back into it (the old args.c <-> module.c circle).
 """
 import importlib.util
 import os
@@ -180,4 +180,19 @@ def test_the_extension_leaves_call_nothing_of_it(objects, tmp_path):
     subprocess.run([CC, "-c", str(src), "-o", str(args)], check=True, env=CC_ENV)
     kept = [o for o in objs if not (o.parent.name == "_ext" and o.name == "args.o")]
     problems = layers.check_objects([*kept, args])
-    assert any("_ext/args.c calls glt_py_raise of _ext/module.c" in p for p in problems), problems
+    assert any("_ext/args.c calls glt_py_raise of _ext/exceptions.c" in p for p in problems), problems
+
+
+def test_a_circle_between_the_extensions_files_fails(objects, tmp_path):
+    """module.c makes every type and the exception classes; a file below it that called back into it (here an
+    exceptions.o using the module's init) closes a circle, named along its files."""
+    _, objs = objects
+    errors = tmp_path / "_ext" / "exceptions.o"
+    errors.parent.mkdir(parents=True)
+    src = tmp_path / "exceptions.c"
+    src.write_text("void *PyInit__gltensor(void);\nvoid *glt_py_raise(void) { return PyInit__gltensor(); }\n")
+    subprocess.run([CC, "-c", str(src), "-o", str(errors)], check=True, env=CC_ENV)
+    kept = [o for o in objs if not (o.parent.name == "_ext" and o.name == "exceptions.o")]
+    problems = layers.check_objects([*kept, errors])
+    assert any(p.startswith("cycle between the extension's files: ") and "module.c" in p and "exceptions.c" in p
+               for p in problems), problems

@@ -11,8 +11,9 @@ every folder, and nothing in src/ includes it. What is checked:
   includes      every #include "..." of src/ and the extension resolves, and none runs to a higher layer, to a
                 sibling on the same layer, or from src/ into the extension; no cycle between folders
   calls         (--objects DIR: compiled objects, paths ending in src/<folder>/<file>.o or _ext/<file>.o) every
-                symbol an object uses from another folder is defined on a lower layer; the extension's leaf
-                helpers (EXT_LEAVES) call no other file of the extension (no circle such as args.c <-> module.c)
+                symbol an object uses from another folder is defined on a lower layer; the extension's files call
+                each other without a cycle (module.c -> the types -> exceptions.c, args.c, params.c: no circle such
+                as the old args.c <-> module.c), and its leaf helpers (EXT_LEAVES) call no other file of it
 
 Exit status 1 with one line per problem, 0 when the tree keeps its layers. tests/test_layers.py runs it.
 """
@@ -229,14 +230,20 @@ def check_objects(objects):
         for s in defined:
             defined_in.setdefault(s, set()).add((layer, obj))
         uses[obj] = (layer, undefined)
-    edges = []
+    edges, ext_calls = [], {}
     for obj, (layer, undefined) in uses.items():
         for s in sorted(undefined):
             for used, where in sorted(defined_in.get(s, ())):
                 edges.append((layer, used, f"{obj.name} calls {s} ({where.name})"))
-                if layer == EXT and used == EXT and obj.stem in EXT_LEAVES and where != obj:
-                    problems.append(f"_ext/{obj.stem}.c calls {s} of _ext/{where.stem}.c: the extension's leaf helpers "
-                                    f"({', '.join(EXT_LEAVES)}) call no other file of it; move {s} into the leaf")
+                if layer == EXT and used == EXT and where != obj:
+                    ext_calls.setdefault(obj.stem, set()).add(where.stem)
+                    if obj.stem in EXT_LEAVES:
+                        problems.append(f"_ext/{obj.stem}.c calls {s} of _ext/{where.stem}.c: the extension's leaf "
+                                        f"helpers ({', '.join(EXT_LEAVES)}) call no other file of it; move {s} into "
+                                        "the leaf")
+    for group in find_cycles(ext_calls):
+        problems.append("cycle between the extension's files: " + " -> ".join(
+            f"{f}.c" for f in cycle_path(ext_calls, group)))
     return problems + check_edges(edges)
 
 

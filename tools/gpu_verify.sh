@@ -4,6 +4,7 @@
 #   bash tools/gpu_verify.sh STEP...   steps: firstcontact docs tests bench-ab procs procs-ab slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
+#                                      dmc-threads (DmControlBatch's threaded physics: tests, bench dmc)
 #                                      mjfix (the review's six MuJoCo defects, their tests on CUDA)
 #                                      mujoco-auto (every v5 task: batched path against per-env, N = 4 and 64)
 #                                      docs (every python block of README.md and docs/*.md on CUDA, no MUJOCO_GL,
@@ -242,6 +243,27 @@ for step in "$@"; do
         MUJOCO_GL=egl timeout 110 python3 -m gltensor.bench torchrl --envs "${TORCHRL_ENVS:-16,64}" --steps 40 \
             --rounds 2 --json "$OUT/torchrl.json" --plot "$OUT/torchrl.png" > "$OUT/torchrl_bench.log" 2>&1
         echo "torchrl bench rc $?"; grep -vE "settotalmass|^$" "$OUT/torchrl_bench.log" | tail -16 ;;
+    dmc-threads) # DmControlBatch's batched path (each suite task per env, MuJoCo steps in mjstep.c's C threads):
+                 # its tests on the CUDA backend (TimeSteps, states and pixels equal to each env's own step(), six
+                 # suite tasks, PhysicsError, path choice, close in flight; the DmControlBatch tests of
+                 # test_mujoco_vector too), then `python -m gltensor.bench dmc` at N = 4, 16, 64 (cheetah-run:
+                 # per-env vs threaded physics, the physics floor, the batch with pixels on both paths). ~2-3 minutes.
+                 # Needs mujoco, glfw, pyopengl, absl-py, dm_control, dm-env, dm-tree, lxml, gymnasium,
+                 # farama-notifications, cloudpickle (cp312): carry them in .whl-dmc (installed here; dm_control's
+                 # wheel is 56 MB, so .whl-dmc holds one without its locomotion/test/blender assets, which the suite
+                 # never reads: 11 MB) instead of .whl, or in .whl. DMC_ENVS, DMC_STEPS change the run.
+        if ls .whl-dmc/*.whl >/dev/null 2>&1; then
+            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-dmc \
+                .whl-dmc/*.whl > "$OUT/dmc_pip.log" 2>&1 || tail -5 "$OUT/dmc_pip.log"
+            export PYTHONPATH=/tmp/site-dmc${PYTHONPATH:+:$PYTHONPATH}
+        fi
+        python3 -c "import importlib.metadata as m; print('dm_control', m.version('dm_control'), '| mujoco', m.version('mujoco'))"
+        MUJOCO_GL=egl timeout 150 python3 -m pytest -q -p no:cacheprovider -rfEs tests/test_dmc_threads.py \
+            "tests/test_mujoco_vector.py::test_dm_control_batch_equals_physics_render" > "$OUT/dmc_tests.log" 2>&1
+        grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed|^E  " "$OUT/dmc_tests.log" | tail -20
+        MUJOCO_GL=egl timeout 90 python3 -m gltensor.bench dmc --envs "${DMC_ENVS:-4,16,64}" \
+            --steps "${DMC_STEPS:-50}" --rounds 3 --json "$OUT/dmc.json" > "$OUT/dmc_bench.log" 2>&1
+        echo "dmc bench rc $?"; grep -vE "settotalmass|^$" "$OUT/dmc_bench.log" | tail -20 ;;
     mujoco-batch) # issue 33: every tile of gltensor.mujoco.BatchRenderer equal to its env's own Renderer.render()
                   # on both backends (CUDA: the batch on the GPU), N up to 256, MuJoCo's default and light visuals;
                   # RendererCapture beside it. Carry the mujoco wheels in .whl (dm_control too, or its test skips).

@@ -40,6 +40,8 @@ extern PyModuleDef gltensor_module_def;
  * where C statuses become Python exceptions. */
 PyObject *glt_py_raise(gltensor_state *st, glt_status status);
 gltensor_state *glt_py_state_of_type(PyTypeObject *type);
+/* exceptions.c: GLTensorError and one subclass per status, added to the module and kept in its state. */
+int glt_py_add_exceptions(PyObject *m, gltensor_state *st);
 
 /* Type specs, created in module exec. */
 extern PyType_Spec glt_context_spec;

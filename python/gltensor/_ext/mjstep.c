@@ -10,7 +10,12 @@
  * What is trusted: MuJoCo's functions and every mjModel/mjData/ctrl address come from gltensor's own Python code
  * (the loaded libmujoco's symbols, MjModel._address, MjData._address, data.ctrl's buffer), which keeps the objects
  * alive while this stepper exists; nothing here comes from a user. A MuJoCo fatal error (mju_error) inside mj_step
- * in one of these threads goes to MuJoCo's default handler, as in its own rollout threads. */
+ * in one of these threads goes to MuJoCo's default handler, as in its own rollout threads.
+ *
+ * Each job's byte per env says what that env's step is (its "plan"), so one pool serves both gltensor paths:
+ * Gymnasium's do_simulation above, and dm_control's Physics.step(nstep) for gltensor.mujoco._dmc_physics, whose task sets
+ * ctrl in Python (before_step) and whose legacy step is mj_step2, mj_step x (nstep - 1), mj_step1 (RK4: mj_step x
+ * nstep, mj_step1), exactly the calls of dm_control's _step_with_up_to_date_position_velocity, in its order. */
 #include "ext.h"
 #include "params.h"
 
@@ -23,9 +28,20 @@
 
 typedef void (*mj_fn)(const void *model, void *data);
 
+/* An env's step in a job (its byte in start()'s mask). */
+enum {
+    PLAN_SKIP = 0,
+    PLAN_GYMNASIUM = 1,      /* ctrl = its actions row; mj_step x nstep; mj_rnePostConstraint */
+    PLAN_DMC_LEGACY = 2,     /* dm_control legacy_step: mj_step2; mj_step x (nstep - 1); mj_step1 */
+    PLAN_DMC_LEGACY_RK4 = 3, /* dm_control legacy_step with the RK4 integrator: mj_step x nstep; mj_step1 */
+    PLAN_DMC = 4,            /* dm_control without legacy_step: mj_step x nstep */
+    PLAN_LAST = PLAN_DMC,
+};
+
 typedef struct {
     PyObject_HEAD
     mj_fn step, rne;
+    mj_fn step1, step2;       /* NULL unless given (the dm_control plans need them) */
     void **models, **datas;
     double **ctrls;
     int n, nu, nstep, nthreads;
@@ -37,7 +53,8 @@ typedef struct {
     pthread_cond_t done_cv;   /* an env finished, or a thread went idle */
     /* the job: read by the threads after they see a new generation (under mu) */
     const double *actions;    /* (n, nu) float64 */
-    const uint8_t *mask;      /* (n,) 1: step this env */
+    const uint8_t *mask;      /* (n,) each env's plan (PLAN_SKIP: not stepped) */
+    const int32_t *nsteps;    /* (n,) each env's nstep, or NULL: the constructor's nstep for all */
     uint64_t generation;
     atomic_int next_env;      /* the next env index a thread claims */
     int *finished;            /* env indices in the order they finished */
@@ -58,13 +75,34 @@ static void *worker(void *arg) {
         seen = s->generation;
         const double *actions = s->actions;
         const uint8_t *mask = s->mask;
+        const int32_t *nsteps = s->nsteps;
         pthread_mutex_unlock(&s->mu);
         /* Envs are claimed one at a time, so they finish roughly in index order and the render follows closely. */
         for (int i; (i = atomic_fetch_add(&s->next_env, 1)) < s->n;) {
-            if (!mask[i]) continue;
-            memcpy(s->ctrls[i], actions + (size_t)i * (size_t)s->nu, (size_t)s->nu * sizeof(double));
-            for (int k = 0; k < s->nstep; ++k) s->step(s->models[i], s->datas[i]);
-            s->rne(s->models[i], s->datas[i]);
+            if (mask[i] == PLAN_SKIP) continue;
+            const void *m = s->models[i];
+            void *d = s->datas[i];
+            int nstep = nsteps ? nsteps[i] : s->nstep;
+            switch (mask[i]) {
+            case PLAN_GYMNASIUM:
+                if (s->nu > 0) /* a model without actuators has no ctrl (NULL) and no actions row */
+                    memcpy(s->ctrls[i], actions + (size_t)i * (size_t)s->nu, (size_t)s->nu * sizeof(double));
+                for (int k = 0; k < nstep; ++k) s->step(m, d);
+                s->rne(m, d);
+                break;
+            case PLAN_DMC_LEGACY:
+                s->step2(m, d);
+                for (int k = 1; k < nstep; ++k) s->step(m, d);
+                s->step1(m, d);
+                break;
+            case PLAN_DMC_LEGACY_RK4:
+                for (int k = 0; k < nstep; ++k) s->step(m, d);
+                s->step1(m, d);
+                break;
+            default: /* PLAN_DMC (start() let no other value through) */
+                for (int k = 0; k < nstep; ++k) s->step(m, d);
+                break;
+            }
             pthread_mutex_lock(&s->mu);
             s->finished[s->finished_count++] = i;
             pthread_cond_broadcast(&s->done_cv);
@@ -100,10 +138,11 @@ GLT_PY_SIG(glt_sig_mujoco_stepper_new, "_MujocoStepper.__new__", {"step", GLT_PY
            {"rne", GLT_PY_POSITIONAL, NULL, NULL}, {"models", GLT_PY_POSITIONAL, NULL, NULL},
            {"datas", GLT_PY_POSITIONAL, NULL, NULL}, {"ctrls", GLT_PY_POSITIONAL, NULL, NULL},
            {"nu", GLT_PY_POSITIONAL, NULL, NULL}, {"nstep", GLT_PY_POSITIONAL, NULL, NULL},
-           {"threads", GLT_PY_POSITIONAL, NULL, NULL});
+           {"threads", GLT_PY_POSITIONAL, NULL, NULL}, {"step1", GLT_PY_KEYWORD, "0", NULL},
+           {"step2", GLT_PY_KEYWORD, "0", NULL});
 
 static int stepper_setup(Stepper *s, PyObject *args, PyObject *kwargs) {
-    PyObject *v[8];
+    PyObject *v[10];
     int nu = 0, nstep = 0, nthreads = 0;
     if (glt_py_parse_tuple(&glt_sig_mujoco_stepper_new, args, kwargs, v) < 0 ||
         glt_py_as_int(v[5], "nu", 0, INT_MAX, &nu) < 0 || glt_py_as_int(v[6], "nstep", 1, INT_MAX, &nstep) < 0 ||
@@ -118,6 +157,8 @@ static int stepper_setup(Stepper *s, PyObject *args, PyObject *kwargs) {
     }
     s->step = (mj_fn)PyLong_AsVoidPtr(step_addr);
     s->rne = (mj_fn)PyLong_AsVoidPtr(rne_addr);
+    if (v[8]) s->step1 = (mj_fn)PyLong_AsVoidPtr(v[8]);
+    if (v[9]) s->step2 = (mj_fn)PyLong_AsVoidPtr(v[9]);
     if (PyErr_Occurred()) return -1;
     if (!s->step || !s->rne) {
         PyErr_SetString(PyExc_ValueError, "_MujocoStepper: mj_step and mj_rnePostConstraint addresses must be set");
@@ -178,21 +219,36 @@ static int job_running(Stepper *s) { return s->busy_threads > 0 || s->consumed <
 
 static PyObject *stepper_start(PyObject *self, PyObject *args) {
     Stepper *s = (Stepper *)self;
-    PyObject *actions_addr, *mask_addr;
-    if (!PyArg_ParseTuple(args, "OO:start", &actions_addr, &mask_addr)) return NULL;
+    PyObject *actions_addr, *mask_addr, *nsteps_addr = NULL;
+    if (!PyArg_ParseTuple(args, "OO|O:start", &actions_addr, &mask_addr, &nsteps_addr)) return NULL;
     if (!s->started) {
         PyErr_SetString(PyExc_RuntimeError, "_MujocoStepper: closed");
         return NULL;
     }
     const double *actions = PyLong_AsVoidPtr(actions_addr);
     const uint8_t *mask = PyLong_AsVoidPtr(mask_addr);
+    const int32_t *nsteps = nsteps_addr ? PyLong_AsVoidPtr(nsteps_addr) : NULL;
     if (PyErr_Occurred()) return NULL;
-    if (!mask || (!actions && s->nu > 0)) {
-        PyErr_SetString(PyExc_ValueError, "_MujocoStepper.start: null actions or mask");
+    if (!mask) {
+        PyErr_SetString(PyExc_ValueError, "_MujocoStepper.start: null mask");
         return NULL;
     }
     int expected = 0;
-    for (int i = 0; i < s->n; ++i) expected += mask[i] != 0;
+    for (int i = 0; i < s->n; ++i) {
+        int plan = mask[i];
+        if (plan > PLAN_LAST || (plan == PLAN_GYMNASIUM && !actions && s->nu > 0) ||
+            ((plan == PLAN_DMC_LEGACY || plan == PLAN_DMC_LEGACY_RK4) && (!s->step1 || !s->step2))) {
+            PyErr_Format(PyExc_ValueError,
+                         "_MujocoStepper.start: env %d's plan %d is unknown or lacks what it needs (actions for "
+                         "Gymnasium's, step1/step2 for dm_control's legacy step)", i, plan);
+            return NULL;
+        }
+        if (nsteps && nsteps[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "_MujocoStepper.start: env %d's nstep is %d (negative)", i, nsteps[i]);
+            return NULL;
+        }
+        expected += plan != PLAN_SKIP;
+    }
     pthread_mutex_lock(&s->mu);
     if (job_running(s)) {
         pthread_mutex_unlock(&s->mu);
@@ -201,6 +257,7 @@ static PyObject *stepper_start(PyObject *self, PyObject *args) {
     }
     s->actions = actions;
     s->mask = mask;
+    s->nsteps = nsteps;
     s->finished_count = 0;
     s->consumed = 0;
     s->expected = expected;
@@ -272,8 +329,10 @@ static PyObject *stepper_threads(PyObject *self, void *closure) { return PyLong_
 
 static PyMethodDef stepper_methods[] = {
     {"start", stepper_start, METH_VARARGS,
-     "start(actions_address, mask_address): step every env whose mask byte is set (ctrl = its row of the float64 "
-     "(n, nu) actions; mj_step nstep times; mj_rnePostConstraint) in the threads; returns at once."},
+     "start(actions_address, mask_address[, nsteps_address]): step every env whose mask byte (its plan) is set, in "
+     "the threads; returns at once. Plan 1: ctrl = its row of the float64 (n, nu) actions, mj_step nstep times, "
+     "mj_rnePostConstraint; 2: mj_step2, mj_step nstep - 1 times, mj_step1; 3: mj_step nstep times, mj_step1; "
+     "4: mj_step nstep times. nsteps: an int32 (n,) array of per-env nstep (default: the constructor's)."},
     {"next", stepper_next, METH_NOARGS, "next() -> the next finished env index, or None when all were taken."},
     {"wait", stepper_wait, METH_NOARGS, "wait(): until every thread is done with the job."},
     {"close", stepper_close, METH_NOARGS, "close(): stops the threads (after the job in flight); idempotent."},
@@ -290,8 +349,9 @@ static PyType_Slot stepper_slots[] = {
     {Py_tp_dealloc, stepper_dealloc},
     {Py_tp_methods, stepper_methods},
     {Py_tp_getset, stepper_getset},
-    {Py_tp_doc, "Private, for gltensor.mujoco._physics: _MujocoStepper(step, rne, models, datas, ctrls, nu, nstep, "
-                "threads) steps MuJoCo envs' physics in C threads without the GIL (mjstep.c)."},
+    {Py_tp_doc, "Private, for gltensor.mujoco._physics and gltensor.mujoco._dmc_physics: _MujocoStepper(step, rne, "
+                "models, datas, ctrls, nu, nstep, threads, *, step1=0, step2=0) steps MuJoCo envs' physics in C "
+                "threads without the GIL (mjstep.c)."},
     {0, NULL},
 };
 

@@ -61,6 +61,9 @@ MODES = {
                "pixel RL on MuJoCo, env-steps/s end to end (physics + N images on the device + a small CNN): "
                "Gymnasium's AsyncVectorEnv/SyncVectorEnv, shared slots, one-process MujocoVectorEnv, dm_control "
                "stock vs DmControlBatch, the batch's render floor"),
+    "dmc": ("gltensor.bench.dmc",
+            "dm_control suite steps, env-steps/s: each env's own step() against DmControlBatch's threaded physics "
+            "(C threads, each task per env), the physics floor, and DmControlBatch with pixels on both paths"),
     "torchrl": ("gltensor.bench.torchrl",
                 "TorchRL pixel envs, env-steps/s: TorchRL's ParallelEnv and SerialEnv of GymEnv(from_pixels=True) "
                 "against gltensor.torchrl.GymBatchEnv and MujocoVectorEnv alone (the TorchRL layer's cost)"),

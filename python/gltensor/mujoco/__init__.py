@@ -13,7 +13,8 @@ The package, one concern a module (public first, then private, each calling only
 - ``capture``: ``RendererCapture`` (one ``mujoco.Renderer``);
 - ``batch``: ``BatchRenderer`` (N envs' tiles in one GL context);
 - ``_physics`` and ``_tasks``: the batched task physics (C threads without the GIL) and Gymnasium's v5 tasks'
-  observations, rewards and terminations in NumPy over N;
+  observations, rewards and terminations in NumPy over N; ``_dmc_physics``: dm_control suite envs' physics in the
+  same C threads, their tasks per env in Python;
 - ``_tiles`` (the tile sheet), ``_models`` (what a renderer accepts, which envs share one ``MjrContext``),
   ``_gl_backend`` (MUJOCO_GL=egl where there is no display; imported first, before ``mujoco`` is) and
   ``_warnings`` (Gymnasium's model deprecation warnings, dropped where they say nothing to the user).

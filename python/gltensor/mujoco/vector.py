@@ -651,7 +651,7 @@ class MujocoVectorEnv(VectorEnv):
 
 
 class DmControlBatch:
-    """N dm_control suite environments stepped by a thread pool and rendered in one BatchRenderer call.
+    """N dm_control suite environments stepped as one batch and rendered in one BatchRenderer call.
 
         batch = DmControlBatch("cheetah", "run", num_envs=8, height=84, width=84, camera_id=0, seed=0)
         timesteps, pixels = batch.reset()        # N dm_env.TimeStep, (N, 84, 84, 3) uint8 tensor
@@ -660,36 +660,95 @@ class DmControlBatch:
     Each tile equals ``env.physics.render(height, width, camera_id=camera_id)`` of that environment (the
     visuals are dm_control's: its Physics' model; scene_option None: dm_control's default ``MjvOption``, which hides
     rangefinder rays). Environment k is loaded with
-    ``task_kwargs={"random": seed + k}`` (seed None: unseeded). Finished episodes are not reset
-    automatically: a TimeStep with ``last()`` true is followed by ``reset()`` (or ``reset(mask)``), as
-    dm_env asks.
+    ``task_kwargs={"random": seed + k}`` (seed None: unseeded). Each TimeStep is what that environment's own
+    ``step()`` returns: a step after a ``last()`` one starts a new episode (dm_control's own auto-reset), or call
+    ``reset()`` (or ``reset(mask)``) yourself, as dm_env asks. :meth:`from_envs` batches environments you made.
+
+    physics: "auto" (default) steps plain ``control.Environment``s (every suite task as ``suite.load`` makes it) on
+    the batched path: each env's task (``before_step``, ``after_step``, reward, observation, termination) runs per
+    env in Python, every env's MuJoCo step in a pool of ``threads`` C threads that never hold the GIL (default: the
+    cores, at most 16), each env drawn as soon as its step is done; TimeSteps, PhysicsError and pixels equal to each
+    env's own ``step()`` (``gltensor.mujoco._dmc_physics`` says how). Any other env (a wrapper, a composer env, a
+    subclass) takes the per-env path: its own ``step()`` in ``threads`` Python threads (default 1).
+    ``physics_path`` says which ("batched" or "per-env"), ``physics_path_reason`` why; "batched" raises where the
+    envs cannot take it, "per-env" forces the per-env path.
     """
 
     def __init__(self, domain, task, num_envs, height=84, width=84, camera_id=0, *, seed=None, threads=None,
                  backend="auto", cuda_device=None, task_kwargs=None, environment_kwargs=None, scene_option=None,
-                 render_flags=None, max_geom=10000):
+                 render_flags=None, max_geom=10000, physics="auto"):
         from dm_control import suite
 
-        from .batch import BatchRenderer
-
-        self.num_envs, self.height, self.width, self.camera_id = int(num_envs), int(height), int(width), camera_id
-        if self.num_envs < 1:
+        if int(num_envs) < 1:
             raise ValueError(f"DmControlBatch: num_envs must be positive, not {num_envs!r}")
-        self.envs = []
-        for k in range(self.num_envs):
+        envs = []
+        for k in range(int(num_envs)):
             kw = dict(task_kwargs or {})
             if seed is not None:
                 kw["random"] = int(seed) + k
-            self.envs.append(suite.load(domain, task, task_kwargs=kw, environment_kwargs=environment_kwargs))
+            envs.append(suite.load(domain, task, task_kwargs=kw, environment_kwargs=environment_kwargs))
+        self._setup(envs, height, width, camera_id, threads, backend, cuda_device, scene_option, render_flags,
+                    max_geom, physics)
+
+    @classmethod
+    def from_envs(cls, envs, height=84, width=84, camera_id=0, *, threads=None, backend="auto", cuda_device=None,
+                  scene_option=None, render_flags=None, max_geom=10000, physics="auto"):
+        """A batch of dm_env environments you made (each with a ``physics``: suite or composer environments,
+        wrapped or not); the batch closes them when it is closed. Arguments as for the constructor."""
+        envs = list(envs)
+        if not envs:
+            raise ValueError("DmControlBatch.from_envs: no environments given")
+        for k, e in enumerate(envs):
+            if getattr(e, "physics", None) is None:
+                raise TypeError(f"DmControlBatch.from_envs: environment {k} ({type(e).__qualname__}) has no physics; "
+                                "give dm_control environments (suite.load, composer.Environment, their wrappers)")
+        self = cls.__new__(cls)
+        self._setup(envs, height, width, camera_id, threads, backend, cuda_device, scene_option, render_flags,
+                    max_geom, physics)
+        return self
+
+    def _setup(self, envs, height, width, camera_id, threads, backend, cuda_device, scene_option, render_flags,
+               max_geom, physics):
+        from ._dmc_physics import ThreadedDmcPhysics, threaded_or_reason
+        from ._physics import default_physics_threads
+        from .batch import BatchRenderer
+
+        self.closed = True  # until everything below exists
+        self._threaded = None
+        self.envs = envs
+        self.num_envs, self.height, self.width, self.camera_id = len(envs), int(height), int(width), camera_id
+        if physics not in ("auto", "batched", "per-env"):
+            raise ValueError(f"DmControlBatch: physics must be 'auto', 'batched' or 'per-env', not {physics!r}")
+        if physics == "per-env":
+            ok, why = False, "physics='per-env' was asked for"
+        else:
+            ok, why = threaded_or_reason(envs)
+            if not ok and physics == "batched":
+                raise ValueError(f"DmControlBatch(physics='batched'): {why}")
+        if threads is not None:
+            self.threads = max(1, int(threads))
+        else:
+            self.threads = default_physics_threads(self.num_envs) if ok else default_threads(self.num_envs)
         self.physics = [e.physics for e in self.envs]
         if scene_option is None:  # what Physics.render() draws with: dm_control's MjvOption, not MuJoCo's default
             from dm_control.mujoco import wrapper
             scene_option = wrapper.MjvOption()
-        self.renderer = BatchRenderer([p.model.ptr for p in self.physics], self.num_envs, self.height, self.width, camera=camera_id,
-                                      backend=backend, cuda_device=cuda_device, max_geom=max_geom,
+        self.renderer = BatchRenderer([p.model.ptr for p in self.physics], self.num_envs, self.height, self.width,
+                                      camera=camera_id, backend=backend, cuda_device=cuda_device, max_geom=max_geom,
                                       scene_option=scene_option, render_flags=render_flags)
-        self.threads = default_threads(self.num_envs) if threads is None else max(1, int(threads))
-        self._pool = _Pool(self.num_envs, self.threads)
+        self._pool = _Pool(self.num_envs, 1 if ok else self.threads)
+        if ok:
+            try:
+                self._threaded = ThreadedDmcPhysics(self.envs, self.threads)
+            except BaseException:
+                self._pool.close()
+                self.renderer.close()
+                raise
+            self.physics_path = "batched"
+            self.physics_path_reason = ("every environment is a plain dm_control control.Environment; each task per "
+                                        "env in Python, the MuJoCo steps in C threads")
+        else:
+            self.physics_path, self.physics_path_reason = "per-env", why
         self.action_spec = self.envs[0].action_spec()
         self.observation_spec = self.envs[0].observation_spec()
         self.closed = False
@@ -701,6 +760,7 @@ class DmControlBatch:
     def reset(self, mask=None):
         """Resets every environment (or those where mask is true); returns (timesteps, pixels). The timesteps of
         environments not reset are None."""
+        self._check_open()
         idx = [i for i in range(self.num_envs) if mask is None or mask[i]]
         out = self._pool.map(lambda i: self.envs[i].reset(), idx)
         steps = [None] * self.num_envs
@@ -709,18 +769,33 @@ class DmControlBatch:
         return steps, self.render()
 
     def step(self, actions):
+        """(N TimeSteps, pixels): each env's ``step(actions[k])``, then the batch drawn. On the batched path each
+        env is drawn as soon as its step is done. A PhysicsError is raised after every env was stepped (see
+        gltensor.mujoco._dmc_physics: its ``timesteps`` hold the other envs')."""
+        self._check_open()
         if hasattr(actions, "detach"):
             actions = actions.detach().cpu().numpy()
         actions = np.asarray(actions)
         if len(actions) != self.num_envs:
             raise ValueError(f"step() got {len(actions)} actions for {self.num_envs} environments")
-        steps = self._pool.map(lambda i: self.envs[i].step(actions[i]))
-        return steps, self.render()
+        if self._threaded is None:
+            steps = self._pool.map(lambda i: self.envs[i].step(actions[i]))
+            return steps, self.render()
+        job = self._threaded.start(actions)
+        try:
+            pixels = self.renderer.render_and_read(self.physics, order=job.ready())
+        finally:
+            job.wait()
+        return job.result(), pixels
+
+    def _check_open(self):
+        if self.closed:
+            raise RuntimeError("DmControlBatch is closed")
 
     def close(self):
         if not self.closed:
             self.closed = True
-            _close_all(self._pool, self.renderer, self.envs)
+            _close_all(self._pool, self.renderer, self.envs, self._threaded)
 
     def __enter__(self):
         return self
@@ -733,6 +808,13 @@ class DmControlBatch:
             self.close()
         except Exception:
             pass
+
+    def __repr__(self):
+        if not hasattr(self, "physics_path"):  # its construction failed
+            return "DmControlBatch(not constructed)"
+        state = "closed" if self.closed else f"backend={self.renderer.backend}"
+        return (f"DmControlBatch(num_envs={self.num_envs}, {self.height}x{self.width}, physics={self.physics_path}, "
+                f"threads={self.threads}, {state})")
 
 
 _SCALARS = (int, float, bool)

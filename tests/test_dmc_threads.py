@@ -1,0 +1,425 @@
+"""DmControlBatch's batched path (gltensor.mujoco._dmc_physics over mjstep.c's dm_control plans): every TimeStep
+(observation, reward, discount, step type), every physics state and every pixel must equal what each environment's
+own control.Environment.step() gives, across episode ends (dm_control's auto-reset), with action repeats,
+legacy_step on and off, RK4 and Euler, flat observations, PhysicsError raised or suppressed, 1 and several threads;
+envs it cannot reproduce take the per-env path, saying why. The C plans themselves are checked against MuJoCo's
+Python calls without dm_control, so the sanitizer run covers them (dm_control is skipped there: its imports leak at
+exit)."""
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+mujoco = pytest.importorskip("mujoco")
+
+from gltensor import _gltensor  # noqa: E402
+
+H, W = 24, 32
+UNDER_SANITIZER = bool(os.environ.get("GLTENSOR_UNDER_SANITIZER"))
+
+# -- the C plans, MuJoCo alone ---------------------------------------------------------------------------------
+XML = """<mujoco><option timestep="0.005" integrator="{integrator}"/><worldbody><geom type="plane" size="5 5 .1"/>
+<body pos="0 0 1"><freejoint/><geom type="box" size=".1 .2 .3"/></body>
+<body pos=".5 0 .3"><joint type="hinge" axis="0 1 0"/><geom type="capsule" size=".05" fromto="0 0 0 .3 0 0"/>
+</body></worldbody><actuator><motor joint="{joint}"/></actuator></mujoco>"""
+
+
+def model(integrator="Euler"):
+    """A free box and an actuated hinge on a plane: contacts, a constraint force, a ctrl."""
+    xml = XML.replace('<joint type="hinge"', '<joint name="h" type="hinge"').format(integrator=integrator, joint="h")
+    return mujoco.MjModel.from_xml_string(xml)
+
+
+def functions():
+    from gltensor.mujoco._dmc_physics import _mujoco_step_functions
+    f = _mujoco_step_functions()
+    if f is None:
+        pytest.skip("libmujoco's symbols were not found next to the bindings")
+    return f
+
+
+def state(d):
+    return {f: np.array(getattr(d, f)) for f in ("qpos", "qvel", "qacc", "act", "ctrl", "xpos", "sensordata",
+                                                 "qfrc_constraint", "efc_force", "warning", "time")}
+
+
+def assert_same(a, b, what):
+    sa, sb = state(a), state(b)
+    for f in sa:
+        np.testing.assert_array_equal(sa[f], sb[f], err_msg=f"{what}: {f}")
+
+
+def python_plan(m, d, plan, nstep):
+    """What each mjstep.c plan must do, in MuJoCo's Python calls (dm_control's Physics.step for plans 2-4)."""
+    if plan == 2:
+        mujoco.mj_step2(m, d)
+        if nstep > 1:
+            mujoco.mj_step(m, d, nstep - 1)
+        mujoco.mj_step1(m, d)
+    elif plan == 3:
+        mujoco.mj_step(m, d, nstep)
+        mujoco.mj_step1(m, d)
+    else:
+        mujoco.mj_step(m, d, nstep)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("integrator", ["Euler", "RK4", "implicitfast"])
+def test_c_plans_equal_mujocos_calls(integrator, threads):
+    f = functions()
+    n = 5
+    m = model(integrator)
+    mine = [mujoco.MjData(m) for _ in range(n)]
+    ref = [mujoco.MjData(m) for _ in range(n)]
+    for k, (a, b) in enumerate(zip(mine, ref)):
+        for d in (a, b):
+            d.qvel[:] = np.linspace(-1, 1, m.nv) * (k + 1)
+            mujoco.mj_forward(m, d)
+    stepper = _gltensor._MujocoStepper(f[0], f[1], [m._address] * n, [d._address for d in mine], [0] * n, 0, 1,
+                                       threads, step1=f[2], step2=f[3])
+    plans = np.array([2, 3, 4, 0, 2], dtype=np.uint8)
+    nsteps = np.array([1, 3, 2, 5, 4], dtype=np.int32)
+    rng = np.random.default_rng(0)
+    for t in range(6):
+        ctrl = rng.uniform(-1, 1, n)
+        for k in range(n):
+            mine[k].ctrl[:] = ref[k].ctrl[:] = ctrl[k]
+        stepper.start(0, plans.ctypes.data, nsteps.ctypes.data)
+        got = []
+        while (i := stepper.next()) is not None:
+            got.append(i)
+        stepper.wait()
+        assert sorted(got) == [k for k in range(n) if plans[k]]
+        for k in range(n):
+            if plans[k]:
+                python_plan(m, ref[k], int(plans[k]), int(nsteps[k]))
+            assert_same(mine[k], ref[k], f"step {t}, env {k}, plan {plans[k]}")
+    stepper.close()
+
+
+def test_c_plans_refuse_what_they_cannot_run():
+    f = functions()
+    m = model()
+    d = mujoco.MjData(m)
+    no_step12 = _gltensor._MujocoStepper(f[0], f[1], [m._address], [d._address], [0], 0, 1, 1)
+    with_step12 = _gltensor._MujocoStepper(f[0], f[1], [m._address], [d._address], [0], 0, 1, 1, step1=f[2],
+                                           step2=f[3])
+    for stepper, plan, nstep, match in ((no_step12, 2, 1, "step1/step2"), (no_step12, 3, 1, "step1/step2"),
+                                        (with_step12, 9, 1, "plan 9 is unknown"),
+                                        (with_step12, 4, -2, "negative")):
+        plans = np.array([plan], dtype=np.uint8)
+        nsteps = np.array([nstep], dtype=np.int32)
+        with pytest.raises(ValueError, match=match):
+            stepper.start(0, plans.ctypes.data, nsteps.ctypes.data)
+    assert d.time == 0  # nothing was stepped
+    # Gymnasium's plan on a stepper without actions (nu=0): no ctrl copied, mj_step and mj_rnePostConstraint run
+    ref = mujoco.MjData(m)
+    with_step12.start(0, np.ones(1, np.uint8).ctypes.data)
+    with_step12.wait()
+    mujoco.mj_step(m, ref)
+    mujoco.mj_rnePostConstraint(m, ref)
+    assert_same(d, ref, "Gymnasium's plan with nu=0")
+    for s in (no_step12, with_step12):
+        s.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            s.start(0, np.zeros(1, np.uint8).ctypes.data)
+
+
+def test_c_close_with_physics_in_flight_finishes_the_job():
+    """close() while the threads step: it returns after the job, every env stepped in full, none touched after."""
+    f = functions()
+    n, nstep = 4, 3000
+    m = model()
+    mine = [mujoco.MjData(m) for _ in range(n)]
+    ref = [mujoco.MjData(m) for _ in range(n)]
+    stepper = _gltensor._MujocoStepper(f[0], f[1], [m._address] * n, [d._address for d in mine], [0] * n, 0, 1, 2,
+                                       step1=f[2], step2=f[3])
+    plans = np.full(n, 2, dtype=np.uint8)
+    nsteps = np.full(n, nstep, dtype=np.int32)
+    stepper.start(0, plans.ctypes.data, nsteps.ctypes.data)
+    stepper.close()  # the job is in flight: close waits for it, then stops the threads
+    for k in range(n):
+        python_plan(m, ref[k], 2, nstep)
+        assert_same(mine[k], ref[k], f"env {k}")
+    stepper.close()  # idempotent
+    stepper.wait()
+
+
+# -- dm_control ------------------------------------------------------------------------------------------------
+def suite_or_skip():
+    if UNDER_SANITIZER:
+        pytest.skip("dm_control under the sanitizers: third-party leaks at exit")
+    suite = pytest.importorskip("dm_control.suite")
+    try:
+        suite.load("cartpole", "swingup")
+    except AttributeError as exc:  # dm_control 1.0.x indexes MjModel fields that MuJoCo 4 renamed
+        pytest.skip(f"dm_control cannot load a task with MuJoCo {mujoco.__version__}: {exc}")
+    return suite
+
+
+def load(suite, name, n, seed=0, task_kwargs=None, environment_kwargs=None):
+    domain, task = name.split("-", 1)
+    return [suite.load(domain, task, task_kwargs=dict(task_kwargs or {}, random=seed + k),
+                       environment_kwargs=environment_kwargs) for k in range(n)]
+
+
+def assert_timesteps_equal(want, got, what):
+    assert len(want) == len(got)
+    for k, (w, g) in enumerate(zip(want, got)):
+        where = f"{what}, env {k}"
+        assert (w is None) == (g is None), where
+        if w is None:
+            continue
+        assert w.step_type == g.step_type, where
+        assert w.reward == g.reward and type(w.reward) is type(g.reward), where
+        assert w.discount == g.discount and type(w.discount) is type(g.discount), where
+        wo, go = w.observation, g.observation
+        if isinstance(wo, dict):
+            assert list(wo) == list(go), where
+            for key in wo:
+                np.testing.assert_array_equal(wo[key], go[key], err_msg=f"{where}: {key}")
+                assert np.asarray(wo[key]).dtype == np.asarray(go[key]).dtype, where
+        else:
+            np.testing.assert_array_equal(wo, go, err_msg=where)
+
+
+def assert_envs_equal(want, got, what):
+    for k, (a, b) in enumerate(zip(want, got)):
+        assert_same(a.physics.data.ptr, b.physics.data.ptr, f"{what}, env {k}")
+        assert (a._step_count, a._reset_next_step) == (b._step_count, b._reset_next_step), f"{what}, env {k}"
+
+
+# name, time limit (s) short enough for episodes to end within the steps, steps, environment_kwargs
+TASKS = [
+    ("cartpole-swingup", 0.1, 25, None),                          # RK4, 1 sub-step
+    ("cheetah-run", 0.08, 20, {"n_sub_steps": 3}),                # Euler, action repeat
+    ("walker-walk", 0.2, 24, None),                               # 10 sub-steps
+    ("reacher-easy", 0.1, 24, {"flat_observation": True}),
+    ("finger-spin", 0.1, 24, {"legacy_step": False}),             # plain mj_step
+    ("quadruped-escape", 0.1, 12, None),                          # terrain per reset, 4 sub-steps
+]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("name,limit,steps,env_kw", TASKS, ids=[t[0] for t in TASKS])
+def test_threaded_steps_equal_each_envs_own_step(name, limit, steps, env_kw, threads):
+    suite = suite_or_skip()
+    from gltensor.mujoco._dmc_physics import ThreadedDmcPhysics, threaded_or_reason
+
+    n = 3
+    ref = load(suite, name, n, task_kwargs={"time_limit": limit}, environment_kwargs=env_kw)
+    envs = load(suite, name, n, task_kwargs={"time_limit": limit}, environment_kwargs=env_kw)
+    assert threaded_or_reason(envs) == (True, None)
+    physics = ThreadedDmcPhysics(envs, threads)
+    assert physics.threads == threads
+    try:
+        spec = ref[0].action_spec()
+        rng = np.random.default_rng(1)
+        # Stagger the episodes: env k starts k steps late, so ends, resets and mid-episode steps share batches
+        for k in range(n):
+            for _ in range(k):
+                a = rng.uniform(spec.minimum, spec.maximum, spec.shape)
+                ref[k].step(a)
+                envs[k].step(a)
+        kinds = set()
+        for t in range(steps):
+            actions = rng.uniform(spec.minimum, spec.maximum, (n,) + spec.shape)
+            want = [e.step(a) for e, a in zip(ref, actions)]
+            got = physics.step(actions)
+            assert_timesteps_equal(want, got, f"{name} step {t}")
+            assert_envs_equal(ref, envs, f"{name} step {t}")
+            kinds.update(s.step_type.name for s in want)
+        assert kinds == {"FIRST", "MID", "LAST"}, kinds  # the run crossed episode ends
+    finally:
+        physics.close()
+        for e in ref + envs:
+            e.close()
+
+
+def test_batch_pixels_and_timesteps_equal_per_env_path_and_physics_render():
+    suite_or_skip()
+    from gltensor.mujoco import DmControlBatch
+
+    n = 3
+    kw = dict(camera_id=0, seed=2, task_kwargs={"time_limit": 0.05})
+    with DmControlBatch("cheetah", "run", n, H, W, threads=2, **kw) as batched, \
+            DmControlBatch("cheetah", "run", n, H, W, physics="per-env", **kw) as per_env:
+        assert batched.physics_path == "batched" and "control.Environment" in batched.physics_path_reason
+        assert per_env.physics_path == "per-env" and per_env.physics_path_reason == "physics='per-env' was asked for"
+        assert "physics=batched" in repr(batched) and "threads=2" in repr(batched)
+        assert "physics=per-env" in repr(per_env)
+        sa, pa = batched.reset()
+        sb, pb = per_env.reset()
+        assert_timesteps_equal(sb, sa, "reset")
+        spec = batched.action_spec
+        rng = np.random.default_rng(3)
+        for t in range(8):  # 5-step episodes: LAST at 5, the auto-reset's FIRST at 6
+            actions = rng.uniform(spec.minimum, spec.maximum, (n,) + spec.shape)
+            sa, pa = batched.step(actions)
+            sb, pb = per_env.step(actions)
+            assert_timesteps_equal(sb, sa, f"step {t}")
+            want = np.stack([p.render(H, W, camera_id=0) for p in batched.physics])
+            np.testing.assert_array_equal(want, pa.cpu().numpy(), err_msg=f"step {t}")
+            np.testing.assert_array_equal(pb.cpu().numpy(), pa.cpu().numpy(), err_msg=f"step {t}")
+        assert [s.step_type.name for s in sa] == ["MID"] * n
+    assert "closed" in repr(batched)
+    with pytest.raises(RuntimeError, match="closed"):
+        batched.step(actions)
+
+
+def test_other_envs_take_the_per_env_path_and_say_why():
+    suite = suite_or_skip()
+    from dm_control.rl import control
+    from dm_control.suite.wrappers import action_scale
+
+    from gltensor.mujoco import DmControlBatch
+
+    envs = load(suite, "cartpole-balance", 2)
+    wrapped = [action_scale.Wrapper(e, minimum=-0.5, maximum=0.5) for e in envs]
+    with DmControlBatch.from_envs(wrapped, H, W) as batch:
+        assert batch.physics_path == "per-env"
+        assert "action_scale.Wrapper" in batch.physics_path_reason and "environment 0" in batch.physics_path_reason
+        assert "physics=per-env" in repr(batch) and batch.threads == 1
+        steps, _ = batch.reset()
+        steps, _ = batch.step(np.full((2, 1), 0.3))
+        assert all(s.mid() for s in steps)
+    wrapped = [action_scale.Wrapper(e, minimum=-1, maximum=1) for e in load(suite, "cartpole-balance", 2)]
+    with pytest.raises(ValueError, match=r"physics='batched'.*Wrapper"):
+        DmControlBatch.from_envs(wrapped, H, W, physics="batched")
+
+    class Mine(control.Environment):
+        pass
+
+    base = load(suite, "cartpole-balance", 2)
+    mine = [Mine(e.physics, e.task, time_limit=1) for e in base]
+    with DmControlBatch.from_envs(mine, H, W) as batch:
+        assert batch.physics_path == "per-env" and "Mine" in batch.physics_path_reason
+
+    shared = np.random.RandomState(0)
+    with DmControlBatch.from_envs(load(suite, "cartpole-balance", 2, seed=0), H, W) as plain:
+        assert plain.physics_path == "batched"
+    envs = [suite.load("cartpole", "balance", task_kwargs={"random": shared}) for _ in range(2)]
+    with DmControlBatch.from_envs(envs, H, W) as batch:
+        assert batch.physics_path == "per-env" and "share one RandomState" in batch.physics_path_reason
+    with pytest.raises(ValueError, match="physics must be"):
+        DmControlBatch.from_envs(load(suite, "cartpole-balance", 1), H, W, physics="threads")
+    with pytest.raises(TypeError, match="has no physics"):
+        DmControlBatch.from_envs([object()], H, W)
+
+
+def test_a_changed_dm_control_step_falls_back(monkeypatch):
+    suite_or_skip()
+    from gltensor.mujoco import _dmc_physics
+
+    monkeypatch.setitem(_dmc_physics._REPRODUCED, "Environment.step", "0" * 16)
+    ok, why = _dmc_physics.threaded_or_reason(load(pytest.importorskip("dm_control.suite"), "cartpole-balance", 1))
+    assert not ok and "Environment.step is not the code" in why
+
+
+def diverge(env):
+    """NaN positions: MuJoCo's mj_checkPos resets the data and counts a mjWARN_BADQPOS warning in the next step."""
+    env.physics.data.qpos[:] = np.nan
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_physics_error_as_each_envs_own_step(threads):
+    suite = suite_or_skip()
+    from dm_control.rl.control import PhysicsError
+
+    from gltensor.mujoco._dmc_physics import ThreadedDmcPhysics
+
+    n = 4
+    ref = load(suite, "cheetah-run", n)
+    envs = load(suite, "cheetah-run", n)
+    physics = ThreadedDmcPhysics(envs, threads)
+    try:
+        for e in ref + envs:
+            e.reset()
+        spec = ref[0].action_spec()
+        actions = np.random.default_rng(0).uniform(spec.minimum, spec.maximum, (n,) + spec.shape)
+        for k in (1, 2):
+            diverge(ref[k])
+            diverge(envs[k])
+        want, messages = [], []
+        for e, a in zip(ref, actions):
+            try:
+                want.append(e.step(a))
+            except PhysicsError as exc:
+                want.append(None)
+                messages.append(str(exc))
+        with pytest.raises(PhysicsError) as info:
+            physics.step(actions)
+        exc = info.value
+        assert str(exc) == messages[0] and "BADQPOS" in str(exc)
+        assert exc.failed == [1, 2]
+        assert any("environment 1's physics" in note for note in exc.__notes__)
+        assert_timesteps_equal(want, exc.timesteps, "the step that raised")
+        assert_envs_equal(ref, envs, "after the PhysicsError")
+        # The next step goes on from there for every env, as each env's own step() does
+        want = [e.step(a) for e, a in zip(ref, actions)]
+        assert_timesteps_equal(want, physics.step(actions), "the step after")
+        assert_envs_equal(ref, envs, "the step after")
+
+        # Inside suppress_physics_errors(): logged, not raised, by dm_control's own check (both sides)
+        diverge(ref[3])
+        diverge(envs[3])
+        with ref[3].physics.suppress_physics_errors(), envs[3].physics.suppress_physics_errors():
+            want = [e.step(a) for e, a in zip(ref, actions)]
+            got = physics.step(actions)
+        assert_timesteps_equal(want, got, "suppressed")
+        assert_envs_equal(ref, envs, "suppressed")
+    finally:
+        physics.close()
+        for e in ref + envs:
+            e.close()
+
+
+def test_errors_of_the_batch():
+    suite_or_skip()
+    from gltensor.mujoco import DmControlBatch
+
+    with DmControlBatch("cartpole", "balance", 2, H, W, seed=0) as batch:
+        batch.reset()
+        with pytest.raises(ValueError, match="3 actions for 2 environments"):
+            batch.step(np.zeros((3, 1)))
+        with pytest.raises(ValueError):  # numpy's copyto into ctrl, as the env's own step() raises it
+            batch.step(np.zeros((2, 5)))
+        steps, _ = batch.step(np.zeros((2, 1)))  # still usable: nothing was stepped by the refused calls
+        assert all(s.mid() for s in steps)
+        assert all(e._step_count == 1 for e in batch.envs)
+
+
+def test_close_with_physics_in_flight():
+    """Closing while the threads step (a step's job started, not waited for): close() waits for them before the
+    envs are freed, and the batch refuses to step afterwards."""
+    suite_or_skip()
+    from gltensor.mujoco import DmControlBatch
+
+    batch = DmControlBatch("walker", "walk", 4, H, W, seed=0, threads=2)
+    batch.reset()
+    spec = batch.action_spec
+    job = batch._threaded.start(np.zeros((4,) + spec.shape))
+    batch.close()
+    assert batch._threaded.closed
+    job.wait()  # nothing left to wait for
+    with pytest.raises(RuntimeError, match="closed"):
+        batch.step(np.zeros((4,) + spec.shape))
+    batch.close()
+
+
+def test_bench_dmc_quick(tmp_path):
+    """python -m gltensor.bench dmc --quick: every path timed after the check (TimeSteps and pixels equal)."""
+    suite_or_skip()
+    from test_bench_modes import run_mode
+
+    proc, report = run_mode(tmp_path, "dmc", "--quick", "--threads", "2")
+    assert report["benchmark"] == "dmc" and report["status"] == "ok"
+    got = {r["path"]: r for r in report["results"]}
+    assert set(got) == {"per-env", "threaded", "physics", "batch", "batch-per-env"}
+    assert all(r["env_steps_per_s"] > 0 and r["n"] == 2 for r in got.values())
+    assert got["threaded"]["threads"] == 2 and "vs_per_env" in got["threaded"]
+    assert "vs_batch_per_env" in got["batch"]
+    assert "dm_control cheetah-run: env-steps/s" in proc.stdout
