@@ -37,7 +37,7 @@ import inspect
 
 import numpy as np
 
-from ._physics import default_physics_threads
+from ._physics import default_physics_threads, mujoco_functions
 
 __all__ = ["ThreadedDmcPhysics", "threaded_or_reason"]
 
@@ -62,22 +62,10 @@ def _source_hash(fn):
 
 def _mujoco_step_functions():
     """(mj_step, mj_rnePostConstraint, mj_step1, mj_step2) addresses in the libmujoco the bindings loaded, or
-    None (the same library _physics opens for the Gymnasium path)."""
-    import ctypes
-    import glob
-    import os
-
+    None (the lookup the Gymnasium path uses, with dm_control's legacy-step halves added)."""
     import mujoco
 
-    libs = sorted(glob.glob(os.path.join(os.path.dirname(mujoco.__file__), "libmujoco.so*")))
-    if not libs:
-        return None
-    try:
-        lib = ctypes.CDLL(libs[-1])  # already loaded by the bindings: the same handle, the same functions
-        return tuple(ctypes.cast(getattr(lib, f), ctypes.c_void_p).value
-                     for f in ("mj_step", "mj_rnePostConstraint", "mj_step1", "mj_step2"))
-    except (OSError, AttributeError):
-        return None
+    return mujoco_functions(mujoco, ("mj_step", "mj_rnePostConstraint", "mj_step1", "mj_step2"))
 
 
 def threaded_or_reason(envs):

@@ -33,7 +33,7 @@ import numpy as np
 
 from ._tasks import _Mismatch, task_for
 
-__all__ = ["BatchedPhysics", "batched_or_reason", "default_physics_threads"]
+__all__ = ["BatchedPhysics", "batched_or_reason", "default_physics_threads", "mujoco_functions"]
 
 
 def default_physics_threads(num_envs):
@@ -74,15 +74,15 @@ def batched_or_reason(envs, unwrapped):
     return task, None
 
 
-def _mujoco_functions(mujoco):
-    """Addresses of mj_step and mj_rnePostConstraint in the libmujoco the bindings loaded, or None."""
+def mujoco_functions(mujoco, names=("mj_step", "mj_rnePostConstraint")):
+    """Addresses of the named functions in the libmujoco the bindings loaded (for the C threads of mjstep.c), or
+    None. The Gymnasium path needs mj_step and mj_rnePostConstraint; dm_control's (_dmc_physics) mj_step1/2 too."""
     libs = sorted(glob.glob(os.path.join(os.path.dirname(mujoco.__file__), "libmujoco.so*")))
     if not libs:
         return None
     try:
         lib = ctypes.CDLL(libs[-1])  # already loaded by the bindings: the same handle, the same functions
-        return (ctypes.cast(lib.mj_step, ctypes.c_void_p).value,
-                ctypes.cast(lib.mj_rnePostConstraint, ctypes.c_void_p).value)
+        return tuple(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in names)
     except (OSError, AttributeError):
         return None
 
@@ -183,7 +183,7 @@ class BatchedPhysics:
         self.elapsed = np.zeros(self.n, dtype=np.int64)
         self.nu = self.task.nu
         threads = default_physics_threads(self.n) if threads is None else max(1, int(threads))
-        functions = None if os.environ.get("GLTENSOR_MUJOCO_PYTHON_THREADS") == "1" else _mujoco_functions(mujoco)
+        functions = None if os.environ.get("GLTENSOR_MUJOCO_PYTHON_THREADS") == "1" else mujoco_functions(mujoco)
         if functions is not None and all(hasattr(x, "_address") for x in self.models[:1] + self.datas[:1]):
             self._runner = _CThreads(self, functions, threads)
             self.stepper = "C threads"
