@@ -362,3 +362,19 @@ def _sb3_logs_in_pytests_temp(tmp_path_factory):
     prunes, and so do those of the examples and doc blocks the suite runs in subprocesses (they inherit it)."""
     if "SB3_LOGDIR" not in os.environ:
         os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
+
+
+def dm_control_suite_or_skip(domain="cartpole", task="swingup"):
+    """dm_control's suite, or a skip: under the sanitizers (dm_control's imports -- lxml, libxml2, its renderer --
+    leave allocations LeakSanitizer reports at exit, some from unloaded modules no suppression can name; the
+    sanitizer run checks gltensor's code elsewhere), without dm_control, or where it cannot load a task (dm_control
+    1.0.x indexes MjModel fields that MuJoCo 4 renamed)."""
+    if os.environ.get("GLTENSOR_UNDER_SANITIZER"):
+        pytest.skip("dm_control under the sanitizers: third-party leaks at exit")
+    suite = pytest.importorskip("dm_control.suite")
+    try:
+        suite.load(domain, task)
+    except AttributeError as exc:
+        import mujoco
+        pytest.skip(f"dm_control cannot load a task with MuJoCo {mujoco.__version__}: {exc}")
+    return suite

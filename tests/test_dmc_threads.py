@@ -12,6 +12,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from conftest import dm_control_suite_or_skip  # noqa: E402
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -150,14 +151,7 @@ def test_c_close_with_physics_in_flight_finishes_the_job():
 
 # -- dm_control ------------------------------------------------------------------------------------------------
 def suite_or_skip():
-    if UNDER_SANITIZER:
-        pytest.skip("dm_control under the sanitizers: third-party leaks at exit")
-    suite = pytest.importorskip("dm_control.suite")
-    try:
-        suite.load("cartpole", "swingup")
-    except AttributeError as exc:  # dm_control 1.0.x indexes MjModel fields that MuJoCo 4 renamed
-        pytest.skip(f"dm_control cannot load a task with MuJoCo {mujoco.__version__}: {exc}")
-    return suite
+    return dm_control_suite_or_skip("cartpole", "swingup")
 
 
 def load(suite, name, n, seed=0, task_kwargs=None, environment_kwargs=None):

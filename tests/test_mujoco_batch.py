@@ -13,6 +13,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from conftest import dm_control_suite_or_skip  # noqa: E402
 from numpy.testing import assert_array_equal  # noqa: E402
 
 mujoco = pytest.importorskip("mujoco")
@@ -307,16 +308,9 @@ def test_read_options(batch, backend):
 
 
 def test_dm_control_physics_batch(batch):
-    if os.environ.get("GLTENSOR_UNDER_SANITIZER"):
-        # dm_control's imports (lxml, libxml2, its renderer) leave allocations LeakSanitizer reports at exit,
-        # some from unloaded modules no suppression can name; the sanitizer run checks gltensor's code elsewhere.
-        pytest.skip("dm_control under the sanitizers: third-party leaks at exit")
-    suite = pytest.importorskip("dm_control.suite")
+    suite = dm_control_suite_or_skip("cheetah", "run")
     n, h, w = 4, 61, 97
-    try:
-        envs = [suite.load("cheetah", "run", task_kwargs={"random": k}) for k in range(n)]
-    except AttributeError as exc:  # dm_control 1.0.x indexes MjModel fields that MuJoCo 4 renamed (flex_vertedge)
-        pytest.skip(f"dm_control cannot load a task with MuJoCo {mujoco.__version__}: {exc}")
+    envs = [suite.load("cheetah", "run", task_kwargs={"random": k}) for k in range(n)]
     rng = np.random.default_rng(0)
     for env in envs:
         env.reset()

@@ -13,6 +13,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from conftest import dm_control_suite_or_skip  # noqa: E402
 
 pytest.importorskip("mujoco")
 torch = pytest.importorskip("torch")
@@ -169,15 +170,7 @@ def test_callers_context_survives_close_and_garbage_collection():
 # ------------------------------------------------------------------ dm_control: height fields and visual options
 
 def _dm_control_suite():
-    if os.environ.get("GLTENSOR_UNDER_SANITIZER"):
-        pytest.skip("dm_control under the sanitizers: third-party leaks at exit (see test_mujoco_vector.py)")
-    suite = pytest.importorskip("dm_control.suite")
-    try:
-        suite.load("cartpole", "balance")
-    except AttributeError as exc:  # dm_control 1.0.x indexes MjModel fields that MuJoCo 4 renamed
-        import mujoco
-        pytest.skip(f"dm_control cannot load a task with MuJoCo {mujoco.__version__}: {exc}")
-    return suite
+    return dm_control_suite_or_skip("cartpole", "balance")
 
 
 def _assert_tiles_equal_physics_render(batch, pixels, camera_id, what):

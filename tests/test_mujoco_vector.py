@@ -9,6 +9,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from conftest import dm_control_suite_or_skip  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -273,17 +274,8 @@ def test_sb3_ppo_runs():
 
 
 def test_dm_control_batch_equals_physics_render():
-    if os.environ.get("GLTENSOR_UNDER_SANITIZER"):
-        # dm_control's imports (lxml, libxml2, its renderer) leave allocations LeakSanitizer reports at exit,
-        # some from unloaded modules no suppression can name; the sanitizer run checks gltensor's code elsewhere.
-        pytest.skip("dm_control under the sanitizers: third-party leaks at exit")
-    suite = pytest.importorskip("dm_control.suite")
+    dm_control_suite_or_skip("cheetah", "run")
     from gltensor.mujoco import DmControlBatch
-    try:
-        suite.load("cheetah", "run")
-    except AttributeError as exc:  # dm_control 1.0.x indexes MjModel fields that MuJoCo 4 renamed
-        import mujoco
-        pytest.skip(f"dm_control cannot load a task with MuJoCo {mujoco.__version__}: {exc}")
     n = 2
     with DmControlBatch("cheetah", "run", n, H, W, camera_id=0, seed=4, threads=2) as batch:
         steps, pixels = batch.reset()
