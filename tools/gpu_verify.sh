@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool), from the repository root, what CI cannot: the build with the
 # CUDA backend, the full suite (GPU tests included) and the benchmarks. Logs and JSON go to $OUT.
-#   bash tools/gpu_verify.sh STEP...   steps: firstcontact docs tests bench-ab procs procs-ab slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
+#   bash tools/gpu_verify.sh STEP...   (bg:STEP runs one in the background; wait waits for it)  steps: firstcontact docs tests bench-ab procs procs-ab slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
 #                                      dmc-threads (DmControlBatch's threaded physics: tests, bench dmc)
@@ -34,7 +34,8 @@ fi
 nvidia-smi -L
 GLTENSOR_CUDA_ARCHS=${GLTENSOR_CUDA_ARCHS:-90} python3 -m pip install --no-build-isolation --no-deps -e . \
     > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-for step in "$@"; do
+run_step() {
+    local step=$1
     case "$step" in
     tests) # xdist restarts a worker that crashes, so one crash cannot hide the rest of the run. TESTS_WORKERS
            # (default 1) runs the tests that bound no global figure in parallel; the slow ones (the soak samples
@@ -441,4 +442,14 @@ PY
         ;;
     *) echo "unknown step $step (tests bench convert suite quick quickclears depth engines panda3d mujoco mujoco-batch torchrl multigpu memcheck-multigpu scaling multinode reliability trust memcheck-trust faults soak memcheck racecheck synccheck)"; exit 2 ;;
     esac
+}
+# A step named bg:STEP runs in the background (its output to $OUT/bg_STEP.out, printed at the next `wait` step or
+# at the end), so a correctness step (docs) can share a call with a long one (tests) on a 16-core machine.
+for step in "$@"; do
+    case "$step" in
+    bg:*) run_step "${step#bg:}" > "$OUT/bg_${step#bg:}.out" 2>&1 & ;;
+    wait) wait; for f in "$OUT"/bg_*.out; do [ -e "$f" ] && { echo "== $(basename "$f")"; cat "$f"; rm -f "$f"; }; done ;;
+    *) run_step "$step" ;;
+    esac
 done
+wait; for f in "$OUT"/bg_*.out; do [ -e "$f" ] && { echo "== $(basename "$f")"; cat "$f"; }; done

@@ -1,0 +1,117 @@
+"""Where a step of MujocoVectorEnv's batched path spends its time, per physics thread count (diagnostics, not a
+benchmark: `python -m gltensor.bench mujoco` is that).
+
+    MUJOCO_GL=egl python3 tools/mujoco_batched_phases.py [--envs 16,256] [--threads 2,4,8,16] [--steps 40] [--json P]
+
+For each N and thread count (HalfCheetah-v5, 84x84, light visuals as the bench sets them): µs per step of
+MujocoVectorEnv.step + the Nature-CNN forward (synchronised), and, summed inside those steps, the task's
+`before` (the state gathered before the physics), the render loop (physics started beside it, each env drawn as it
+finishes; the read included), the wait for the physics threads after it, and `finish` (observations, rewards,
+terminations of the batch). Beside them, in the same run, the pixel floor: render + read + forward of the same
+states with no physics (the bench's `pixels`), and the physics alone (start + wait).
+"""
+import argparse
+import functools
+import json
+import os
+import time
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from gltensor.bench.measure import time_calls  # noqa: E402
+from gltensor.bench.mujoco import make_gym, nature_cnn  # noqa: E402
+from gltensor.mujoco import MujocoVectorEnv  # noqa: E402
+
+
+class Timed:
+    """Wraps obj.name so that its calls' wall time is summed (µs) in self.total."""
+
+    def __init__(self, obj, name):
+        self.total, self.calls = 0.0, 0
+        inner = getattr(obj, name)
+
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.total += (time.perf_counter() - t0) * 1e6
+                self.calls += 1
+        setattr(obj, name, wrapper)
+
+    def reset(self):
+        self.total, self.calls = 0.0, 0
+
+
+def probe(n, threads, steps, device):
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    venv = MujocoVectorEnv([functools.partial(make_gym, "HalfCheetah-v5", 84, 84, "light", None)] * n,
+                           height=84, width=84, threads=threads)
+    try:
+        net = nature_cnn(torch, 84, device)
+
+        def cnn(x):  # as the bench's forward
+            with torch.no_grad():
+                net(torch.as_tensor(x, device=device).permute(0, 3, 1, 2).float().div_(255)).sum()
+        venv.reset(seed=0)
+        acts = [np.random.default_rng(k).uniform(-1, 1, (n, venv.single_action_space.shape[0])) for k in range(8)]
+        ph = venv._batched
+        phases = {"before": Timed(ph, "before"), "render": Timed(venv, "_render"), "wait": Timed(ph, "wait"),
+                  "finish": Timed(ph, "finish")}
+        k = iter(range(10 ** 9))
+
+        def step():
+            obs = venv.step(acts[next(k) % len(acts)])[0]
+            cnn(obs["pixels"] if isinstance(obs, dict) else obs)
+
+        step()
+        for p in phases.values():
+            p.reset()
+        total = time_calls(step, steps, sync)
+        row = {"N": n, "threads": venv.threads, "step_us": total}
+        row.update({name + "_us": p.total / steps for name, p in phases.items()})
+        datas = [u.data for u in venv.unwrapped_envs]
+        r = venv.renderer
+
+        def pixels():
+            r.render(datas, cameras=venv._cameras())
+            cnn(r.read())
+        row["pixels_floor_us"] = time_calls(pixels, steps, sync)
+        everyone = np.ones(n, dtype=np.bool_)
+
+        def physics():
+            ph.start(acts[0], everyone)
+            ph.wait()
+        row["physics_alone_us"] = time_calls(physics, steps, sync)
+        return row
+    finally:
+        venv.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--envs", default="16,256")
+    ap.add_argument("--threads", default="2,4,8,16")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    rows = []
+    cols = ("N", "threads", "step_us", "before_us", "render_us", "wait_us", "finish_us", "pixels_floor_us",
+            "physics_alone_us")
+    print("  ".join("%10s" % c for c in cols), flush=True)
+    for n in [int(x) for x in args.envs.split(",")]:
+        for t in [int(x) for x in args.threads.split(",")]:
+            row = probe(n, t, args.steps, device)
+            rows.append(row)
+            print("  ".join("%10.0f" % row[c] for c in cols), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": str(device), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
