@@ -386,6 +386,52 @@ def test_errors_of_the_batch():
         assert all(e._step_count == 1 for e in batch.envs)
 
 
+def test_part4_beside_the_render_for_suite_tasks_only_and_its_errors_in_your_thread():
+    """Part 4 (after_step .. get_termination) runs in the finisher thread for dm_control.suite's tasks, beside the
+    render; a task of your own (it may render in get_observation) keeps it in your thread, and a suite task that
+    raises there raises from step() in yours, with its own type, the batch still usable."""
+    import threading
+
+    suite = suite_or_skip()
+    from dm_control.suite import cartpole
+
+    from gltensor.mujoco import DmControlBatch
+
+    threads_seen = []
+
+    class MyBalance(cartpole.Balance):  # defined here, not in dm_control.suite
+        def get_observation(self, physics):
+            threads_seen.append(threading.current_thread())
+            return super().get_observation(physics)
+
+    base = load(suite, "cartpole-balance", 2)
+    mine = [type(e)(e.physics, MyBalance(swing_up=False, sparse=False, random=k)) for k, e in enumerate(base)]
+    with DmControlBatch.from_envs(mine, H, W) as batch:
+        assert batch.physics_path == "batched" and not batch._threaded.finish_in_thread
+        batch.reset()
+        threads_seen.clear()
+        batch.step(np.zeros((2, 1)))
+        assert threads_seen == [threading.current_thread()] * 2
+    with DmControlBatch("cartpole", "balance", 3, H, W, seed=0) as batch:
+        assert batch._threaded.finish_in_thread
+        batch.reset()
+        task = batch.envs[1]._task
+        calls = {"n": 0}
+
+        def broken(physics, _orig=task.get_reward):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise KeyError("a task's own bug")
+            return _orig(physics)
+
+        task.get_reward = broken
+        with pytest.raises(KeyError, match="a task's own bug"):
+            batch.step(np.zeros((3, 1)))
+        assert not batch._threaded._in_flight  # waited for: no thread touches an env
+        steps, pixels = batch.step(np.zeros((3, 1)))  # usable again
+        assert [s.step_type.name for s in steps] == ["MID"] * 3 and tuple(pixels.shape) == (3, H, W, 3)
+
+
 def test_close_with_physics_in_flight():
     """Closing while the threads step (a step's job started, not waited for): close() waits for them before the
     envs are freed, and the batch refuses to step afterwards."""

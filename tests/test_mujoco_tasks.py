@@ -158,6 +158,77 @@ def test_threads_do_not_change_results():
     assert outs[0] == outs[1]
 
 
+def test_gather_in_the_threads_sees_edits_and_never_reuses_a_block():
+    """The C threads copy what the task reads just before and after each env's step (mjstep.c's gather): an edit
+    of an env's data between steps is seen as Gymnasium's own step sees it, and arrays a step returned keep their
+    values through later steps (each step's blocks are fresh)."""
+    make = lambda: gymnasium.make("Ant-v5", max_episode_steps=50)  # noqa: E731  (xpos, cfrc_ext: four fields)
+    ref = SyncVectorEnv([make] * N)
+    env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, render_only=False)
+    try:
+        assert env._batched.stepper == "C threads" and env._batched._runner._layout is not None
+        ref.reset(seed=3)
+        env.reset(seed=3)
+        rng = np.random.default_rng(3)
+        kept = []
+        for t in range(12):
+            if t in (4, 9):  # the user moves env 1 between steps: the next step must start from there
+                for e in (ref.envs[1].unwrapped, env.unwrapped_envs[1]):
+                    e.data.qpos[0] += 0.25
+                    e.data.qvel[:3] = 0.5
+            a = rng.uniform(-1, 1, (N, 8)).astype(np.float32)
+            want, got = ref.step(a), env.step(a)
+            assert_same(want[0], got[0]["state"], f"step {t}: obs")
+            assert_same(want[1], got[1], f"step {t}: reward")
+            assert_infos_same(want[4], got[4], f"step {t}")
+            kept.append((got[0]["state"], got[1], got[4]["x_position"],
+                         got[0]["state"].copy(), got[1].copy(), got[4]["x_position"].copy()))
+        for t, (obs, reward, x, obs0, reward0, x0) in enumerate(kept):
+            assert np.array_equal(obs, obs0) and np.array_equal(reward, reward0) and np.array_equal(x, x0), t
+    finally:
+        env.close()
+        ref.close()
+
+
+def test_stepper_gather_arguments():
+    from gltensor import _gltensor
+
+    env = MujocoVectorEnv("Hopper-v5", 2, height=TILE, width=TILE, render_only=False)
+    try:
+        ph = env._batched
+        from gltensor.mujoco._physics import mujoco_functions
+        import mujoco
+
+        fns = mujoco_functions(mujoco)
+        st = _gltensor._MujocoStepper(fns[0], fns[1], [m._address for m in ph.models],
+                                      [d._address for d in ph.datas], [c.ctypes.data for c in ph._ctrl], ph.nu, 1, 1)
+        acts = np.zeros((2, ph.nu))
+        mask = np.ones(2, np.uint8)
+        block = np.empty(64)
+        with pytest.raises(ValueError, match="set_gather"):
+            st.start(acts.ctypes.data, mask.ctypes.data, 0, block.ctypes.data, 0)
+        with pytest.raises(ValueError, match="1 fields .* need 2 sources, not 1"):
+            st.set_gather([ph.datas[0].qpos.ctypes.data], [8])
+        with pytest.raises(ValueError, match="size 0"):
+            st.set_gather([ph.datas[0].qpos.ctypes.data, ph.datas[1].qpos.ctypes.data], [0])
+        with pytest.raises(ValueError, match="null"):
+            st.set_gather([ph.datas[0].qpos.ctypes.data, 0], [8])
+        assert st.set_gather([d.qpos.ctypes.data for d in ph.datas], [ph.datas[0].qpos.nbytes]) == ph.datas[0].qpos.nbytes
+        before, after = np.full((2, ph.datas[0].qpos.size), np.nan), np.full((2, ph.datas[0].qpos.size), np.nan)
+        q0 = np.stack([d.qpos.copy() for d in ph.datas])
+        st.start(acts.ctypes.data, mask.ctypes.data, 0, before.ctypes.data, after.ctypes.data)
+        with pytest.raises(RuntimeError, match="a job is running"):
+            st.set_gather([d.qpos.ctypes.data for d in ph.datas], [8])
+        while st.next() is not None:
+            pass
+        st.wait()
+        assert np.array_equal(before, q0)
+        assert np.array_equal(after, np.stack([d.qpos for d in ph.datas])) and not np.array_equal(after, q0)
+        st.close()
+    finally:
+        env.close()
+
+
 def test_which_path_and_why():
     from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
     from gymnasium.wrappers import AddRenderObservation, ClipAction

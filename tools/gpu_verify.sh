@@ -5,6 +5,7 @@
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
 #                                      dmc-threads (DmControlBatch's threaded physics: tests, bench dmc)
+#                                      mujoco-round (the MuJoCo/TorchRL tests on CUDA, then bench mujoco, dmc, torchrl)
 #                                      mjfix (the review's six MuJoCo defects, their tests on CUDA)
 #                                      mujoco-auto (every v5 task: batched path against per-env, N = 4 and 64)
 #                                      docs (every python block of README.md and docs/*.md on CUDA, no MUJOCO_GL,
@@ -244,6 +245,26 @@ run_step() {
         MUJOCO_GL=egl timeout 110 python3 -m gltensor.bench torchrl --envs "${TORCHRL_ENVS:-16,64}" --steps 40 \
             --rounds 2 --json "$OUT/torchrl.json" --plot "$OUT/torchrl.png" > "$OUT/torchrl_bench.log" 2>&1
         echo "torchrl bench rc $?"; grep -vE "settotalmass|^$" "$OUT/torchrl_bench.log" | tail -16 ;;
+    mujoco-round) # one call for the MuJoCo round's GPU figures after a change to the batched paths: their tests on
+                  # CUDA in parallel (the v5 tasks at 1,000 steps, the vector env, dm_control's threads, the review's
+                  # defects, TorchRL), then, alone, bench mujoco (N = 4..256 beside its floors and AsyncVectorEnv),
+                  # bench dmc and bench torchrl. Needs .whl with mujoco, gymnasium, dm_control, torchrl. ~9 minutes.
+        MUJOCO_GL=egl timeout ${ROUND_TESTS_TIME:-140} python3 -m pytest -q -p no:cacheprovider -rfEs -n ${TESTS_WORKERS:-12} \
+            tests/test_mujoco_tasks.py tests/test_mujoco_vector.py tests/test_dmc_threads.py tests/test_mujoco_defects.py \
+            tests/test_torchrl.py > "$OUT/round_tests.log" 2>&1
+        echo "tests rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^E  " "$OUT/round_tests.log" | tail -15
+        MUJOCO_GL=egl timeout ${ROUND_MUJOCO_TIME:-190} python3 -m gltensor.bench mujoco --envs "${MUJOCO_ENVS:-4,16,64,256}" \
+            --visuals light --steps "${MUJOCO_STEPS:-30}" --rounds 3 --dm-task "" \
+            --paths async,batch,batch-per-env,physics,rollout,render+read,pixels \
+            --json "$OUT/mujoco_fast.json" > "$OUT/mujoco_fast.log" 2>&1; echo "mujoco bench rc $?"
+        grep -v settotalmass "$OUT/mujoco_fast.log" | grep -E "^HalfCheetah|^task" | head -40
+        MUJOCO_GL=egl timeout ${ROUND_DMC_TIME:-80} python3 -m gltensor.bench dmc --envs "${DMC_ENVS:-4,16,64}" \
+            --steps "${DMC_STEPS:-40}" --rounds 3 --json "$OUT/dmc.json" > "$OUT/dmc_bench.log" 2>&1
+        echo "dmc bench rc $?"; grep -vE "settotalmass|^$" "$OUT/dmc_bench.log" | tail -18
+        MUJOCO_GL=egl timeout ${ROUND_TORCHRL_TIME:-110} python3 -m gltensor.bench torchrl --envs "${TORCHRL_ENVS:-16,64}" \
+            --steps "${TORCHRL_STEPS:-30}" --rounds 2 --json "$OUT/torchrl.json" --plot "$OUT/torchrl.png" \
+            > "$OUT/torchrl_bench.log" 2>&1; echo "torchrl bench rc $?"
+        grep -vE "settotalmass|^$" "$OUT/torchrl_bench.log" | tail -12 ;;
     dmc-threads) # DmControlBatch's batched path (each suite task per env, MuJoCo steps in mjstep.c's C threads):
                  # its tests on the CUDA backend (TimeSteps, states and pixels equal to each env's own step(), six
                  # suite tasks, PhysicsError, path choice, close in flight; the DmControlBatch tests of

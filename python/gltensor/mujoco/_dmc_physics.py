@@ -3,7 +3,9 @@ task still run per env in Python: equal, bit for bit, to calling each env's own 
 
 What ``control.Environment.step(action)`` does (dm_control's rl/control.py), and where each part runs here:
 
-1. ``if _reset_next_step: return reset()`` -- per env, in the caller's thread (that env is not stepped);
+1. ``if _reset_next_step: return reset()`` -- per env, in the caller's thread (that env is not stepped; a reset
+   may use dm_control's own GL context, e.g. quadruped-escape's new terrain, and a GL context is current in one
+   thread);
 2. ``task.before_step(action, physics)`` -- per env, in the caller's thread (sets ctrl; a task may do more);
 3. ``physics.step(n_sub_steps)`` -- ``with check_invalid_state(): _step_with_up_to_date_position_velocity(n)``
    (legacy step: ``mj_step2``, ``mj_step`` x (n - 1), ``mj_step1``; with RK4: ``mj_step`` x n, ``mj_step1``;
@@ -11,8 +13,14 @@ What ``control.Environment.step(action)`` does (dm_control's rl/control.py), and
    pool and file as the Gymnasium path, mjstep.c), on each env's own ``MjData``; the warning check around them is
    dm_control's own context manager, entered before and left after, per env;
 4. ``task.after_step``, ``get_reward``, ``get_observation`` (flattened if asked), the step count, the time limit and
-   ``get_termination`` -- per env in the caller's thread, in env order, as each env's physics finishes (the
-   threads keep stepping the others meanwhile).
+   ``get_termination`` -- per env, in env order, as each env's physics finishes. For dm_control.suite's tasks in
+   one Python "finisher" thread, which hands each finished env to the caller's ``ready()``; the caller draws it
+   meanwhile. Why a thread: this part is Python (about 15-30 µs an env); in the caller's thread it ran serially
+   with the render, and the batched path lost to the per-env path at N = 16 on an H200 host (0.83x,
+   benchmarks/results/dmc_threads_h200.json). The render releases the GIL in MuJoCo's calls, so the finisher's
+   Python runs beside it, as the per-env path's ``env.step()`` does. Only the suite's tasks: none of them touches
+   a GL context in this part, while a task of your own may render in ``get_observation``; yours run in the
+   caller's thread. An env is drawn only after its part 4, as after its own ``step()``.
 
 The steps 1, 2 and 4 are dm_control's code called in its order; step 3's C calls are those of the installed
 dm_control's ``Physics.step``. Which is why this path takes only envs whose ``step`` is exactly that code: a plain
@@ -34,6 +42,8 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import queue
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -143,6 +153,9 @@ class ThreadedDmcPhysics:
         self._plans = np.zeros(self.n, dtype=np.uint8)
         self._nsteps = np.zeros(self.n, dtype=np.int32)
         self._in_flight = False
+        # part 4 beside the render only for the suite's own tasks (see the module docstring)
+        self.finish_in_thread = all(type(e._task).__module__.startswith("dm_control.suite.") for e in self.envs)
+        self._finisher = ThreadPoolExecutor(1, thread_name_prefix="gltensor-dmc-finish")
         self.closed = False
 
     def _plan(self, physics):
@@ -215,6 +228,7 @@ class ThreadedDmcPhysics:
         if not self.closed:
             self.closed = True
             self._stepper.close()
+            self._finisher.shutdown(wait=True)
 
 
 class _Job:
@@ -229,14 +243,44 @@ class _Job:
         self.timesteps = [None] * n
         self.errors = {}
         self._done = False
+        self._finishing = None
+        self._error = None
 
     def ready(self):
+        """Each env index in env order once its step is complete (part 1 here; part 4 here or in the finisher)."""
+        owner = self._owner
+        for k in self.resets:  # 1: these envs start a new episode instead (the threads step the others meanwhile)
+            self.timesteps[k] = owner.envs[k].reset()
+        if not owner.finish_in_thread:
+            yield from self._finish_in_order()
+            self._done = True
+            return
+        done = queue.SimpleQueue()
+        self._finishing = owner._finisher.submit(self._hand_over, done)
+        for k in iter(done.get, None):
+            yield k
+        error, self._error = self._error, None
+        if error is not None:  # e.g. a bug in a task's Python: raised here, as its own step() would raise it
+            raise error
+        self._done = True
+
+    def _hand_over(self, done):
+        """In the finisher thread: each env index into `done` once finished; None last, also after an error (kept
+        for ready() to raise)."""
+        try:
+            for k in self._finish_in_order():
+                done.put(k)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            self._error = exc
+        finally:
+            done.put(None)
+
+    def _finish_in_order(self):
+        """Part 4 of each env in env order as its physics ends, yielding its index (reset envs pass through)."""
         from dm_control.rl.control import PhysicsError
 
         owner = self._owner
         envs, plans, n = owner.envs, owner._plans, owner.n
-        for k in self.resets:  # 1: these envs start a new episode instead (the threads step the others meanwhile)
-            self.timesteps[k] = envs[k].reset()
         ready = np.zeros(n, dtype=np.bool_)
         ready[self.resets] = True
         nxt = owner._stepper.next
@@ -254,10 +298,11 @@ class _Job:
                 else:
                     self.timesteps[k] = owner._finish(envs[k])
             yield k
-        self._done = True
 
     def wait(self):
-        """Until no thread touches any env (also after an error in between)."""
+        """Until no thread touches any env (also after an error in between): the finisher, then the physics."""
+        if self._finishing is not None:
+            self._finishing.result()  # it ends by itself: the physics hands every env back
         self._owner._wait()
 
     def result(self):

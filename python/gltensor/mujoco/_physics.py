@@ -35,6 +35,8 @@ from ._tasks import _Mismatch, task_for
 
 __all__ = ["BatchedPhysics", "batched_or_reason", "default_physics_threads", "mujoco_functions"]
 
+_GATHERED = object()  # before(): the C threads copy what the task reads before each env's step (see finish)
+
 
 def default_physics_threads(num_envs):
     """Threads for the batched physics: the cores this process may run on, at most 16 and at most one per env.
@@ -94,6 +96,7 @@ class _PythonThreads:
         self._ph, self._pool, self._stream = physics, pool, None
 
     def start(self, actions, stepped):
+        """Returns None: the caller stacks the fields itself (np.stack)."""
         ph, idx = self._ph, np.flatnonzero(stepped)
         todo = set(idx.tolist())
         self._stream = self._pool.stream(lambda i: ph.step_env(i, actions[i]) if i in todo else None)
@@ -115,22 +118,47 @@ class _PythonThreads:
 
 
 class _CThreads:
-    """The batch's physics in C threads (_gltensor._MujocoStepper); holds the job's arrays until it is waited for."""
+    """The batch's physics in C threads (_gltensor._MujocoStepper); holds the job's arrays until it is waited for.
+    With ``gather`` (the fields' per-env views, all float64 and C-contiguous), each env's thread also copies those
+    fields into two fresh blocks, just before and just after the env's step (see mjstep.c): ``start`` then returns
+    the (before, after) namespaces of (N, ...) arrays, filled once the job is waited for."""
 
-    def __init__(self, physics, functions, threads):
+    def __init__(self, physics, functions, threads, gather=None):
         from .. import _gltensor
 
         ph = physics
         self._stepper = _gltensor._MujocoStepper(
             functions[0], functions[1], [m._address for m in ph.models], [d._address for d in ph.datas],
             [c.ctypes.data for c in ph._ctrl], ph.nu, ph.frame_skip, threads)
-        self._keep = (ph.models, ph.datas, ph._ctrl)  # the addresses above stay valid while this lives
+        self._keep = (ph.models, ph.datas, ph._ctrl, gather)  # the addresses given stay valid while this lives
         self._job = None
+        self._layout = None
+        if gather:
+            names = list(gather)
+            n = len(ph.datas)
+            sizes = [gather[f][0].nbytes for f in names]
+            self._stepper.set_gather([gather[f][i].ctypes.data for i in range(n) for f in names], sizes)
+            self._layout = [(f, gather[f][0].shape, n * gather[f][0].size) for f in names]
+            self._block_len = sum(n * gather[f][0].size for f in names)
+
+    def _namespace(self, block):
+        fields, at = {}, 0
+        for name, shape, count in self._layout:
+            fields[name] = block[at:at + count].reshape((-1,) + shape)
+            at += count
+        return SimpleNamespace(**fields)
 
     def start(self, actions, stepped):
         job = (np.ascontiguousarray(actions, dtype=np.float64), np.ascontiguousarray(stepped, dtype=np.uint8))
-        self._stepper.start(job[0].ctypes.data, job[1].ctypes.data)
-        self._job = job
+        if self._layout is None:
+            self._stepper.start(job[0].ctypes.data, job[1].ctypes.data)
+            self._job = job
+            return None
+        # Fresh blocks every step: the task's results may be views of them, and a caller may keep those.
+        before, after = np.empty(self._block_len), np.empty(self._block_len)
+        self._stepper.start(job[0].ctypes.data, job[1].ctypes.data, 0, before.ctypes.data, after.ctypes.data)
+        self._job = job + (before, after)
+        return self._namespace(before), self._namespace(after)
 
     def finished(self):
         nxt = self._stepper.next
@@ -141,7 +169,7 @@ class _CThreads:
 
     def wait(self):
         self._stepper.wait()
-        self._job = None
+        self._job = None  # the blocks live on in the namespaces start() returned
 
     def close(self):
         self._stepper.close()
@@ -185,7 +213,7 @@ class BatchedPhysics:
         threads = default_physics_threads(self.n) if threads is None else max(1, int(threads))
         functions = None if os.environ.get("GLTENSOR_MUJOCO_PYTHON_THREADS") == "1" else mujoco_functions(mujoco)
         if functions is not None and all(hasattr(x, "_address") for x in self.models[:1] + self.datas[:1]):
-            self._runner = _CThreads(self, functions, threads)
+            self._runner = _CThreads(self, functions, threads, self._views if self._c_gather_fits() else None)
             self.stepper = "C threads"
         else:
             if pool is None:
@@ -193,11 +221,22 @@ class BatchedPhysics:
             self._runner = _PythonThreads(self, pool)
             self.stepper = "Python threads"
         self.threads = threads
+        self._gathered = None
+
+    def _c_gather_fits(self):
+        """Whether the C threads can gather the task's fields: each a float64 C-contiguous array of one shape in
+        every env (else np.stack in this thread, which also says what differs)."""
+        for views in self._views.values():
+            v0 = views[0]
+            if not all(v.dtype == np.float64 and v.flags.c_contiguous and v.shape == v0.shape and v.size
+                       for v in views):
+                return False
+        return True
 
     # -- the physics of one step, in the stepper's threads
     def start(self, actions, stepped):
         """Starts the physics of the envs in the bool mask `stepped`; returns at once."""
-        self._runner.start(actions, stepped)
+        self._gathered = self._runner.start(actions, stepped)
 
     def finished(self):
         """The indices of the envs started, each as its physics finishes (blocks in between)."""
@@ -246,20 +285,33 @@ class BatchedPhysics:
         return SimpleNamespace(**{f: np.stack(v) for f, v in self._views.items()})
 
     def before(self):
+        """What the task reads before the step (call it before start()); with the C threads' gather, a marker:
+        their copy of the fields just before each env's step, read in finish()."""
+        if getattr(self._runner, "_layout", None) is not None:
+            return _GATHERED
         return self.task.before(self.gather())
 
     def finish(self, action, before, stepped):
         """(obs, reward, terminated, truncated, info arrays) of the batch after the physics of the envs in the
-        bool mask `stepped`; rows of envs not stepped are to be replaced by the caller."""
-        obs, reward, terminated, info = self.task.after(self.gather(), action, before)
+        bool mask `stepped` (call it after wait()); rows of envs not stepped are to be replaced by the caller."""
+        if before is _GATHERED:
+            if self._gathered is None:
+                raise RuntimeError("BatchedPhysics.finish: no step was started since the last finish()")
+            g_before, g = self._gathered
+            self._gathered = None
+            before = self.task.before(g_before)
+        else:
+            g = self.gather()
+        obs, reward, terminated, info = self.task.after(g, action, before)
         if terminated is None:
             terminated = np.zeros(self.n, dtype=np.bool_)
         self.elapsed[stepped] += 1
         truncated = self.elapsed >= self.max_steps
-        for i in np.flatnonzero(stepped):  # TimeLimit's own count, for get_attr and a later per-env step
+        counts = self.elapsed.tolist()
+        for i in np.flatnonzero(stepped).tolist():  # TimeLimit's own count, for get_attr and a later per-env step
             w = self._limits[i]
             if w is not None:
-                w._elapsed_steps = int(self.elapsed[i])
+                w._elapsed_steps = counts[i]
         # Each info value an array of its own (the caller zeroes rows of envs not stepped; some terms are
         # columns of one array here)
         info = {k: np.array(v, order="C") for k, v in info.items()}
