@@ -416,6 +416,17 @@ def test_part4_beside_the_render_for_suite_tasks_only_and_its_errors_in_your_thr
         assert batch._threaded.finish_in_thread
         batch.reset()
         task = batch.envs[1]._task
+
+        def seen(physics, _orig=task.get_observation):
+            threads_seen.append(threading.current_thread().name)
+            return _orig(physics)
+
+        task.get_observation = seen
+        threads_seen.clear()
+        batch.step(np.zeros((3, 1)))  # drawn meanwhile: the finisher thread
+        batch._threaded.step(np.zeros((3, 1)))  # nothing drawn: your thread
+        assert threads_seen[0].startswith("gltensor-dmc-finish") and threads_seen[1] == threading.current_thread().name
+        del task.get_observation
         calls = {"n": 0}
 
         def broken(physics, _orig=task.get_reward):

@@ -195,7 +195,7 @@ class ThreadedDmcPhysics:
         """N TimeSteps, as [env.step(a) for env, a in zip(envs, actions)] gives them (no render)."""
         job = self.start(actions)
         try:
-            for _ in job.ready():
+            for _ in job.ready(beside_render=False):  # nothing to overlap: the finisher thread would only cost
                 pass
         finally:
             job.wait()
@@ -246,12 +246,13 @@ class _Job:
         self._finishing = None
         self._error = None
 
-    def ready(self):
-        """Each env index in env order once its step is complete (part 1 here; part 4 here or in the finisher)."""
+    def ready(self, beside_render=True):
+        """Each env index in env order once its step is complete (part 1 here; part 4 in the finisher thread when
+        the caller renders meanwhile and the tasks are the suite's, else here)."""
         owner = self._owner
         for k in self.resets:  # 1: these envs start a new episode instead (the threads step the others meanwhile)
             self.timesteps[k] = owner.envs[k].reset()
-        if not owner.finish_in_thread:
+        if not (beside_render and owner.finish_in_thread):
             yield from self._finish_in_order()
             self._done = True
             return
