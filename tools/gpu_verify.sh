@@ -248,7 +248,10 @@ run_step() {
     mujoco-round) # one call for the MuJoCo round's GPU figures after a change to the batched paths: their tests on
                   # CUDA in parallel (the v5 tasks at 1,000 steps, the vector env, dm_control's threads, the review's
                   # defects, TorchRL), then, alone, bench mujoco (N = 4..256 beside its floors and AsyncVectorEnv),
-                  # bench dmc and bench torchrl. Needs .whl with mujoco, gymnasium, dm_control, torchrl. ~9 minutes.
+                  # bench dmc and bench torchrl. Needs .whl with mujoco, gymnasium, dm_control, torchrl. ~9 minutes
+                  # with these limits, and they cut two parts on an H200 (28 Nov): the tests need ~170 s with -n 15
+                  # (ROUND_TESTS_TIME) and the TorchRL bench at N = 64 more than 90 s (ROUND_TORCHRL_TIME); raise
+                  # one and lower another (or the ENVS), since the whole call must stay under 10 minutes.
         MUJOCO_GL=egl timeout ${ROUND_TESTS_TIME:-140} python3 -m pytest -q -p no:cacheprovider -rfEs -n ${TESTS_WORKERS:-12} \
             tests/test_mujoco_tasks.py tests/test_mujoco_vector.py tests/test_dmc_threads.py tests/test_mujoco_defects.py \
             tests/test_torchrl.py > "$OUT/round_tests.log" 2>&1
