@@ -92,11 +92,12 @@ def mujoco_functions(mujoco, names=("mj_step", "mj_rnePostConstraint")):
 class _PythonThreads:
     """The fallback stepper: step_env in the vector env's pool of Python threads (mj_step releases the GIL)."""
 
+    gathers = False  # the caller stacks the task's fields itself (BatchedPhysics.gather)
+
     def __init__(self, physics, pool):
         self._ph, self._pool, self._stream = physics, pool, None
 
     def start(self, actions, stepped):
-        """Returns None: the caller stacks the fields itself (np.stack)."""
         ph, idx = self._ph, np.flatnonzero(stepped)
         todo = set(idx.tolist())
         self._stream = self._pool.stream(lambda i: ph.step_env(i, actions[i]) if i in todo else None)
@@ -133,6 +134,7 @@ class _CThreads:
         self._keep = (ph.models, ph.datas, ph._ctrl, gather)  # the addresses given stay valid while this lives
         self._job = None
         self._layout = None
+        self.gathers = bool(gather)
         if gather:
             names = list(gather)
             n = len(ph.datas)
@@ -150,7 +152,7 @@ class _CThreads:
 
     def start(self, actions, stepped):
         job = (np.ascontiguousarray(actions, dtype=np.float64), np.ascontiguousarray(stepped, dtype=np.uint8))
-        if self._layout is None:
+        if not self.gathers:
             self._stepper.start(job[0].ctypes.data, job[1].ctypes.data)
             self._job = job
             return None
@@ -287,7 +289,7 @@ class BatchedPhysics:
     def before(self):
         """What the task reads before the step (call it before start()); with the C threads' gather, a marker:
         their copy of the fields just before each env's step, read in finish()."""
-        if getattr(self._runner, "_layout", None) is not None:
+        if self._runner.gathers:
             return _GATHERED
         return self.task.before(self.gather())
 
