@@ -33,3 +33,23 @@ def test_bench_mujoco_quick(tmp_path):
     assert batch["vs_floor"] > 0 and batch["vs_floor_read"] > 0
     assert js.with_suffix(".png").stat().st_size > 10_000
     assert "env-steps/s" in proc.stdout and str(js) in proc.stdout
+
+
+def test_ratios_pair_the_rounds(monkeypatch):
+    """The paired ratios divide paths timed in the same round: a host that is twice as fast in round 2 moves both
+    sides of round 2's ratio, and a ratio of medians would mix rounds."""
+    monkeypatch.setenv("MUJOCO_GL", "egl")  # the module sets it by default; this test leaves the process as it was
+    from gltensor.bench.mujoco import _paired, ratios
+
+    def row(path, rounds):
+        return {"task": "T", "visuals": "light", "n": 64, "path": path, "rounds_env_steps_per_s": rounds,
+                "env_steps_per_s": sorted(rounds)[1]}
+    results = [row("async", [1.0, 2.0, 1.0]), row("batch", [10.0, 30.0, 9.0]), row("batch-per-env", [5.0, 10.0, 6.0]),
+               row("rollout", [100.0, 200.0, 100.0]), row("pixels", [10.0, 20.0, 9.0]),
+               row("physics", [100.0, 200.0, 100.0]), row("render+read", [12.0, 24.0, 10.0])]
+    batch = {r["path"]: r for r in ratios(results)}["batch"]
+    assert batch["vs_floor"] == 10.0 / 10.0  # medians: pixels 10, batch 10
+    assert batch["vs_floor_paired"] == sorted([10 / 10, 20 / 30, 9 / 9])[1]
+    assert batch["vs_per_env_paired"] == sorted([10 / 5, 30 / 10, 9 / 6])[1]
+    assert batch["vs_stock_paired"] == sorted([10.0, 15.0, 9.0])[1]
+    assert _paired([1.0], [1.0, 2.0]) is None and _paired([], []) is None

@@ -242,7 +242,9 @@ def test_batch_pixels_and_timesteps_equal_per_env_path_and_physics_render():
     with DmControlBatch("cheetah", "run", n, H, W, threads=2, **kw) as batched, \
             DmControlBatch("cheetah", "run", n, H, W, physics="per-env", **kw) as per_env:
         assert batched.physics_path == "batched" and "control.Environment" in batched.physics_path_reason
+        assert "first 18 steps" in batched.physics_path_reason and not batched.physics_trial.decided
         assert per_env.physics_path == "per-env" and per_env.physics_path_reason == "physics='per-env' was asked for"
+        assert per_env.physics_trial is None
         assert "physics=batched" in repr(batched) and "threads=2" in repr(batched)
         assert "physics=per-env" in repr(per_env)
         sa, pa = batched.reset()
@@ -250,7 +252,9 @@ def test_batch_pixels_and_timesteps_equal_per_env_path_and_physics_render():
         assert_timesteps_equal(sb, sa, "reset")
         spec = batched.action_spec
         rng = np.random.default_rng(3)
-        for t in range(8):  # 5-step episodes: LAST at 5, the auto-reset's FIRST at 6
+        # 5-step episodes: LAST at 5, the auto-reset's FIRST at 6, ...; 20 steps cross the end of physics='auto''s
+        # trial (18 steps, alternating the paths), so both paths and the one kept are compared
+        for t in range(20):
             actions = rng.uniform(spec.minimum, spec.maximum, (n,) + spec.shape)
             sa, pa = batched.step(actions)
             sb, pb = per_env.step(actions)
@@ -259,6 +263,9 @@ def test_batch_pixels_and_timesteps_equal_per_env_path_and_physics_render():
             np.testing.assert_array_equal(want, pa.cpu().numpy(), err_msg=f"step {t}")
             np.testing.assert_array_equal(pb.cpu().numpy(), pa.cpu().numpy(), err_msg=f"step {t}")
         assert [s.step_type.name for s in sa] == ["MID"] * n
+        trial = batched.physics_trial
+        assert trial.decided and batched.physics_path == trial.choice and trial.choice in ("batched", "per-env")
+        assert [len(v) for v in trial.times.values()] == [8, 8] and "measured on steps 3-18" in batched.physics_path_reason
     assert "closed" in repr(batched)
     with pytest.raises(RuntimeError, match="closed"):
         batched.step(actions)
@@ -469,8 +476,74 @@ def test_bench_dmc_quick(tmp_path):
     proc, report = run_mode(tmp_path, "dmc", "--quick", "--threads", "2")
     assert report["benchmark"] == "dmc" and report["status"] == "ok"
     got = {r["path"]: r for r in report["results"]}
-    assert set(got) == {"per-env", "threaded", "physics", "batch", "batch-per-env"}
+    assert set(got) == {"per-env", "threaded", "physics", "batch", "batch-per-env", "batch-auto"}
+    assert got["batch-auto"]["physics_path"] in ("batched", "per-env")
+    assert "kept" in got["batch-auto"]["physics_path_reason"]  # its trial ended in the check, before the timing
+    assert "vs_batch_per_env_paired" in got["batch-auto"]
     assert all(r["env_steps_per_s"] > 0 and r["n"] == 2 for r in got.values())
     assert got["threaded"]["threads"] == 2 and "vs_per_env" in got["threaded"]
     assert "vs_batch_per_env" in got["batch"]
     assert "dm_control cheetah-run: env-steps/s" in proc.stdout
+
+
+def test_auto_keeps_the_path_measured_faster():
+    """physics='auto' keeps the path whose steps were faster: with the batched path slowed down by 20 ms a step
+    the per-env path is kept (the C threads closed), and the steps after the switch still equal each env's own
+    step() and physics.render()."""
+    suite = suite_or_skip()
+    import time
+
+    from gltensor.mujoco import DmControlBatch
+
+    n = 2
+    with DmControlBatch("cartpole", "swingup", n, H, W, seed=1, threads=2) as batch:
+        ref = load(suite, "cartpole-swingup", n, seed=1)
+        slow_batched = batch._step_batched
+
+        def slowed(actions):
+            time.sleep(0.02)
+            return slow_batched(actions)
+        batch._step_batched = slowed
+        threaded = batch._threaded
+        batch.reset()
+        for e in ref:
+            e.reset()
+        rng = np.random.default_rng(0)
+        taken = []
+        for t in range(22):
+            taken.append(batch.physics_trial.next_path())
+            actions = rng.uniform(-1, 1, (n, 1))
+            got, pixels = batch.step(actions)
+            want = [e.step(a) for e, a in zip(ref, actions)]
+            assert_timesteps_equal(want, got, f"step {t}")
+            np.testing.assert_array_equal(np.stack([e.physics.render(H, W, camera_id=0) for e in ref]),
+                                          pixels.cpu().numpy(), err_msg=f"step {t}")
+        assert taken[:4] == ["batched", "batched", "batched", "per-env"] and taken[-4:] == ["per-env"] * 4
+        assert batch.physics_path == "per-env" and batch._threaded is None and threaded.closed
+        assert "per-env kept" in batch.physics_path_reason and "physics=per-env" in repr(batch) and batch.threads == 1
+        for e in ref:
+            e.close()
+
+
+def test_path_trial_alternates_then_keeps_the_faster():
+    from gltensor.mujoco._path_trial import PathTrial
+
+    trial = PathTrial("a", "b", warmup=1, pairs=2)
+    assert trial.length == 5 and not trial.decided
+    order = []
+    for seconds in (9.0, 3.0, 2.0, 3.0, 2.0):
+        order.append(trial.next_path())
+        trial.record(order[-1], seconds)
+    assert order == ["a", "a", "b", "a", "b"] and trial.choice == "b" and trial.next_path() == "b"
+    assert trial.times == {"a": [3.0, 3.0], "b": [2.0, 2.0]}  # the warm-up step is not counted
+    assert "b kept" in trial.summary() and "steps 2-5" in trial.summary()
+    trial.record("b", 100.0)  # after the choice: ignored
+    assert trial.choice == "b"
+    tie = PathTrial("a", "b", warmup=0, pairs=1)
+    tie.record("a", 1.0)
+    with pytest.raises(ValueError, match="'b' was due"):
+        tie.record("a", 1.0)
+    tie.record("b", 1.0)
+    assert tie.choice == "a"  # a tie keeps the first
+    with pytest.raises(ValueError, match="pairs"):
+        PathTrial("a", "b", pairs=0)

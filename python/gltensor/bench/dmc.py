@@ -13,6 +13,8 @@ Paths (N suite envs loaded with task_kwargs={"random": seed + k}, the same actio
   batch          DmControlBatch on its batched path: the threaded step, each env drawn as its step ends, one read
                  (pixels on the backend's device: CUDA where MuJoCo's EGL runs on it)
   batch-per-env  DmControlBatch(physics="per-env"): each env's own step(), then the batch drawn and read
+  batch-auto     DmControlBatch at its default, physics="auto": it times both paths above on its first steps (in the
+                 check, before anything is timed here) and keeps the faster; the JSON says which it kept
 Episodes end on their own (dm_control's time limit) and every path steps on through the auto-reset, as a training
 loop does. Figures: env-steps/s (N x steps / seconds), medians of --rounds rounds, paths interleaved in each
 round, one synchronisation at the end of each timed loop. Output: a table and JSON (default under
@@ -33,7 +35,7 @@ from .measure import CheckFailed, median  # noqa: E402
 from .options import arg, parse_cameras  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
-PATHS = ("per-env", "threaded", "physics", "batch", "batch-per-env")
+PATHS = ("per-env", "threaded", "physics", "batch", "batch-per-env", "batch-auto")
 PHYSICS_ONLY = ("per-env", "threaded", "physics")
 
 
@@ -71,7 +73,7 @@ class Case:
             self.envs["threaded"] = ThreadedDmcPhysics(envs, threads)
             self.closers.insert(0, self.envs["threaded"].close)
         self.threads = self.envs["threaded"].threads if "threaded" in self.envs else None
-        for key, mode in (("batch", "batched"), ("batch-per-env", "per-env")):
+        for key, mode in (("batch", "batched"), ("batch-per-env", "per-env"), ("batch-auto", "auto")):
             if key in want:
                 b = DmControlBatch(domain, task, n, args.size, args.size, camera_id=0, seed=args.seed,
                                    threads=threads if mode == "batched" else None, backend=args.backend,
@@ -89,11 +91,14 @@ class Case:
 
     def check(self, steps=12):
         """The threaded TimeSteps must equal each env's own step()'s, and the batch's pixels the per-env
-        batch's, before anything is timed."""
+        batch's, before anything is timed. With batch-auto, as many steps as its trial takes: it has chosen its path
+        before it is timed."""
         ref = self.envs["per-env"]
+        if "batch-auto" in self.envs and self.envs["batch-auto"].physics_trial is not None:
+            steps = max(steps, self.envs["batch-auto"].physics_trial.length)
         for e in ref:
             e.reset()
-        others = {k: v for k, v in self.envs.items() if k in ("threaded", "batch", "batch-per-env")}
+        others = {k: v for k, v in self.envs.items() if k in ("threaded", "batch", "batch-per-env", "batch-auto")}
         for key, x in others.items():
             if key == "threaded":
                 for e in x.envs:
@@ -114,8 +119,10 @@ class Case:
                     if not same:
                         raise CheckFailed(f"{key}: env {k}'s TimeStep differs from its own step()'s at step {t} "
                                           f"(N={self.n})")
-            if len(pixels) == 2 and not np.array_equal(pixels["batch"], pixels["batch-per-env"]):
-                raise CheckFailed(f"batch: pixels differ from batch-per-env's at step {t} (N={self.n})")
+            first = next(iter(pixels), None)
+            for key in pixels:
+                if not np.array_equal(pixels[key], pixels[first]):
+                    raise CheckFailed(f"{key}: pixels differ from {first}'s at step {t} (N={self.n})")
 
     def step_fn(self, key):
         acts = self.actions
@@ -218,9 +225,13 @@ def main(argv=None):
                         rates[p].append(time_env_steps(case.step_fn(p), n, args.steps, args.warmup, sync))
             finally:
                 case.close()
+            auto = case.envs.get("batch-auto")
             for p, v in rates.items():
                 results.append({"task": args.task, "n": n, "path": p, "threads": case.threads
-                                if p in ("threaded", "physics", "batch") else (None if p == "per-env" else 1),
+                                if p in ("threaded", "physics", "batch") else (None if p == "per-env" else
+                                                                               auto.threads if p == "batch-auto" else 1),
+                                "physics_path": auto.physics_path if p == "batch-auto" else None,
+                                "physics_path_reason": auto.physics_path_reason if p == "batch-auto" else None,
                                 "size": None if p in PHYSICS_ONLY else args.size,
                                 "backend": None if p in PHYSICS_ONLY else case.backend,
                                 "rounds_env_steps_per_s": v, "env_steps_per_s": median(v),
@@ -232,11 +243,15 @@ def main(argv=None):
         print("FAIL: %s" % e, file=sys.stderr)
     # the batch paths' renderer backend (CUDA tensors where MuJoCo's EGL runs on a CUDA device)
     info["backend"] = next((r["backend"] for r in results if r["backend"]), "cpu")
-    base = {(r["n"], r["path"]): r["env_steps_per_s"] for r in results}
+    base = {(r["n"], r["path"]): r for r in results}
     for r in results:  # physics paths against each env's own step(); the batch against the per-env batch
         ref = ("per-env" if r["path"] in PHYSICS_ONLY else "batch-per-env")
         if (r["n"], ref) in base and r["path"] != ref:
-            r["vs_" + ref.replace("-", "_")] = r["env_steps_per_s"] / base[(r["n"], ref)]
+            other = base[(r["n"], ref)]
+            r["vs_" + ref.replace("-", "_")] = r["env_steps_per_s"] / other["env_steps_per_s"]
+            # and as the median of each round's ratio (paths timed in the same round; see bench.mujoco's _paired)
+            r["vs_" + ref.replace("-", "_") + "_paired"] = median(
+                [a / b for a, b in zip(r["rounds_env_steps_per_s"], other["rounds_env_steps_per_s"])])
     report = {"benchmark": "dmc", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "argv": sys.argv[1:] if argv is None else list(argv), "machine": info,
               "config": {k: getattr(args, k) for k in ("task", "envs", "paths", "steps", "warmup", "rounds", "size",
@@ -248,7 +263,8 @@ def main(argv=None):
         ratio = r.get("vs_per_env") or r.get("vs_batch_per_env")
         rows.append([r["n"], r["path"] + (f" [{r['backend']}]" if r["backend"] else ""),
                      "{:,.0f}".format(r["env_steps_per_s"]), "{:,.0f}".format(r["us_per_env_step"]),
-                     "%.2fx" % ratio if ratio else "-", threads_note(r["threads"])])
+                     "%.2fx" % ratio if ratio else "-",
+                     threads_note(r["threads"]) + (f", kept {r['physics_path']}" if r.get("physics_path") else "")])
     print_table(f"dm_control {args.task}: env-steps/s, median of {args.rounds} rounds of {args.steps} steps "
                 f"(physics paths: no render; batch paths: {args.size}x{args.size}, {args.visuals} visuals)",
                 ["N", "path", "env-steps/s", "us/env-step", "vs its per-env path", "note"], rows, left=(1,))

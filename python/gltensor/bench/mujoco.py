@@ -456,12 +456,24 @@ def gym_tasks(spec):
     return [t.strip() for t in spec.split(",") if t.strip()]
 
 
+def _paired(rounds_a, rounds_b):
+    """The median over rounds of a[k] / b[k]: ratios of paths timed in the same interleaved round, so that a
+    host whose speed drifts between rounds (seen on GPU hosts: a path's rounds spread by up to 1.6x) moves both
+    sides of each ratio alike. None when the round counts differ."""
+    if not rounds_a or len(rounds_a) != len(rounds_b):
+        return None
+    return median([a / b for a, b in zip(rounds_a, rounds_b)])
+
+
 def ratios(results):
-    """Per case: each path's env-steps/s over async's (the stock pixel pipeline), render+read over render."""
-    by = {}
+    """Per case: each path's env-steps/s over async's (the stock pixel pipeline), render+read over render; for the
+    batch, its time over its floors' and its rate over the per-env path's, as ratios of medians and (``_paired``)
+    as medians of each round's ratio."""
+    by, rounds = {}, {}
     for r in results:
         if "env_steps_per_s" in r:
             by[(r["task"], r["visuals"], r["n"], r["path"])] = r["env_steps_per_s"]
+            rounds[(r["task"], r["visuals"], r["n"], r["path"])] = r.get("rounds_env_steps_per_s") or []
     for r in results:
         if "env_steps_per_s" not in r:
             continue
@@ -474,13 +486,26 @@ def ratios(results):
         if r["path"] == "batch":
             # A step against the larger of its two floors (time ratios): MuJoCo's own C threads (rollout) and
             # the pixel side (render, read, CNN); then against this path's own physics and the render with its read
+            mine = rounds[key + ("batch",)]
             for floor, names in (("vs_floor", ("rollout", "pixels")), ("vs_floor_read", ("physics", "render+read"))):
                 rates = [by.get(key + (f,)) for f in names]
                 if all(rates):
                     r[floor] = min(rates) / r["env_steps_per_s"]
+                    slowest = [min(x) for x in zip(*(rounds[key + (f,)] for f in names))]
+                    paired = _paired(slowest, mine)
+                    if paired is not None:
+                        r[floor + "_paired"] = paired
             # the automatic choice, measured: the batched path against the per-env path it replaces
             if by.get(key + ("batch-per-env",)):
                 r["vs_per_env"] = r["env_steps_per_s"] / by[key + ("batch-per-env",)]
+                paired = _paired(mine, rounds[key + ("batch-per-env",)])
+                if paired is not None:
+                    r["vs_per_env_paired"] = paired
+        base_rounds = rounds.get(key + ("async",)) or rounds.get(key + ("dm-stock",))
+        if r.get("vs_stock") and base_rounds:
+            paired = _paired(rounds[key + (r["path"],)], base_rounds)
+            if paired is not None:
+                r["vs_stock_paired"] = paired
     return results
 
 
@@ -601,11 +626,12 @@ def main(argv=None):
         if r.get("vs_render_floor"):
             note = "%.2fx the render floor" % r["vs_render_floor"]
         if r.get("vs_floor"):
-            note = "%.2fx max(rollout, pixels); %.2fx max(physics, render+read); %s physics, %d threads" % (
-                r["vs_floor"], r.get("vs_floor_read") or float("nan"), r["physics_path"], r["threads"])
+            note = "%.2fx max(rollout, pixels) (paired %.2fx); %.2fx max(physics, render+read); %s physics, %d threads" % (
+                r["vs_floor"], r.get("vs_floor_paired") or float("nan"), r.get("vs_floor_read") or float("nan"),
+                r["physics_path"], r["threads"])
         if r.get("vs_per_env"):
-            note = ("%s; " % note if note else "") + "%.2fx batch-per-env%s" % (
-                r["vs_per_env"], " (SLOWER)" if r["vs_per_env"] < 1 else "")
+            note = ("%s; " % note if note else "") + "%.2fx batch-per-env (paired %.2fx)%s" % (
+                r["vs_per_env"], r.get("vs_per_env_paired") or float("nan"), " (SLOWER)" if r["vs_per_env"] < 1 else "")
         rows.append([r["task"], r["visuals"], r["n"], "%s%s" % (r["path"], " [%s]" % r["backend"] if r["backend"]
                                                                and r["path"] not in ("async", "sync", "dm-stock") else ""),
                      "{:,.0f}".format(r["env_steps_per_s"]), "{:,.0f}".format(r["us_per_env_step"]),

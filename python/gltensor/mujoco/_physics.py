@@ -211,6 +211,8 @@ class BatchedPhysics:
         self.max_steps = np.array([w._max_episode_steps if w is not None and w._max_episode_steps is not None
                                    else np.iinfo(np.int64).max for w in self._limits], dtype=np.int64)
         self.elapsed = np.zeros(self.n, dtype=np.int64)
+        self._all_reset = False  # check_reset()
+        self._limited = [(i, w) for i, w in enumerate(self._limits) if w is not None]
         self.nu = self.task.nu
         threads = default_physics_threads(self.n) if threads is None else max(1, int(threads))
         functions = None if os.environ.get("GLTENSOR_MUJOCO_PYTHON_THREADS") == "1" else mujoco_functions(mujoco)
@@ -272,7 +274,13 @@ class BatchedPhysics:
         return a
 
     def check_reset(self, stepped):
-        """OrderEnforcing's check, for the envs about to be stepped."""
+        """OrderEnforcing's check, for the envs about to be stepped. Once every env was reset it holds for good
+        (OrderEnforcing never unsets has_reset), so it is not repeated per step."""
+        if self._all_reset:
+            return
+        if all(w is None or w.has_reset for w in self._order):
+            self._all_reset = True
+            return
         for i in np.flatnonzero(stepped):
             w = self._order[i]
             if w is not None and not w.has_reset:
@@ -310,9 +318,9 @@ class BatchedPhysics:
         self.elapsed[stepped] += 1
         truncated = self.elapsed >= self.max_steps
         counts = self.elapsed.tolist()
-        for i in np.flatnonzero(stepped).tolist():  # TimeLimit's own count, for get_attr and a later per-env step
-            w = self._limits[i]
-            if w is not None:
+        mask = stepped.tolist()
+        for i, w in self._limited:  # TimeLimit's own count, for get_attr and a later per-env step
+            if mask[i]:
                 w._elapsed_steps = counts[i]
         # Each info value an array of its own (the caller zeroes rows of envs not stepped; some terms are
         # columns of one array here)

@@ -44,6 +44,7 @@ from ._warnings import gymnasium_model_deprecations_dropped  # noqa: I001
 import itertools
 import queue
 import threading
+import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -319,6 +320,7 @@ class MujocoVectorEnv(VectorEnv):
         self._gym_camera = [c is None for c in cams]
         self._camera_ids = [e.mujoco_renderer.camera_id if c is None else c for e, c in zip(self.unwrapped_envs, cams)]
         self._cams = [None] * self.num_envs
+        self._camera_list = None  # _cameras(), once fixed
         self._gym_free = [g and isinstance(c, (int, np.integer)) and c == -1
                           for g, c in zip(self._gym_camera, self._camera_ids)]
         # Environments that render themselves in step()/reset(): then all are stepped in this thread (see above)
@@ -394,6 +396,8 @@ class MujocoVectorEnv(VectorEnv):
 
     # -- pixels ------------------------------------------------------------------------------------------
     def _cameras(self):
+        if self._camera_list is not None:
+            return self._camera_list
         cams = []
         for i, cid in enumerate(self._camera_ids):
             if self._gym_camera[i] and isinstance(cid, (int, np.integer)) and cid == -1:
@@ -403,10 +407,15 @@ class MujocoVectorEnv(VectorEnv):
                 cams.append(self._cams[i])
             else:
                 cams.append(cid)
+        if all(c is not None or not g for c, g in zip(self._cams, self._gym_free)):
+            self._camera_list = cams  # every free camera placed: the list is fixed from now on (made once, not per step)
         return cams
 
     def _render(self, order=None):
-        self._pixels = self.renderer.render_and_read([u.data for u in self.unwrapped_envs], cameras=self._cameras(),
+        # The batched path's envs are Gymnasium's own tasks, whose MjData is made once: its list is kept (a user's
+        # env on the per-env path might replace its data, so that list is made per render)
+        datas = self._batched.datas if self._batched is not None else [u.data for u in self.unwrapped_envs]
+        self._pixels = self.renderer.render_and_read(datas, cameras=self._cameras(),
                                                      order=order)
         return self._pixels
 
@@ -540,7 +549,8 @@ class MujocoVectorEnv(VectorEnv):
         ph.check_reset(stepped)
         envs = self.envs
         reset_idx = np.flatnonzero(resets)
-        out = dict(zip(reset_idx.tolist(), self._pool.map(lambda i: envs[i].reset(), reset_idx.tolist())))
+        out = dict(zip(reset_idx.tolist(), self._pool.map(lambda i: envs[i].reset(), reset_idx.tolist()))) \
+            if reset_idx.size else {}
         before = ph.before()
         ph.start(a, stepped)
         try:
@@ -593,7 +603,10 @@ class MujocoVectorEnv(VectorEnv):
         """Physics beside the render, unless an environment renders itself in step() (then all are stepped in
         this thread first) or a Gymnasium free camera is not placed yet (it is placed from the state of its first
         render, before a step)."""
-        return not self._in_caller and all(c is not None or not g for c, g in zip(self._cams, self._gym_free))
+        return not self._in_caller and self._cameras_placed()
+
+    def _cameras_placed(self):
+        return self._camera_list is not None or all(c is not None or not g for c, g in zip(self._cams, self._gym_free))
 
     @property
     def np_random_seed(self):
@@ -664,14 +677,18 @@ class DmControlBatch:
     ``step()`` returns: a step after a ``last()`` one starts a new episode (dm_control's own auto-reset), or call
     ``reset()`` (or ``reset(mask)``) yourself, as dm_env asks. :meth:`from_envs` batches environments you made.
 
-    physics: "auto" (default) steps plain ``control.Environment``s (every suite task as ``suite.load`` makes it) on
-    the batched path: each env's task (``before_step``, ``after_step``, reward, observation, termination) runs per
-    env in Python, every env's MuJoCo step in a pool of ``threads`` C threads that never hold the GIL (default: the
-    cores, at most 16), each env drawn as soon as its step is done; TimeSteps, PhysicsError and pixels equal to each
-    env's own ``step()`` (``gltensor.mujoco._dmc_physics`` says how). Any other env (a wrapper, a composer env, a
-    subclass) takes the per-env path: its own ``step()`` in ``threads`` Python threads (default 1).
-    ``physics_path`` says which ("batched" or "per-env"), ``physics_path_reason`` why; "batched" raises where the
-    envs cannot take it, "per-env" forces the per-env path.
+    physics: plain ``control.Environment``s (every suite task as ``suite.load`` makes it) can take the batched path:
+    each env's task (``before_step``, ``after_step``, reward, observation, termination) runs per env in Python,
+    every env's MuJoCo step in a pool of ``threads`` C threads that never hold the GIL (default: the cores, at most
+    16), each env drawn as soon as its step is done; TimeSteps, PhysicsError and pixels equal to each env's own
+    ``step()`` (``gltensor.mujoco._dmc_physics`` says how). The per-env path calls each env's own ``step()`` in
+    turn, then draws the batch. "auto" (default) measures the two on these envs: after two steps on the batched
+    path they alternate step by step for 16 steps, and the one with the lower median step time is kept
+    (``_path_trial``); both are exact, so which one took a step changes no result. "batched" and "per-env" force
+    one ("batched" raises where the envs cannot take it). Any other env (a wrapper, a composer env, a subclass)
+    takes the per-env path: its own ``step()`` in ``threads`` Python threads (default 1). ``physics_path`` says
+    which path steps now ("batched" or "per-env"), ``physics_path_reason`` why, ``physics_trial`` the
+    measurement (None where none is made).
     """
 
     def __init__(self, domain, task, num_envs, height=84, width=84, camera_id=0, *, seed=None, threads=None,
@@ -710,11 +727,13 @@ class DmControlBatch:
     def _setup(self, envs, height, width, camera_id, threads, backend, cuda_device, scene_option, render_flags,
                max_geom, physics):
         from ._dmc_physics import ThreadedDmcPhysics, threaded_or_reason
+        from ._path_trial import PathTrial
         from ._physics import default_physics_threads
         from .batch import BatchRenderer
 
         self.closed = True  # until everything below exists
         self._threaded = None
+        self.physics_trial = None
         self.envs = envs
         self.num_envs, self.height, self.width, self.camera_id = len(envs), int(height), int(width), camera_id
         if physics not in ("auto", "batched", "per-env"):
@@ -747,6 +766,10 @@ class DmControlBatch:
             self.physics_path = "batched"
             self.physics_path_reason = ("every environment is a plain dm_control control.Environment; each task per "
                                         "env in Python, the MuJoCo steps in C threads")
+            if physics == "auto":
+                self.physics_trial = PathTrial("batched", "per-env")
+                self.physics_path_reason += (f"; physics='auto' times it against the per-env path over the first "
+                                             f"{self.physics_trial.length} steps and keeps the faster")
         else:
             self.physics_path, self.physics_path_reason = "per-env", why
         self.action_spec = self.envs[0].action_spec()
@@ -778,9 +801,27 @@ class DmControlBatch:
         actions = np.asarray(actions)
         if len(actions) != self.num_envs:
             raise ValueError(f"step() got {len(actions)} actions for {self.num_envs} environments")
-        if self._threaded is None:
-            steps = self._pool.map(lambda i: self.envs[i].step(actions[i]))
-            return steps, self.render()
+        trial = self.physics_trial
+        if trial is None or trial.decided:
+            return self._step_per_env(actions) if self._threaded is None else self._step_batched(actions)
+        path = trial.next_path()
+        t0 = time.perf_counter()
+        out = self._step_batched(actions) if path == "batched" else self._step_per_env(actions)
+        trial.record(path, time.perf_counter() - t0)  # not reached when the step raised: the same path is due again
+        if trial.decided:
+            self.physics_path_reason = self.physics_path_reason.split("; physics='auto'")[0] + "; " + trial.summary()
+            if trial.choice == "per-env":
+                self.physics_path = "per-env"
+                threaded, self._threaded = self._threaded, None
+                threaded.close()  # its C threads are not needed any more
+                self.threads = len(self._pool.chunks)  # what steps now: each env's step() in turn, in this thread
+        return out
+
+    def _step_per_env(self, actions):
+        steps = self._pool.map(lambda i: self.envs[i].step(actions[i]))
+        return steps, self.render()
+
+    def _step_batched(self, actions):
         job = self._threaded.start(actions)
         try:
             pixels = self.renderer.render_and_read(self.physics, order=job.ready())

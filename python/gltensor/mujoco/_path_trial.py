@@ -1,0 +1,71 @@
+"""The measured choice between two exact paths of one batch step (``physics="auto"``): both paths give the same
+results bit for bit, so which one steps a given step is free, and the faster one on this host, for these envs,
+at this N, is found by timing both on the batch's first steps rather than assumed from another host's figures.
+
+Why measure here and not in a table: on the GPU hosts the batched and per-env paths of ``DmControlBatch`` swapped
+places between runs and N (batched / per-env with pixels, cheetah-run on H200 hosts: 0.98x / 0.83x / 1.04x and
+1.23x / 0.90x / 1.02x at N = 4 / 16 / 64, benchmarks/results/dmc_threads_h200.json and dmc_finisher_h200.json).
+Their difference is a few hand-overs between threads per env against the task's Python run serially, which
+depends on the cores, the task and N.
+
+How: after ``warmup`` steps on the first path (GL state, caches, the threads' first wake), the two paths alternate
+step by step for ``pairs`` pairs, so that a host whose speed drifts moves both alike; the path with the lower
+median step time is kept for good (ties keep the first). Only the step itself is timed (physics, render, read),
+not what the caller does between steps.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+
+__all__ = ["PathTrial"]
+
+
+class PathTrial:
+    """Which of two paths to take for each step until decided, then the faster one."""
+
+    def __init__(self, first: str, second: str, warmup: int = 2, pairs: int = 8):
+        if warmup < 0 or pairs < 1:
+            raise ValueError(f"PathTrial: warmup must be >= 0 and pairs >= 1, not {warmup}, {pairs}")
+        self.paths = (first, second)
+        self.warmup, self.pairs = int(warmup), int(pairs)
+        self.times = {first: [], second: []}
+        self._steps = 0
+        self.choice = None
+
+    @property
+    def decided(self) -> bool:
+        return self.choice is not None
+
+    @property
+    def length(self) -> int:
+        """Steps until the choice: the warm-up and the alternating pairs."""
+        return self.warmup + 2 * self.pairs
+
+    def next_path(self) -> str:
+        """The path the next step takes."""
+        if self.choice is not None:
+            return self.choice
+        k = self._steps - self.warmup
+        return self.paths[0] if k < 0 else self.paths[k % 2]
+
+    def record(self, path: str, seconds: float) -> None:
+        """The time of the step just taken on `path` (the one next_path() gave); decides after the last pair. A step
+        that raised is not recorded: the same path is then due again."""
+        if self.choice is not None:
+            return
+        if path != self.next_path():
+            raise ValueError(f"PathTrial: a step on {path!r} was recorded where {self.next_path()!r} was due")
+        if self._steps >= self.warmup:
+            self.times[path].append(float(seconds))
+        self._steps += 1
+        if self._steps >= self.length:
+            a, b = self.paths
+            self.choice = b if median(self.times[b]) < median(self.times[a]) else a
+
+    def summary(self) -> str:
+        """The medians in words (after the choice)."""
+        a, b = self.paths
+        return (f"measured on steps {self.warmup + 1}-{self.length}, alternating: {a} {median(self.times[a]) * 1e6:,.0f}"
+                f" µs a step, {b} {median(self.times[b]) * 1e6:,.0f} µs (medians of {self.pairs} each); "
+                f"{self.choice} kept")
