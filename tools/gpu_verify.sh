@@ -5,7 +5,8 @@
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
 #                                      dmc-threads (DmControlBatch's threaded physics: tests, bench dmc)
-#                                      mujoco-round (the MuJoCo/TorchRL tests on CUDA, then bench mujoco, dmc, torchrl)
+#                                      mujoco-round (the MuJoCo/TorchRL tests on CUDA, then bench mujoco, dmc, torchrl;
+#                                      also as round-tests round-mujoco round-dmc round-torchrl), phases, ppo-torchrl
 #                                      mjfix (the review's six MuJoCo defects, their tests on CUDA)
 #                                      mujoco-auto (every v5 task: batched path against per-env, N = 4 and 64)
 #                                      docs (every python block of README.md and docs/*.md on CUDA, no MUJOCO_GL,
@@ -245,29 +246,42 @@ run_step() {
         MUJOCO_GL=egl timeout 110 python3 -m gltensor.bench torchrl --envs "${TORCHRL_ENVS:-16,64}" --steps 40 \
             --rounds 2 --json "$OUT/torchrl.json" --plot "$OUT/torchrl.png" > "$OUT/torchrl_bench.log" 2>&1
         echo "torchrl bench rc $?"; grep -vE "settotalmass|^$" "$OUT/torchrl_bench.log" | tail -16 ;;
-    mujoco-round) # one call for the MuJoCo round's GPU figures after a change to the batched paths: their tests on
-                  # CUDA in parallel (the v5 tasks at 1,000 steps, the vector env, dm_control's threads, the review's
-                  # defects, TorchRL), then, alone, bench mujoco (N = 4..256 beside its floors and AsyncVectorEnv),
-                  # bench dmc and bench torchrl. Needs .whl with mujoco, gymnasium, dm_control, torchrl. ~9 minutes
-                  # with these limits, and they cut two parts on an H200 (28 Nov): the tests need ~170 s with -n 15
-                  # (ROUND_TESTS_TIME) and the TorchRL bench at N = 64 more than 90 s (ROUND_TORCHRL_TIME); raise
-                  # one and lower another (or the ENVS), since the whole call must stay under 10 minutes.
+    mujoco-round) # one call for the MuJoCo round's GPU figures after a change to the batched paths: round-tests, then,
+                  # alone, round-mujoco, round-dmc and round-torchrl (each also a step of its own, to compose calls).
+                  # Needs .whl with mujoco, gymnasium, dm_control, torchrl. ~9 minutes with these limits, and they
+                  # cut two parts on an H200 (28 Nov): the tests need ~170 s with -n 15 (ROUND_TESTS_TIME) and the
+                  # TorchRL bench at N = 64 more than 90 s (ROUND_TORCHRL_TIME); raise one and lower another (or the
+                  # ENVS), since the whole call must stay under 10 minutes.
+        for sub in round-tests round-mujoco round-dmc round-torchrl; do run_step $sub; done ;;
+    round-tests) # the MuJoCo/dm_control/TorchRL tests on CUDA in parallel (the v5 tasks at 1,000 steps, the vector
+                 # env, dm_control's threads and measured path choice, the review's defects, TorchRL)
         MUJOCO_GL=egl timeout ${ROUND_TESTS_TIME:-140} python3 -m pytest -q -p no:cacheprovider -rfEs -n ${TESTS_WORKERS:-12} \
             tests/test_mujoco_tasks.py tests/test_mujoco_vector.py tests/test_dmc_threads.py tests/test_mujoco_defects.py \
-            tests/test_torchrl.py > "$OUT/round_tests.log" 2>&1
-        echo "tests rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^E  " "$OUT/round_tests.log" | tail -15
+            tests/test_torchrl.py tests/test_bench_mujoco.py > "$OUT/round_tests.log" 2>&1
+        echo "tests rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^E  " "$OUT/round_tests.log" | tail -15 ;;
+    round-mujoco) # bench mujoco, N = 4..256 beside its floors and AsyncVectorEnv (MUJOCO_ENVS, MUJOCO_STEPS, MUJOCO_ROUNDS)
         MUJOCO_GL=egl timeout ${ROUND_MUJOCO_TIME:-190} python3 -m gltensor.bench mujoco --envs "${MUJOCO_ENVS:-4,16,64,256}" \
-            --visuals light --steps "${MUJOCO_STEPS:-30}" --rounds 3 --dm-task "" \
+            --visuals light --steps "${MUJOCO_STEPS:-30}" --rounds "${MUJOCO_ROUNDS:-3}" --dm-task "" \
             --paths async,batch,batch-per-env,physics,rollout,render+read,pixels \
             --json "$OUT/mujoco_fast.json" > "$OUT/mujoco_fast.log" 2>&1; echo "mujoco bench rc $?"
-        grep -v settotalmass "$OUT/mujoco_fast.log" | grep -E "^HalfCheetah|^task" | head -40
+        grep -v settotalmass "$OUT/mujoco_fast.log" | grep -E "^HalfCheetah|^task" | head -40 ;;
+    round-dmc) # bench dmc (cheetah-run, N = 4, 16, 64: both paths, the measured choice, the physics floor)
         MUJOCO_GL=egl timeout ${ROUND_DMC_TIME:-80} python3 -m gltensor.bench dmc --envs "${DMC_ENVS:-4,16,64}" \
-            --steps "${DMC_STEPS:-40}" --rounds 3 --json "$OUT/dmc.json" > "$OUT/dmc_bench.log" 2>&1
-        echo "dmc bench rc $?"; grep -vE "settotalmass|^$" "$OUT/dmc_bench.log" | tail -18
+            --steps "${DMC_STEPS:-40}" --rounds "${DMC_ROUNDS:-3}" --json "$OUT/dmc.json" > "$OUT/dmc_bench.log" 2>&1
+        echo "dmc bench rc $?"; grep -vE "settotalmass|^$" "$OUT/dmc_bench.log" | tail -22 ;;
+    round-torchrl) # bench torchrl (ParallelEnv / SerialEnv of GymEnv vs gltensor's env vs MujocoVectorEnv alone)
         MUJOCO_GL=egl timeout ${ROUND_TORCHRL_TIME:-110} python3 -m gltensor.bench torchrl --envs "${TORCHRL_ENVS:-16,64}" \
-            --steps "${TORCHRL_STEPS:-30}" --rounds 2 --json "$OUT/torchrl.json" --plot "$OUT/torchrl.png" \
+            --steps "${TORCHRL_STEPS:-30}" --rounds "${TORCHRL_ROUNDS:-2}" --json "$OUT/torchrl.json" --plot "$OUT/torchrl.png" \
             > "$OUT/torchrl_bench.log" 2>&1; echo "torchrl bench rc $?"
         grep -vE "settotalmass|^$" "$OUT/torchrl_bench.log" | tail -12 ;;
+    phases) # tools/mujoco_batched_phases.py: where a batched step's time goes beside the pixel floor (PHASES_ENVS, PHASES_THREADS)
+        MUJOCO_GL=egl timeout ${PHASES_TIME:-120} python3 tools/mujoco_batched_phases.py --envs "${PHASES_ENVS:-4,64}" \
+            --threads "${PHASES_THREADS:-4,16}" --steps "${PHASES_STEPS:-100}" --json "$OUT/phases.json" 2>&1 \
+            | grep -v settotalmass | tee "$OUT/phases.log" ;;
+    ppo-torchrl) # the TorchRL PPO example end to end on CUDA: its loss per iteration
+        MUJOCO_GL=egl timeout ${PPO_TIME:-150} python3 examples/torchrl_ppo_pixels.py --envs 16 --steps 64 \
+            --iterations "${TORCHRL_ITERATIONS:-40}" > "$OUT/torchrl_ppo.log" 2>&1
+        echo "example rc $?"; grep -E "^(GymBatchEnv|iteration|loss)" "$OUT/torchrl_ppo.log" | tail -45 ;;
     dmc-threads) # DmControlBatch's batched path (each suite task per env, MuJoCo steps in mjstep.c's C threads):
                  # its tests on the CUDA backend (TimeSteps, states and pixels equal to each env's own step(), six
                  # suite tasks, PhysicsError, path choice, close in flight; the DmControlBatch tests of
