@@ -242,7 +242,7 @@ def test_batch_pixels_and_timesteps_equal_per_env_path_and_physics_render():
     with DmControlBatch("cheetah", "run", n, H, W, threads=2, **kw) as batched, \
             DmControlBatch("cheetah", "run", n, H, W, physics="per-env", **kw) as per_env:
         assert batched.physics_path == "batched" and "control.Environment" in batched.physics_path_reason
-        assert "first 18 steps" in batched.physics_path_reason and not batched.physics_trial.decided
+        assert "first 24 steps" in batched.physics_path_reason and not batched.physics_trial.decided
         assert per_env.physics_path == "per-env" and per_env.physics_path_reason == "physics='per-env' was asked for"
         assert per_env.physics_trial is None
         assert "physics=batched" in repr(batched) and "threads=2" in repr(batched)
@@ -252,9 +252,9 @@ def test_batch_pixels_and_timesteps_equal_per_env_path_and_physics_render():
         assert_timesteps_equal(sb, sa, "reset")
         spec = batched.action_spec
         rng = np.random.default_rng(3)
-        # 5-step episodes: LAST at 5, the auto-reset's FIRST at 6, ...; 20 steps cross the end of physics='auto''s
-        # trial (18 steps, alternating the paths), so both paths and the one kept are compared
-        for t in range(20):
+        # 5-step episodes: LAST at 5, the auto-reset's FIRST at 6, ...; 26 steps cross the end of physics='auto''s
+        # trial (24 steps, alternating the paths), so both paths and the one kept are compared
+        for t in range(26):
             actions = rng.uniform(spec.minimum, spec.maximum, (n,) + spec.shape)
             sa, pa = batched.step(actions)
             sb, pb = per_env.step(actions)
@@ -265,7 +265,7 @@ def test_batch_pixels_and_timesteps_equal_per_env_path_and_physics_render():
         assert [s.step_type.name for s in sa] == ["MID"] * n
         trial = batched.physics_trial
         assert trial.decided and batched.physics_path == trial.choice and trial.choice in ("batched", "per-env")
-        assert [len(v) for v in trial.times.values()] == [8, 8] and "measured on steps 3-18" in batched.physics_path_reason
+        assert [len(v) for v in trial.times.values()] == [10, 10] and "measured on steps 5-24" in batched.physics_path_reason
     assert "closed" in repr(batched)
     with pytest.raises(RuntimeError, match="closed"):
         batched.step(actions)
@@ -510,7 +510,7 @@ def test_auto_keeps_the_path_measured_faster():
             e.reset()
         rng = np.random.default_rng(0)
         taken = []
-        for t in range(22):
+        for t in range(28):
             taken.append(batch.physics_trial.next_path())
             actions = rng.uniform(-1, 1, (n, 1))
             got, pixels = batch.step(actions)
@@ -518,7 +518,7 @@ def test_auto_keeps_the_path_measured_faster():
             assert_timesteps_equal(want, got, f"step {t}")
             np.testing.assert_array_equal(np.stack([e.physics.render(H, W, camera_id=0) for e in ref]),
                                           pixels.cpu().numpy(), err_msg=f"step {t}")
-        assert taken[:4] == ["batched", "batched", "batched", "per-env"] and taken[-4:] == ["per-env"] * 4
+        assert taken[:4] == ["batched", "per-env", "batched", "per-env"] and taken[-4:] == ["per-env"] * 4
         assert batch.physics_path == "per-env" and batch._threaded is None and threaded.closed
         assert "per-env kept" in batch.physics_path_reason and "physics=per-env" in repr(batch) and batch.threads == 1
         for e in ref:
@@ -529,14 +529,14 @@ def test_path_trial_alternates_then_keeps_the_faster():
     from gltensor.mujoco._path_trial import PathTrial
 
     trial = PathTrial("a", "b", warmup=1, pairs=2)
-    assert trial.length == 5 and not trial.decided
+    assert trial.length == 6 and not trial.decided
     order = []
-    for seconds in (9.0, 3.0, 2.0, 3.0, 2.0):
+    for seconds in (9.0, 9.0, 3.0, 2.0, 3.0, 2.0):
         order.append(trial.next_path())
         trial.record(order[-1], seconds)
-    assert order == ["a", "a", "b", "a", "b"] and trial.choice == "b" and trial.next_path() == "b"
-    assert trial.times == {"a": [3.0, 3.0], "b": [2.0, 2.0]}  # the warm-up step is not counted
-    assert "b kept" in trial.summary() and "steps 2-5" in trial.summary()
+    assert order == ["a", "b", "a", "b", "a", "b"] and trial.choice == "b" and trial.next_path() == "b"
+    assert trial.times == {"a": [3.0, 3.0], "b": [2.0, 2.0]}  # the warm-up pair is not counted
+    assert "b kept" in trial.summary() and "steps 3-6" in trial.summary()
     trial.record("b", 100.0)  # after the choice: ignored
     assert trial.choice == "b"
     tie = PathTrial("a", "b", warmup=0, pairs=1)

@@ -8,10 +8,12 @@ places between runs and N (batched / per-env with pixels, cheetah-run on H200 ho
 Their difference is a few hand-overs between threads per env against the task's Python run serially, which
 depends on the cores, the task and N.
 
-How: after ``warmup`` steps on the first path (GL state, caches, the threads' first wake), the two paths alternate
-step by step for ``pairs`` pairs, so that a host whose speed drifts moves both alike; the path with the lower
-median step time is kept for good (ties keep the first). Only the step itself is timed (physics, render, read),
-not what the caller does between steps.
+How: the two paths alternate step by step, so that a host whose speed drifts moves both alike: first ``warmup``
+pairs that are not timed (each path's first steps pay for GL state, caches and its threads' first wake), then
+``pairs`` timed pairs; the path with the lower median step time is kept for good (ties keep the first). Only the
+step itself is timed (physics, render, read), not what the caller does between steps. The first version warmed
+up the first path only, and on an H200 host its choice at N = 16 went against the benchmark's longer timing
+(benchmarks/results/dmc_auto_h200.json).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ __all__ = ["PathTrial"]
 class PathTrial:
     """Which of two paths to take for each step until decided, then the faster one."""
 
-    def __init__(self, first: str, second: str, warmup: int = 2, pairs: int = 8):
+    def __init__(self, first: str, second: str, warmup: int = 2, pairs: int = 10):
         if warmup < 0 or pairs < 1:
             raise ValueError(f"PathTrial: warmup must be >= 0 and pairs >= 1, not {warmup}, {pairs}")
         self.paths = (first, second)
@@ -39,15 +41,14 @@ class PathTrial:
 
     @property
     def length(self) -> int:
-        """Steps until the choice: the warm-up and the alternating pairs."""
-        return self.warmup + 2 * self.pairs
+        """Steps until the choice: the warm-up pairs and the timed pairs."""
+        return 2 * (self.warmup + self.pairs)
 
     def next_path(self) -> str:
         """The path the next step takes."""
         if self.choice is not None:
             return self.choice
-        k = self._steps - self.warmup
-        return self.paths[0] if k < 0 else self.paths[k % 2]
+        return self.paths[self._steps % 2]
 
     def record(self, path: str, seconds: float) -> None:
         """The time of the step just taken on `path` (the one next_path() gave); decides after the last pair. A step
@@ -56,7 +57,7 @@ class PathTrial:
             return
         if path != self.next_path():
             raise ValueError(f"PathTrial: a step on {path!r} was recorded where {self.next_path()!r} was due")
-        if self._steps >= self.warmup:
+        if self._steps >= 2 * self.warmup:
             self.times[path].append(float(seconds))
         self._steps += 1
         if self._steps >= self.length:
@@ -66,6 +67,6 @@ class PathTrial:
     def summary(self) -> str:
         """The medians in words (after the choice)."""
         a, b = self.paths
-        return (f"measured on steps {self.warmup + 1}-{self.length}, alternating: {a} {median(self.times[a]) * 1e6:,.0f}"
+        return (f"measured on steps {2 * self.warmup + 1}-{self.length}, alternating: {a} {median(self.times[a]) * 1e6:,.0f}"
                 f" µs a step, {b} {median(self.times[b]) * 1e6:,.0f} µs (medians of {self.pairs} each); "
                 f"{self.choice} kept")

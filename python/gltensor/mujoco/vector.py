@@ -682,8 +682,8 @@ class DmControlBatch:
     every env's MuJoCo step in a pool of ``threads`` C threads that never hold the GIL (default: the cores, at most
     16), each env drawn as soon as its step is done; TimeSteps, PhysicsError and pixels equal to each env's own
     ``step()`` (``gltensor.mujoco._dmc_physics`` says how). The per-env path calls each env's own ``step()`` in
-    turn, then draws the batch. "auto" (default) measures the two on these envs: after two steps on the batched
-    path they alternate step by step for 16 steps, and the one with the lower median step time is kept
+    turn, then draws the batch. "auto" (default) measures the two on these envs: they alternate step by step for
+    the first 24 steps (4 not timed, then 10 timed each), and the one with the lower median step time is kept
     (``_path_trial``); both are exact, so which one took a step changes no result. "batched" and "per-env" force
     one ("batched" raises where the envs cannot take it). Any other env (a wrapper, a composer env, a subclass)
     takes the per-env path: its own ``step()`` in ``threads`` Python threads (default 1). ``physics_path`` says
