@@ -53,3 +53,19 @@ def test_ratios_pair_the_rounds(monkeypatch):
     assert batch["vs_per_env_paired"] == sorted([10 / 5, 30 / 10, 9 / 6])[1]
     assert batch["vs_stock_paired"] == sorted([10.0, 15.0, 9.0])[1]
     assert _paired([1.0], [1.0, 2.0]) is None and _paired([], []) is None
+
+
+def test_rounds_alternate_their_order_and_warm_up_for_a_time(monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    from gltensor.bench.measure import round_order
+    from gltensor.bench.mujoco import time_env_steps
+
+    assert round_order(["a", "b", "c"], 0) == ["a", "b", "c"] and round_order(("a", "b", "c"), 1) == ["c", "b", "a"]
+    calls, syncs = [], []
+    rate = time_env_steps(calls.append, 4, 5, 2, lambda: syncs.append(len(calls)), warm_s=0.05)
+    warm = len(calls) - 5
+    assert warm >= 2 and calls == list(range(len(calls)))  # numbered on from the warm-up
+    assert syncs[-2] == warm and syncs[-1] == len(calls) and rate > 0  # synced before and after the timed loop
+    calls.clear()
+    time_env_steps(calls.append, 1, 3, 4, lambda: None, warm_s=0)
+    assert len(calls) == 7  # no time asked for: the warm-up's step count alone

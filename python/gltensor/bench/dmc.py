@@ -31,7 +31,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np  # noqa: E402
 
 from . import MODES  # noqa: E402
-from .measure import CheckFailed, median  # noqa: E402
+from .measure import CheckFailed, median, round_order  # noqa: E402
 from .options import arg, parse_cameras  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
@@ -220,8 +220,8 @@ def main(argv=None):
             try:
                 case.check()
                 rates = {p: [] for p in case.paths}
-                for _ in range(args.rounds):
-                    for p in case.paths:
+                for r in range(args.rounds):
+                    for p in round_order(case.paths, r):
                         rates[p].append(time_env_steps(case.step_fn(p), n, args.steps, args.warmup, sync))
             finally:
                 case.close()

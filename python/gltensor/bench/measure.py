@@ -19,6 +19,13 @@ def median(values):
     return statistics.median(values)
 
 
+def round_order(paths, round_index):
+    """The paths in the order round `round_index` times them: as given in even rounds, reversed in odd ones, so
+    that no path always follows the same one (a path after CPU-only paths starts with the GPU's clocks down)."""
+    paths = list(paths)
+    return paths if round_index % 2 == 0 else paths[::-1]
+
+
 def time_calls(fn, calls, sync):
     """CPU µs per call of fn(): `calls` calls, one sync before and one at the end."""
     sync()

@@ -7,8 +7,10 @@ one process with one batch render.
 One env step of every path = the physics of N environments (each env's own step(): reward, termination) + their
 N images as one (N, H, W, 3) batch on the trainer's device (CUDA when torch has it) + a Nature-CNN forward on
 it (x.permute(0, 3, 1, 2).float() / 255, no_grad). Figures are env-steps/s (N x steps / seconds), medians of
---rounds rounds, the paths of a case interleaved in each round, one synchronisation at the end of each timed
-loop (benchmarks/README.md's method).
+--rounds rounds, the paths of a case interleaved in each round (in reverse order every other round), each path
+warmed up for at least --warmup steps and 0.25 s (the GPU's clocks come up again after CPU-only paths), one
+synchronisation at the end of each timed loop (benchmarks/README.md's method). Ratios of two paths are also given
+as the median of the rounds' own ratios (`*_paired` in the JSON).
 
 Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
   async        Gymnasium's AsyncVectorEnv: N spawned processes, each AddRenderObservation(make(id,
@@ -57,7 +59,7 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import MODES  # noqa: E402
-from .measure import CheckFailed, median  # noqa: E402
+from .measure import CheckFailed, median, round_order  # noqa: E402
 from .options import arg, parse_cameras, paths_and_visuals  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
@@ -129,13 +131,19 @@ def nature_cnn(torch, size, device):
 
 
 # -- the timed loops ----------------------------------------------------------------------------------------------
-def time_env_steps(step, n, steps, warmup, sync):
-    """env-steps/s of `steps` calls of step(k) after `warmup` calls; one sync at the end."""
-    for k in range(warmup):
+def time_env_steps(step, n, steps, warmup, sync, warm_s=0.25):
+    """env-steps/s of `steps` calls of step(k) after a warm-up of at least `warmup` calls and `warm_s` seconds;
+    one sync at the end. Why a time as well: a path timed after CPU-only paths (physics, rollout) finds the GPU's
+    clocks down, and a few steps (milliseconds) do not bring them up again."""
+    k, t0 = 0, time.perf_counter()
+    while k < warmup or time.perf_counter() - t0 < warm_s:
         step(k)
+        k += 1
+        if k >= warmup and k % 8 == 0:
+            sync()  # the GPU's own time counts in the warm-up too
     sync()
     t0 = time.perf_counter()
-    for k in range(warmup, warmup + steps):
+    for k in range(k, k + steps):
         step(k)
     sync()
     return n * steps / (time.perf_counter() - t0)
@@ -404,8 +412,8 @@ def run_case(case, args, sync, log):
     """{path: [env-steps/s per round]} of one case, paths interleaved in each round."""
     case.check()
     rates = {p: [] for p in case.paths}
-    for _ in range(args.rounds):
-        for p in case.paths:
+    for r in range(args.rounds):
+        for p in round_order(case.paths, r):
             rates[p].append(time_env_steps(case.step_fn(p), case.n, args.steps, args.warmup, sync))
     return rates
 

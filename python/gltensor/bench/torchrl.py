@@ -44,7 +44,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np  # noqa: E402
 
 from . import MODES  # noqa: E402
-from .measure import CheckFailed, median  # noqa: E402
+from .measure import CheckFailed, median, round_order  # noqa: E402
 from .mujoco import apply_visuals, default_out, make_gym, nature_cnn, plot, time_env_steps  # noqa: E402
 from .options import arg, parse_cameras, paths_and_visuals  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
@@ -297,8 +297,8 @@ def main(argv=None):
                     case.check()
                     case.start()
                     rates = {p: [] for p in case.paths}
-                    for _ in range(args.rounds):
-                        for p in case.paths:
+                    for r in range(args.rounds):
+                        for p in round_order(case.paths, r):
                             with case.timing(p):
                                 rates[p].append(time_env_steps(case.step_fn(p), n, args.steps, args.warmup, sync))
                 finally:
