@@ -225,8 +225,52 @@ def test_stepper_gather_arguments():
         assert np.array_equal(before, q0)
         assert np.array_equal(after, np.stack([d.qpos for d in ph.datas])) and not np.array_equal(after, q0)
         st.close()
+        st2 = _gltensor._MujocoStepper(fns[0], fns[1], [m._address for m in ph.models],
+                                       [d._address for d in ph.datas], [c.ctypes.data for c in ph._ctrl], ph.nu, 1, 2)
+        for bad in (-1, 3):
+            with pytest.raises(ValueError, match=f"active={bad} threads, but this stepper has 2"):
+                st2.start(acts.ctypes.data, mask.ctypes.data, 0, 0, 0, bad)
+        st2.start(acts.ctypes.data, mask.ctypes.data, 0, 0, 0, 1)  # one of the two threads steps both envs
+        assert sorted(iter(st2.next, None)) == [0, 1]
+        st2.wait()
+        st2.close()
+        with pytest.raises(ValueError, match="1 to 2"):
+            ph.use_threads(3)
     finally:
         env.close()
+
+
+def test_thread_count_measured_changes_no_result(monkeypatch):
+    """threads=None on a batch of C threads: all of them or a quarter, alternated over the first 24 steps, the
+    faster kept (threads_trial); each env is stepped by one thread whatever the count, so every result equals a
+    batch stepped by one thread throughout."""
+    import gltensor.mujoco._physics as physics
+
+    monkeypatch.setattr(physics.os, "sched_getaffinity", lambda pid: set(range(16)))  # a 16-core host
+    n = 8
+    measured = MujocoVectorEnv("HalfCheetah-v5", n, height=TILE, width=TILE, render_only=False)
+    one = MujocoVectorEnv("HalfCheetah-v5", n, height=TILE, width=TILE, render_only=False, threads=1)
+    try:
+        assert measured.threads == 8 and measured.threads_trial is not None and one.threads_trial is None
+        assert "threads: 8 or 2, timed over the first 24 steps" in measured.physics_path_reason
+        taken = []
+        use_threads = measured._batched.use_threads
+        measured._batched.use_threads = lambda k: (taken.append(k), use_threads(k))[1]
+        want, got = one.reset(seed=5), measured.reset(seed=5)
+        rng = np.random.default_rng(5)
+        for t in range(27):
+            a = rng.uniform(-1, 1, (n, 6))
+            want, got = one.step(a), measured.step(a)
+            assert_same(want[0]["state"], got[0]["state"], f"step {t}: obs")
+            assert_same(want[1], got[1], f"step {t}: reward")
+            assert np.array_equal(want[0]["pixels"].cpu().numpy(), got[0]["pixels"].cpu().numpy()), t
+        trial = measured.threads_trial
+        assert trial.decided and measured.threads == {"8 threads": 8, "2 threads": 2}[trial.choice]
+        assert taken[:4] == [8, 2, 8, 2] and taken[-1] == measured.threads and len(taken) == 25
+        assert f"{trial.choice} kept" in measured.physics_path_reason and f"threads={measured.threads}" in repr(measured)
+    finally:
+        measured.close()
+        one.close()
 
 
 def test_which_path_and_why():

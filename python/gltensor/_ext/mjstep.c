@@ -63,6 +63,8 @@ typedef struct {
     const int32_t *nsteps;    /* (n,) each env's nstep, or NULL: the constructor's nstep for all */
     char *before, *after;     /* the job's gather blocks, or NULL (see set_gather) */
     uint64_t generation;
+    int active;               /* threads that take part in the job (start()'s active; the others sleep on) */
+    int seats;                /* threads that took part so far (under mu) */
     atomic_int next_env;      /* the next env index a thread claims */
     int *finished;            /* env indices in the order they finished */
     int finished_count;       /* published (under mu) */
@@ -91,6 +93,8 @@ static void *worker(void *arg) {
         while (!s->quit && s->generation == seen) pthread_cond_wait(&s->work_cv, &s->mu);
         if (s->quit) break;
         seen = s->generation;
+        if (s->seats >= s->active) continue; /* enough threads on this job: wait for the next one */
+        s->seats++;
         const double *actions = s->actions;
         const uint8_t *mask = s->mask;
         const int32_t *nsteps = s->nsteps;
@@ -245,8 +249,15 @@ static int job_running(Stepper *s) { return s->busy_threads > 0 || s->consumed <
 static PyObject *stepper_start(PyObject *self, PyObject *args) {
     Stepper *s = (Stepper *)self;
     PyObject *actions_addr, *mask_addr, *nsteps_addr = NULL, *before_addr = NULL, *after_addr = NULL;
-    if (!PyArg_ParseTuple(args, "OO|OOO:start", &actions_addr, &mask_addr, &nsteps_addr, &before_addr, &after_addr))
+    int active = 0;
+    if (!PyArg_ParseTuple(args, "OO|OOOi:start", &actions_addr, &mask_addr, &nsteps_addr, &before_addr, &after_addr,
+                          &active))
         return NULL;
+    if (active < 0 || active > s->nthreads) {
+        PyErr_Format(PyExc_ValueError, "_MujocoStepper.start: active=%d threads, but this stepper has %d (0: all)",
+                     active, s->nthreads);
+        return NULL;
+    }
     if (!s->started) {
         PyErr_SetString(PyExc_RuntimeError, "_MujocoStepper: closed");
         return NULL;
@@ -296,7 +307,9 @@ static PyObject *stepper_start(PyObject *self, PyObject *args) {
     s->consumed = 0;
     s->expected = expected;
     atomic_store(&s->next_env, 0);
-    s->busy_threads = s->nthreads;
+    s->active = active > 0 ? active : s->nthreads;
+    s->seats = 0;
+    s->busy_threads = s->active;
     s->generation++;
     pthread_cond_broadcast(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
@@ -427,7 +440,8 @@ static PyMethodDef stepper_methods[] = {
      "the threads; returns at once. Plan 1: ctrl = its row of the float64 (n, nu) actions, mj_step nstep times, "
      "mj_rnePostConstraint; 2: mj_step2, mj_step nstep - 1 times, mj_step1; 3: mj_step nstep times, mj_step1; "
      "4: mj_step nstep times. nsteps: an int32 (n,) array of per-env nstep (default: the constructor's; 0: none). "
-     "before, after: gather blocks (see set_gather) filled just before and just after each env's step (0: none)."},
+     "before, after: gather blocks (see set_gather) filled just before and just after each env's step (0: none). "
+     "active: how many of the threads take part (0: all; the others sleep through the job)."},
     {"set_gather", stepper_set_gather, METH_VARARGS,
      "set_gather(sources, sizes) -> bytes per env: each env's thread copies field f (sizes[f] bytes at "
      "sources[i * F + f]) into its row of the job's gather blocks; a block is F C-contiguous (n, sizes[f]) arrays, "

@@ -133,6 +133,7 @@ class _CThreads:
             [c.ctypes.data for c in ph._ctrl], ph.nu, ph.frame_skip, threads)
         self._keep = (ph.models, ph.datas, ph._ctrl, gather)  # the addresses given stay valid while this lives
         self._job = None
+        self.active = 0  # how many of the threads take part in a job (0: all; see BatchedPhysics.use_threads)
         self._layout = None
         self.gathers = bool(gather)
         if gather:
@@ -153,12 +154,13 @@ class _CThreads:
     def start(self, actions, stepped):
         job = (np.ascontiguousarray(actions, dtype=np.float64), np.ascontiguousarray(stepped, dtype=np.uint8))
         if not self.gathers:
-            self._stepper.start(job[0].ctypes.data, job[1].ctypes.data)
+            self._stepper.start(job[0].ctypes.data, job[1].ctypes.data, 0, 0, 0, self.active)
             self._job = job
             return None
         # Fresh blocks every step: the task's results may be views of them, and a caller may keep those.
         before, after = np.empty(self._block_len), np.empty(self._block_len)
-        self._stepper.start(job[0].ctypes.data, job[1].ctypes.data, 0, before.ctypes.data, after.ctypes.data)
+        self._stepper.start(job[0].ctypes.data, job[1].ctypes.data, 0, before.ctypes.data, after.ctypes.data,
+                            self.active)
         self._job = job + (before, after)
         return self._namespace(before), self._namespace(after)
 
@@ -219,6 +221,7 @@ class BatchedPhysics:
         if functions is not None and all(hasattr(x, "_address") for x in self.models[:1] + self.datas[:1]):
             self._runner = _CThreads(self, functions, threads, self._views if self._c_gather_fits() else None)
             self.stepper = "C threads"
+            threads = self._runner._stepper.threads  # at most one per env
         else:
             if pool is None:
                 raise ValueError("the batched physics found no libmujoco symbols and was given no thread pool")
@@ -252,6 +255,15 @@ class BatchedPhysics:
 
     def close(self):
         self._runner.close()
+
+    def use_threads(self, k):
+        """Steps the next jobs with k of the C threads (1 <= k <= self.threads); the others sleep through them.
+        Results do not depend on k: each env is stepped by one thread, the same calls in the same order."""
+        if not isinstance(self._runner, _CThreads):
+            raise ValueError("BatchedPhysics.use_threads: only the C threads can step with fewer threads")
+        if not 1 <= int(k) <= self.threads:
+            raise ValueError(f"BatchedPhysics.use_threads: {k} threads, this batch has 1 to {self.threads}")
+        self._runner.active = 0 if int(k) == self.threads else int(k)
 
     # -- per env, in the fallback's Python threads
     def step_env(self, i, action):

@@ -264,7 +264,8 @@ class MujocoVectorEnv(VectorEnv):
     physics: "auto" (default) steps Gymnasium's own v5 tasks (Ant, HalfCheetah, Hopper, Humanoid, HumanoidStandup,
     InvertedDoublePendulum, InvertedPendulum, Pusher, Reacher, Swimmer, Walker2d, each under gymnasium.make's
     wrappers only, the same constructor arguments in every env) on the batched path: every env's ``mj_step`` in
-    a pool of ``threads`` threads (default: the cores, at most 16) and the task's observations, rewards,
+    a pool of ``threads`` threads (default: the cores, at most 16, of which all or a quarter take part, whichever
+    measured faster over the first 24 steps: ``threads_trial``) and the task's observations, rewards,
     terminations and infos in NumPy over the batch, bitwise equal to each env's own ``step()``. Any other env
     (a subclass, another wrapper, ``render_mode="human"``, differing arguments) takes the per-env path: its own
     ``step()``. ``physics_path`` says which ("batched" or "per-env"), ``physics_path_reason`` why; "batched"
@@ -278,6 +279,7 @@ class MujocoVectorEnv(VectorEnv):
                  render_flags=None, max_geom=None, physics="auto", **make_kwargs):
         import mujoco
 
+        from ._path_trial import PathTrial
         from ._physics import BatchedPhysics, batched_or_reason, default_physics_threads
         from .batch import BatchRenderer
 
@@ -343,6 +345,7 @@ class MujocoVectorEnv(VectorEnv):
         if physics not in ("auto", "batched", "per-env"):
             raise ValueError(f"physics must be 'auto', 'batched' or 'per-env', not {physics!r}")
         self._batched = None
+        self.threads_trial = None  # the measured thread count of the batched path (below)
         task = None
         if physics == "per-env":
             self.physics_path, self.physics_path_reason = "per-env", "physics='per-env' was asked for"
@@ -370,6 +373,17 @@ class MujocoVectorEnv(VectorEnv):
                 self.physics_path = "batched"
                 self.physics_path_reason = (f"every environment is Gymnasium's {task.__name__}-v5 under "
                                             f"gymnasium.make's wrappers; physics in {self._batched.stepper}")
+                self.threads = self._batched.threads
+                few = max(2, self.threads // 4)
+                if threads is None and self._batched.stepper == "C threads" and few < self.threads:
+                    # How many C threads: measured, as DmControlBatch's path (_path_trial). All of them finish
+                    # the physics soonest, but take cores from the render thread beside them; a quarter left
+                    # more of each step to the render for HalfCheetah on H200 hosts, while a heavier task needs
+                    # them all (benchmarks/results/mujoco_batched_phases_threads_h200.json).
+                    self._trial_threads = {f"{self.threads} threads": self.threads, f"{few} threads": few}
+                    self.threads_trial = PathTrial(*self._trial_threads)
+                    self.physics_path_reason += (f"; threads: {self.threads} or {few}, timed over the first "
+                                                 f"{self.threads_trial.length} steps, the faster kept")
         self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
         if self._batched is not None and not self.render_only:
             self._state = np.zeros((self.num_envs,) + self._state_space.shape, dtype=self._state_space.dtype)
@@ -475,7 +489,10 @@ class MujocoVectorEnv(VectorEnv):
     def step(self, actions):
         self._check_open()
         if self._batched is not None:
-            return self._step_batched(actions)
+            trial = self.threads_trial
+            if trial is None or trial.decided:
+                return self._step_batched(actions)
+            return self._step_timed(actions, trial)
         if hasattr(actions, "detach"):  # a torch tensor (possibly on the GPU)
             actions = actions.detach().cpu().numpy()
         actions = list(gymnasium.vector.utils.iterate(self.action_space, actions))
@@ -533,6 +550,19 @@ class MujocoVectorEnv(VectorEnv):
             infos = merge_infos(self, [o[4] for o in out])
         self._autoreset = done
         return self._obs(pixels if pixels is not None else self._render()), rewards, terms, truncs, infos
+
+    def _step_timed(self, actions, trial):
+        """A step of the thread-count trial: with the count due, timed; after the last one, the faster kept."""
+        name = trial.next_path()
+        self._batched.use_threads(self._trial_threads[name])
+        t0 = time.perf_counter()
+        out = self._step_batched(actions)
+        trial.record(name, time.perf_counter() - t0)  # not reached when the step raised: the same count is due again
+        if trial.decided:
+            self.threads = self._trial_threads[trial.choice]
+            self._batched.use_threads(self.threads)
+            self.physics_path_reason = self.physics_path_reason.split("; threads: ")[0] + "; threads " + trial.summary()
+        return out
 
     def _step_batched(self, actions):
         """step() on the batched path: each env's physics in the pool's threads, drawn as it finishes; then the
