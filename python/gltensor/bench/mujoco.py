@@ -192,6 +192,8 @@ class GymCase:
         log("    built %d paths in %.1f s" % (len(self.envs), time.perf_counter() - t0))
         self.backend = self.envs["batch"].renderer.backend if "batch" in self.envs else None
         self.threads = self.envs["batch"].threads if "batch" in self.envs else None
+        self.threads_stepping = self.threads  # of the batch, after its measured choice (check())
+        self.envs_reason = self.envs["batch"].physics_path_reason if "batch" in self.envs else None
         self.physics_path = self.envs["batch"].physics_path if "batch" in self.envs else None
         batched = "batch" in self.envs and self.envs["batch"].physics_path == "batched"
         for p in ("physics", "rollout"):
@@ -227,6 +229,18 @@ class GymCase:
                     if not np.array_equal(ref[0], got[0][:k].cpu().numpy()) or not np.array_equal(ref[1], got[1][:k]):
                         raise CheckFailed("%s: step images or rewards differ from SyncVectorEnv's (N=%d)"
                                           % (key, self.n))
+        # The batch measures how many of its threads step over its first steps (MujocoVectorEnv.threads_trial):
+        # done here, before anything is timed, so that every timed step is the batch as it then runs.
+        b = self.envs.get("batch")
+        trial = getattr(b, "threads_trial", None)
+        if trial is not None:
+            b.reset(seed=11)
+            k = 0
+            while not trial.decided:
+                b.step(self.actions[k % len(self.actions)])
+                k += 1
+            self.threads_stepping = b.threads
+            self.envs_reason = b.physics_path_reason
         for key in self.envs:
             self.envs[key].reset(seed=11)
 
@@ -598,6 +612,8 @@ def main(argv=None):
                 results.append({"task": task, "visuals": vis, "n": n, "path": p, "size": args.size,
                                 "backend": case.backend, "threads": case.threads if p in ("batch", "physics", "rollout") else None,
                                 "physics_path": case.physics_path if p == "batch" else None,
+                                "threads_stepping": case.threads_stepping if p in ("batch", "physics") else None,
+                                "physics_path_reason": case.envs_reason if p == "batch" else None,
                                 "rounds_env_steps_per_s": v, "env_steps_per_s": median(v),
                                 "us_per_env_step": 1e6 / median(v)})
             for p, why in case.skipped.items():
@@ -636,7 +652,7 @@ def main(argv=None):
         if r.get("vs_floor"):
             note = "%.2fx max(rollout, pixels) (paired %.2fx); %.2fx max(physics, render+read); %s physics, %d threads" % (
                 r["vs_floor"], r.get("vs_floor_paired") or float("nan"), r.get("vs_floor_read") or float("nan"),
-                r["physics_path"], r["threads"])
+                r["physics_path"], r.get("threads_stepping") or r["threads"])
         if r.get("vs_per_env"):
             note = ("%s; " % note if note else "") + "%.2fx batch-per-env (paired %.2fx)%s" % (
                 r["vs_per_env"], r.get("vs_per_env_paired") or float("nan"), " (SLOWER)" if r["vs_per_env"] < 1 else "")
