@@ -218,17 +218,25 @@ class GymCase:
             for key in ("batch", "batch-per-env"):
                 if key in self.envs:
                     got, _ = self.envs[key].reset(seed=11)
-                    if not np.array_equal(ref, got[:k].cpu().numpy()):
-                        raise CheckFailed("%s: reset images differ from SyncVectorEnv's (N=%d)" % (key, self.n))
+                    got = got[:k].cpu().numpy()
+                    if not np.array_equal(ref, got):
+                        tiles = [i for i in range(k) if not np.array_equal(ref[i], got[i])]
+                        raise CheckFailed("%s: reset images of envs %s differ from SyncVectorEnv's (N=%d, max "
+                                          "difference %d)" % (key, tiles, self.n, int(np.abs(ref.astype(int) - got).max())))
             a = self.actions[0]
             stock_context_current(self.ref)
             ref = self.ref.step(a[:k])
             for key in ("batch", "batch-per-env"):
                 if key in self.envs:
                     got = self.envs[key].step(a)
-                    if not np.array_equal(ref[0], got[0][:k].cpu().numpy()) or not np.array_equal(ref[1], got[1][:k]):
-                        raise CheckFailed("%s: step images or rewards differ from SyncVectorEnv's (N=%d)"
-                                          % (key, self.n))
+                    images, rewards = got[0][:k].cpu().numpy(), got[1][:k]
+                    if not np.array_equal(ref[0], images) or not np.array_equal(ref[1], rewards):
+                        tiles = [i for i in range(k) if not np.array_equal(ref[0][i], images[i])]
+                        envs = [i for i in range(k) if ref[1][i] != rewards[i]]
+                        raise CheckFailed("%s: the first step differs from SyncVectorEnv's (N=%d): images of envs %s "
+                                          "(max difference %s), rewards of envs %s" % (
+                                              key, self.n, tiles, int(np.abs(ref[0].astype(int) - images).max()),
+                                              envs))
         # The batch measures how many of its threads step over its first steps (MujocoVectorEnv.threads_trial):
         # done here, before anything is timed, so that every timed step is the batch as it then runs.
         b = self.envs.get("batch")
