@@ -29,7 +29,9 @@ def test_bench_mujoco_quick(tmp_path):
     assert got == gym | {("cheetah-run", "dm-stock"), ("cheetah-run", "dm-batch")}
     batch = [r for r in report["results"] if r["path"] == "batch"][0]
     # Gymnasium's own HalfCheetah-v5: the batched physics, beside both floors
-    assert batch["physics_path"] == "batched" and batch["threads"] >= 1 and batch["vs_stock"] > 0
+    # its way of stepping measured in the check (physics='auto'): the batched path or, where faster, the per-env one
+    assert batch["physics_path"] in ("batched", "per-env") and "kept" in batch["physics_path_reason"]
+    assert batch["threads"] >= 1 and batch["vs_stock"] > 0
     assert batch["vs_floor"] > 0 and batch["vs_floor_read"] > 0
     assert js.with_suffix(".png").stat().st_size > 10_000
     assert "env-steps/s" in proc.stdout and str(js) in proc.stdout

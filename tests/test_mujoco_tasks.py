@@ -240,37 +240,74 @@ def test_stepper_gather_arguments():
         env.close()
 
 
-def test_thread_count_measured_changes_no_result(monkeypatch):
-    """threads=None on a batch of C threads: all of them or a quarter, alternated over the first 24 steps, the
-    faster kept (threads_trial); each env is stepped by one thread whatever the count, so every result equals a
-    batch stepped by one thread throughout."""
+def test_auto_measures_its_ways_of_stepping_and_changes_no_result(monkeypatch):
+    """physics='auto' on a 16-core host: the batched path with all of its threads (8 for 8 envs), with a quarter (2)
+    and the per-env path take turns over the first 36 steps, the fastest kept (physics_trial). Every way gives the
+    same results, in both autoreset modes and across episode ends and resets inside the trial: each step equals
+    Gymnasium's own SyncVectorEnv."""
     import gltensor.mujoco._physics as physics
 
     monkeypatch.setattr(physics.os, "sched_getaffinity", lambda pid: set(range(16)))  # a 16-core host
     n = 8
-    measured = MujocoVectorEnv("HalfCheetah-v5", n, height=TILE, width=TILE, render_only=False)
-    one = MujocoVectorEnv("HalfCheetah-v5", n, height=TILE, width=TILE, render_only=False, threads=1)
+    for mode in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+        make = lambda: gymnasium.make("Hopper-v5", max_episode_steps=7)  # noqa: E731  (episode ends in the trial)
+        ref = SyncVectorEnv([make] * n, autoreset_mode=mode)
+        env = MujocoVectorEnv([make] * n, height=TILE, width=TILE, render_only=False, autoreset_mode=mode)
+        try:
+            assert env.threads == 8 and env.physics_path == "batched"
+            assert list(env._trial_paths) == ["batched, 8 threads", "batched, 2 threads", "per-env"]
+            assert "over the first 36 steps" in env.physics_path_reason
+            taken = []
+            use_threads = env._batched.use_threads
+            env._batched.use_threads = lambda k: (taken.append(k), use_threads(k))[1]
+            want, got = ref.reset(seed=5), env.reset(seed=5)
+            assert_same(want[0], got[0]["state"], "reset")
+            rng = np.random.default_rng(5)
+            for t in range(40):
+                a = rng.uniform(-1, 1, (n, 3))
+                want, got = ref.step(a), env.step(a)
+                assert_same(want[0], got[0]["state"], f"{mode} step {t}: obs")
+                for k, what in ((1, "reward"), (2, "terminated"), (3, "truncated")):
+                    assert_same(want[k], got[k], f"{mode} step {t}: {what}")
+                assert_infos_same(want[4], got[4], f"{mode} step {t}")
+            trial = env.physics_trial
+            assert trial.decided and [len(v) for v in trial.times.values()] == [10, 10, 10]
+            assert taken[:4] == [8, 2, 8, 2]
+            kept = {"batched, 8 threads": ("batched", 8), "batched, 2 threads": ("batched", 2), "per-env": ("per-env", 1)}
+            assert (env.physics_path, env.threads) == kept[trial.choice]
+            assert f"{trial.choice} kept" in env.physics_path_reason and f"physics={env.physics_path}" in repr(env)
+        finally:
+            env.close()
+            ref.close()
+
+
+def test_auto_keeps_the_per_env_path_when_it_measured_faster(monkeypatch):
+    """With the batched path slowed down by 20 ms a step, the per-env path is kept; the steps after the switch
+    still equal SyncVectorEnv's, and the batch closes cleanly."""
+    import time
+
+    make = lambda: gymnasium.make("HalfCheetah-v5", max_episode_steps=9)  # noqa: E731
+    ref = SyncVectorEnv([make] * N)
+    env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, render_only=False, threads=2)
     try:
-        assert measured.threads == 8 and measured.threads_trial is not None and one.threads_trial is None
-        assert "threads: 8 or 2, timed over the first 24 steps" in measured.physics_path_reason
-        taken = []
-        use_threads = measured._batched.use_threads
-        measured._batched.use_threads = lambda k: (taken.append(k), use_threads(k))[1]
-        want, got = one.reset(seed=5), measured.reset(seed=5)
-        rng = np.random.default_rng(5)
-        for t in range(27):
-            a = rng.uniform(-1, 1, (n, 6))
-            want, got = one.step(a), measured.step(a)
-            assert_same(want[0]["state"], got[0]["state"], f"step {t}: obs")
+        assert list(env._trial_paths) == ["batched, 2 threads", "per-env"]  # threads given: no thread-count trial
+        slow = env._step_batched
+        env._step_batched = lambda a: (time.sleep(0.02), slow(a))[1]
+        want, got = ref.reset(seed=2), env.reset(seed=2)
+        rng = np.random.default_rng(2)
+        for t in range(30):
+            a = rng.uniform(-1, 1, (N, 6))
+            want, got = ref.step(a), env.step(a)
+            assert_same(want[0], got[0]["state"], f"step {t}: obs")
             assert_same(want[1], got[1], f"step {t}: reward")
-            assert np.array_equal(want[0]["pixels"].cpu().numpy(), got[0]["pixels"].cpu().numpy()), t
-        trial = measured.threads_trial
-        assert trial.decided and measured.threads == {"8 threads": 8, "2 threads": 2}[trial.choice]
-        assert taken[:4] == [8, 2, 8, 2] and taken[-1] == measured.threads and len(taken) == 25
-        assert f"{trial.choice} kept" in measured.physics_path_reason and f"threads={measured.threads}" in repr(measured)
+            assert_same(want[3], got[3], f"step {t}: truncated")
+        assert env.physics_path == "per-env" and env.threads == 1 and "per-env kept" in env.physics_path_reason
+        assert env._per_env_pool is None and "physics=per-env" in repr(env)
     finally:
-        measured.close()
-        one.close()
+        env.close()
+        ref.close()
+    with pytest.raises(ValueError, match="two or more distinct paths"):
+        __import__("gltensor.mujoco._path_trial", fromlist=["PathTrial"]).PathTrial("a")
 
 
 def test_which_path_and_why():

@@ -46,10 +46,10 @@ class Timed:
         self.total, self.calls = 0.0, 0
 
 
-def probe(n, threads, steps, device):
+def probe(n, threads, steps, device):  # physics="batched": the batched path itself, at `threads` threads
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     venv = MujocoVectorEnv([functools.partial(make_gym, "HalfCheetah-v5", 84, 84, "light", None)] * n,
-                           height=84, width=84, threads=threads)
+                           height=84, width=84, threads=threads, physics="batched")
     try:
         net = nature_cnn(torch, 84, device)
 

@@ -237,10 +237,11 @@ class GymCase:
                                           "(max difference %s), rewards of envs %s" % (
                                               key, self.n, tiles, int(np.abs(ref[0].astype(int) - images).max()),
                                               envs))
-        # The batch measures how many of its threads step over its first steps (MujocoVectorEnv.threads_trial):
-        # done here, before anything is timed, so that every timed step is the batch as it then runs.
+        # The batch measures how it steps fastest over its first steps (MujocoVectorEnv.physics_trial: its
+        # batched path with all or a quarter of its threads, its per-env path): done here, before anything is
+        # timed, so that every timed step is the batch as it then runs.
         b = self.envs.get("batch")
-        trial = getattr(b, "threads_trial", None)
+        trial = getattr(b, "physics_trial", None)
         if trial is not None:
             b.reset(seed=11)
             k = 0
@@ -249,6 +250,7 @@ class GymCase:
                 k += 1
             self.threads_stepping = b.threads
             self.envs_reason = b.physics_path_reason
+            self.physics_path = b.physics_path
         for key in self.envs:
             self.envs[key].reset(seed=11)
 

@@ -299,6 +299,12 @@ class BatchedPhysics:
                 raise self._reset_needed(f"environment {i}: cannot call step() before reset() (MujocoVectorEnv."
                                          "reset() resets every environment, or those in options['reset_mask'])")
 
+    def sync_elapsed(self):
+        """The episode counts from the envs' TimeLimit wrappers, after steps of their own step() (the per-env
+        path, in physics='auto''s trial) counted there instead of here."""
+        for i, w in self._limited:
+            self.elapsed[i] = w._elapsed_steps
+
     def reset_done(self, indices):
         """The envs in `indices` were reset through their own wrappers: their episode counts start again."""
         self.elapsed[indices] = 0

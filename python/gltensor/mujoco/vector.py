@@ -264,12 +264,15 @@ class MujocoVectorEnv(VectorEnv):
     physics: "auto" (default) steps Gymnasium's own v5 tasks (Ant, HalfCheetah, Hopper, Humanoid, HumanoidStandup,
     InvertedDoublePendulum, InvertedPendulum, Pusher, Reacher, Swimmer, Walker2d, each under gymnasium.make's
     wrappers only, the same constructor arguments in every env) on the batched path: every env's ``mj_step`` in
-    a pool of ``threads`` threads (default: the cores, at most 16, of which all or a quarter take part, whichever
-    measured faster over the first 24 steps: ``threads_trial``) and the task's observations, rewards,
+    a pool of ``threads`` C threads (default: the cores, at most 16) and the task's observations, rewards,
     terminations and infos in NumPy over the batch, bitwise equal to each env's own ``step()``. Any other env
     (a subclass, another wrapper, ``render_mode="human"``, differing arguments) takes the per-env path: its own
-    ``step()``. ``physics_path`` says which ("batched" or "per-env"), ``physics_path_reason`` why; "batched"
-    raises where the batch cannot take it, "per-env" forces the per-env path.
+    ``step()``. With "auto" the batch then measures which way of stepping is fastest here: the batched path with
+    all of its threads, with a quarter of them (when ``threads`` is not given) and the per-env path take turns
+    over the first 36 steps (24 with two of them), and the lowest median step time is kept (``physics_trial``;
+    every way gives the same results). ``physics_path`` says which path steps now ("batched" or "per-env"),
+    ``threads`` how many threads, ``physics_path_reason`` why; "batched" raises where the batch cannot take it
+    (and measures only the thread count), "per-env" forces the per-env path.
     """
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -345,7 +348,7 @@ class MujocoVectorEnv(VectorEnv):
         if physics not in ("auto", "batched", "per-env"):
             raise ValueError(f"physics must be 'auto', 'batched' or 'per-env', not {physics!r}")
         self._batched = None
-        self.threads_trial = None  # the measured thread count of the batched path (below)
+        self.physics_trial = None  # the measured choice of path and thread count (_setup_trial)
         task = None
         if physics == "per-env":
             self.physics_path, self.physics_path_reason = "per-env", "physics='per-env' was asked for"
@@ -374,16 +377,7 @@ class MujocoVectorEnv(VectorEnv):
                 self.physics_path_reason = (f"every environment is Gymnasium's {task.__name__}-v5 under "
                                             f"gymnasium.make's wrappers; physics in {self._batched.stepper}")
                 self.threads = self._batched.threads
-                few = max(2, self.threads // 4)
-                if threads is None and self._batched.stepper == "C threads" and few < self.threads:
-                    # How many C threads: measured, as DmControlBatch's path (_path_trial). All of them finish
-                    # the physics soonest, but take cores from the render thread beside them; a quarter left
-                    # more of each step to the render for HalfCheetah on H200 hosts, while a heavier task needs
-                    # them all (benchmarks/results/mujoco_batched_phases_threads_h200.json).
-                    self._trial_threads = {f"{self.threads} threads": self.threads, f"{few} threads": few}
-                    self.threads_trial = PathTrial(*self._trial_threads)
-                    self.physics_path_reason += (f"; threads: {self.threads} or {few}, timed over the first "
-                                                 f"{self.threads_trial.length} steps, the faster kept")
+                self._setup_trial(physics, threads is None, default_threads(self.num_envs))
         self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
         if self._batched is not None and not self.render_only:
             self._state = np.zeros((self.num_envs,) + self._state_space.shape, dtype=self._state_space.dtype)
@@ -444,12 +438,12 @@ class MujocoVectorEnv(VectorEnv):
             state = np.stack([np.asarray(s) for s in self._state]).astype(self._state_space.dtype, copy=False)
         return {"state": state, "pixels": pixels}
 
-    def _map(self, fn, indices=None):
-        """[fn(i) for i in indices] (default: every index) in the physics threads, or in this thread when an
-        environment renders itself in step()/reset()."""
+    def _map(self, fn, indices=None, pool=None):
+        """[fn(i) for i in indices] (default: every index) in the physics threads (of `pool`, default the env's),
+        or in this thread when an environment renders itself in step()/reset()."""
         if self._in_caller:
             return [fn(i) for i in (range(self.num_envs) if indices is None else indices)]
-        return self._pool.map(fn, indices)
+        return (pool or self._pool).map(fn, indices)
 
     # -- the VectorEnv API -------------------------------------------------------------------------------
     def reset(self, *, seed=None, options=None):
@@ -486,13 +480,76 @@ class MujocoVectorEnv(VectorEnv):
             self._batched.reset_done(indices)
         return self._obs(self._render()), infos
 
+    def _setup_trial(self, physics, threads_free, per_env_threads):
+        """physics="auto" on the batched path: which way of stepping is fastest here is measured on the first
+        steps (_path_trial): the batched path with all of its C threads, with a quarter of them (at least 2; only
+        when threads= was not given), and the per-env path (only with physics="auto"). Why: the physics threads
+        take cores from the render thread beside them (for HalfCheetah on H200 hosts a quarter of 16 often left
+        more of the step to the render, while a heavier task needs them all:
+        benchmarks/results/mujoco_batched_phases_threads_h200.json), and at N = 16 the per-env path was the
+        faster one on one host and the slower on others (benchmarks/README.md, "The batched physics")."""
+        from ._path_trial import PathTrial
+
+        paths = {f"batched, {self.threads} threads": self.threads}
+        few = max(2, self.threads // 4)
+        if threads_free and self._batched.stepper == "C threads" and few < self.threads:
+            paths[f"batched, {few} threads"] = few
+        if physics == "auto":
+            paths["per-env"] = None
+        if len(paths) < 2:
+            return
+        self._trial_paths = paths
+        self._per_env_pool = _Pool(self.num_envs, per_env_threads) if physics == "auto" else None
+        self._elapsed_in_sync = True  # the batched path's episode counts against the TimeLimit wrappers'
+        self.physics_trial = PathTrial(*paths)
+        self.physics_path_reason += (f"; physics='auto' times {', '.join(paths)} in turn over the first "
+                                     f"{self.physics_trial.length} steps and keeps the fastest")
+
     def step(self, actions):
         self._check_open()
-        if self._batched is not None:
-            trial = self.threads_trial
-            if trial is None or trial.decided:
-                return self._step_batched(actions)
+        trial = self.physics_trial
+        if trial is not None and not trial.decided:
             return self._step_timed(actions, trial)
+        if self.physics_path == "batched":
+            return self._step_batched(actions)
+        return self._step_per_env(actions, self._pool)
+
+    def _step_timed(self, actions, trial):
+        """A step of the trial (_setup_trial): the way due, timed; after the last one, the fastest kept."""
+        name = trial.next_path()
+        k = self._trial_paths[name]
+        t0 = time.perf_counter()
+        if k is None:
+            self._elapsed_in_sync = False  # the envs' own step() counts in their TimeLimit wrappers
+            out = self._step_per_env(actions, self._per_env_pool)
+        else:
+            if not self._elapsed_in_sync:
+                self._batched.sync_elapsed()
+                self._elapsed_in_sync = True
+            self._batched.use_threads(k)
+            out = self._step_batched(actions)
+        trial.record(name, time.perf_counter() - t0)  # not reached when the step raised: the same way is due again
+        if trial.decided:
+            k = self._trial_paths[trial.choice]
+            if k is None:
+                self.physics_path = "per-env"
+                old, self._pool = self._pool, self._per_env_pool
+                old.close()
+                self.threads = len(self._pool.chunks)
+            else:
+                if not self._elapsed_in_sync:
+                    self._batched.sync_elapsed()
+                self._batched.use_threads(k)
+                self.threads = k
+                if self._per_env_pool is not None:
+                    self._per_env_pool.close()
+            self._per_env_pool = None
+            self.physics_path_reason = self.physics_path_reason.split("; physics='auto' times ")[0] + "; " + \
+                trial.summary()
+        return out
+
+    def _step_per_env(self, actions, pool):
+        """step() on the per-env path: each env's own step() in `pool`'s threads, drawn as it finishes."""
         if hasattr(actions, "detach"):  # a torch tensor (possibly on the GPU)
             actions = actions.detach().cpu().numpy()
         actions = list(gymnasium.vector.utils.iterate(self.action_space, actions))
@@ -511,11 +568,11 @@ class MujocoVectorEnv(VectorEnv):
 
         if self._pipelined():
             # The physics thread steps the environments in turn while this thread draws each one it finished.
-            with self._pool.stream(one) as stepped:
+            with pool.stream(one) as stepped:
                 pixels = self._render(order=stepped)
             out = stepped.results
         else:
-            out = self._map(one)
+            out = self._map(one, pool=pool)
             pixels = None
         rewards = np.array([o[1] for o in out], dtype=np.float64)
         terms = np.array([o[2] for o in out], dtype=np.bool_)
@@ -529,7 +586,7 @@ class MujocoVectorEnv(VectorEnv):
             # the finished environments' last frames, before they reset
             final_obs = self._obs(pixels if pixels is not None else self._render())
             final_obs = final_obs.clone() if self.render_only else dict(final_obs, pixels=final_obs["pixels"].clone())
-            resets = self._map(lambda i: self.envs[i].reset(), finished)
+            resets = self._map(lambda i: self.envs[i].reset(), finished, pool=pool)
             infos_per_env = [o[4] for o in out]
             for i, (state, info) in zip(finished, resets):
                 if self.render_only:
@@ -550,19 +607,6 @@ class MujocoVectorEnv(VectorEnv):
             infos = merge_infos(self, [o[4] for o in out])
         self._autoreset = done
         return self._obs(pixels if pixels is not None else self._render()), rewards, terms, truncs, infos
-
-    def _step_timed(self, actions, trial):
-        """A step of the thread-count trial: with the count due, timed; after the last one, the faster kept."""
-        name = trial.next_path()
-        self._batched.use_threads(self._trial_threads[name])
-        t0 = time.perf_counter()
-        out = self._step_batched(actions)
-        trial.record(name, time.perf_counter() - t0)  # not reached when the step raised: the same count is due again
-        if trial.decided:
-            self.threads = self._trial_threads[trial.choice]
-            self._batched.use_threads(self.threads)
-            self.physics_path_reason = self.physics_path_reason.split("; threads: ")[0] + "; threads " + trial.summary()
-        return out
 
     def _step_batched(self, actions):
         """step() on the batched path: each env's physics in the pool's threads, drawn as it finishes; then the
@@ -674,6 +718,8 @@ class MujocoVectorEnv(VectorEnv):
     def close_extras(self, **kwargs):
         if not self.closed:
             self.closed = True
+            if getattr(self, "_per_env_pool", None) is not None:  # a trial still running (_setup_trial)
+                self._per_env_pool.close()
             _close_all(self._pool, self.renderer, self.envs, self._batched, self._guards)
 
     def _check_open(self):
