@@ -282,7 +282,6 @@ class MujocoVectorEnv(VectorEnv):
                  render_flags=None, max_geom=None, physics="auto", **make_kwargs):
         import mujoco
 
-        from ._path_trial import PathTrial
         from ._physics import BatchedPhysics, batched_or_reason, default_physics_threads
         from .batch import BatchRenderer
 
