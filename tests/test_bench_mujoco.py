@@ -41,7 +41,8 @@ def test_ratios_pair_the_rounds(monkeypatch):
     """The paired ratios divide paths timed in the same round: a host that is twice as fast in round 2 moves both
     sides of round 2's ratio, and a ratio of medians would mix rounds."""
     monkeypatch.setenv("MUJOCO_GL", "egl")  # the module sets it by default; this test leaves the process as it was
-    from gltensor.bench.mujoco import _paired, ratios
+    from gltensor.bench.measure import paired_ratio
+    from gltensor.bench.mujoco import ratios
 
     def row(path, rounds):
         return {"task": "T", "visuals": "light", "n": 64, "path": path, "rounds_env_steps_per_s": rounds,
@@ -54,7 +55,7 @@ def test_ratios_pair_the_rounds(monkeypatch):
     assert batch["vs_floor_paired"] == sorted([10 / 10, 20 / 30, 9 / 9])[1]
     assert batch["vs_per_env_paired"] == sorted([10 / 5, 30 / 10, 9 / 6])[1]
     assert batch["vs_stock_paired"] == sorted([10.0, 15.0, 9.0])[1]
-    assert _paired([1.0], [1.0, 2.0]) is None and _paired([], []) is None
+    assert paired_ratio([1.0], [1.0, 2.0]) is None and paired_ratio([], []) is None
 
 
 def test_rounds_alternate_their_order_and_warm_up_for_a_time(monkeypatch):

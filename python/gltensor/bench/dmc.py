@@ -31,7 +31,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np  # noqa: E402
 
 from . import MODES  # noqa: E402
-from .measure import CheckFailed, median, round_order  # noqa: E402
+from .measure import CheckFailed, median, paired_ratio, round_order  # noqa: E402
 from .options import arg, parse_cameras  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
@@ -249,9 +249,10 @@ def main(argv=None):
         if (r["n"], ref) in base and r["path"] != ref:
             other = base[(r["n"], ref)]
             r["vs_" + ref.replace("-", "_")] = r["env_steps_per_s"] / other["env_steps_per_s"]
-            # and as the median of each round's ratio (paths timed in the same round; see bench.mujoco's _paired)
-            r["vs_" + ref.replace("-", "_") + "_paired"] = median(
-                [a / b for a, b in zip(r["rounds_env_steps_per_s"], other["rounds_env_steps_per_s"])])
+            # and as the median of each round's ratio (paths timed in the same round: measure.paired_ratio)
+            paired = paired_ratio(r["rounds_env_steps_per_s"], other["rounds_env_steps_per_s"])
+            if paired is not None:
+                r["vs_" + ref.replace("-", "_") + "_paired"] = paired
     report = {"benchmark": "dmc", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "argv": sys.argv[1:] if argv is None else list(argv), "machine": info,
               "config": {k: getattr(args, k) for k in ("task", "envs", "paths", "steps", "warmup", "rounds", "size",

@@ -19,6 +19,15 @@ def median(values):
     return statistics.median(values)
 
 
+def paired_ratio(rounds_a, rounds_b):
+    """The median over rounds of a[k] / b[k]: ratios of paths timed in the same interleaved round, so that a
+    host whose speed drifts between rounds (seen on GPU hosts: a path's rounds spread by up to 1.6x) moves both
+    sides of each ratio alike. None when the round counts differ."""
+    if not rounds_a or len(rounds_a) != len(rounds_b):
+        return None
+    return median([a / b for a, b in zip(rounds_a, rounds_b)])
+
+
 def round_order(paths, round_index):
     """The paths in the order round `round_index` times them: as given in even rounds, reversed in odd ones, so
     that no path always follows the same one (a path after CPU-only paths starts with the GPU's clocks down)."""

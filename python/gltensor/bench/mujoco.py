@@ -59,7 +59,7 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import MODES  # noqa: E402
-from .measure import CheckFailed, median, round_order  # noqa: E402
+from .measure import CheckFailed, median, paired_ratio, round_order  # noqa: E402
 from .options import arg, parse_cameras, paths_and_visuals  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
@@ -488,18 +488,9 @@ def gym_tasks(spec):
     return [t.strip() for t in spec.split(",") if t.strip()]
 
 
-def _paired(rounds_a, rounds_b):
-    """The median over rounds of a[k] / b[k]: ratios of paths timed in the same interleaved round, so that a
-    host whose speed drifts between rounds (seen on GPU hosts: a path's rounds spread by up to 1.6x) moves both
-    sides of each ratio alike. None when the round counts differ."""
-    if not rounds_a or len(rounds_a) != len(rounds_b):
-        return None
-    return median([a / b for a, b in zip(rounds_a, rounds_b)])
-
-
 def ratios(results):
     """Per case: each path's env-steps/s over async's (the stock pixel pipeline), render+read over render; for the
-    batch, its time over its floors' and its rate over the per-env path's, as ratios of medians and (``_paired``)
+    batch, its time over its floors' and its rate over the per-env path's, as ratios of medians and (``measure.paired_ratio``)
     as medians of each round's ratio."""
     by, rounds = {}, {}
     for r in results:
@@ -524,18 +515,18 @@ def ratios(results):
                 if all(rates):
                     r[floor] = min(rates) / r["env_steps_per_s"]
                     slowest = [min(x) for x in zip(*(rounds[key + (f,)] for f in names))]
-                    paired = _paired(slowest, mine)
+                    paired = paired_ratio(slowest, mine)
                     if paired is not None:
                         r[floor + "_paired"] = paired
             # the automatic choice, measured: the batched path against the per-env path it replaces
             if by.get(key + ("batch-per-env",)):
                 r["vs_per_env"] = r["env_steps_per_s"] / by[key + ("batch-per-env",)]
-                paired = _paired(mine, rounds[key + ("batch-per-env",)])
+                paired = paired_ratio(mine, rounds[key + ("batch-per-env",)])
                 if paired is not None:
                     r["vs_per_env_paired"] = paired
         base_rounds = rounds.get(key + ("async",)) or rounds.get(key + ("dm-stock",))
         if r.get("vs_stock") and base_rounds:
-            paired = _paired(rounds[key + (r["path"],)], base_rounds)
+            paired = paired_ratio(rounds[key + (r["path"],)], base_rounds)
             if paired is not None:
                 r["vs_stock_paired"] = paired
     return results

@@ -20,6 +20,7 @@ up the first path only, and on an H200 host its choice at N = 16 went against th
 
 from __future__ import annotations
 
+import time
 from statistics import median
 
 __all__ = ["PathTrial"]
@@ -53,6 +54,15 @@ class PathTrial:
         if self.choice is not None:
             return self.choice
         return self.paths[self._steps % len(self.paths)]
+
+    def step(self, run):
+        """run(path) for the path due, timed and recorded; returns what it returned. A run that raises is not
+        recorded: the same path is then due again."""
+        path = self.next_path()
+        t0 = time.perf_counter()
+        out = run(path)
+        self.record(path, time.perf_counter() - t0)
+        return out
 
     def record(self, path: str, seconds: float) -> None:
         """The time of the step just taken on `path` (the one next_path() gave); decides after the last pair. A step

@@ -44,7 +44,6 @@ from ._warnings import gymnasium_model_deprecations_dropped  # noqa: I001
 import itertools
 import queue
 import threading
-import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -499,7 +498,6 @@ class MujocoVectorEnv(VectorEnv):
             return
         self._trial_paths = paths
         self._per_env_pool = _Pool(self.num_envs, per_env_threads) if physics == "auto" else None
-        self._elapsed_in_sync = True  # the batched path's episode counts against the TimeLimit wrappers'
         self.physics_trial = PathTrial(*paths)
         self.physics_path_reason += (f"; physics='auto' times {', '.join(paths)} in turn over the first "
                                      f"{self.physics_trial.length} steps and keeps the fastest")
@@ -515,19 +513,7 @@ class MujocoVectorEnv(VectorEnv):
 
     def _step_timed(self, actions, trial):
         """A step of the trial (_setup_trial): the way due, timed; after the last one, the fastest kept."""
-        name = trial.next_path()
-        k = self._trial_paths[name]
-        t0 = time.perf_counter()
-        if k is None:
-            self._elapsed_in_sync = False  # the envs' own step() counts in their TimeLimit wrappers
-            out = self._step_per_env(actions, self._per_env_pool)
-        else:
-            if not self._elapsed_in_sync:
-                self._batched.sync_elapsed()
-                self._elapsed_in_sync = True
-            self._batched.use_threads(k)
-            out = self._step_batched(actions)
-        trial.record(name, time.perf_counter() - t0)  # not reached when the step raised: the same way is due again
+        out = trial.step(lambda name: self._step_way(actions, self._trial_paths[name]))
         if trial.decided:
             k = self._trial_paths[trial.choice]
             if k is None:
@@ -536,8 +522,7 @@ class MujocoVectorEnv(VectorEnv):
                 old.close()
                 self.threads = len(self._pool.chunks)
             else:
-                if not self._elapsed_in_sync:
-                    self._batched.sync_elapsed()
+                self._batched.sync_elapsed()  # the trial's last per-env steps counted in the envs' own wrappers
                 self._batched.use_threads(k)
                 self.threads = k
                 if self._per_env_pool is not None:
@@ -546,6 +531,15 @@ class MujocoVectorEnv(VectorEnv):
             self.physics_path_reason = self.physics_path_reason.split("; physics='auto' times ")[0] + "; " + \
                 trial.summary()
         return out
+
+    def _step_way(self, actions, k):
+        """One trial step: the per-env path (k None) or the batched path with k threads. A per-env step counts in
+        the envs' TimeLimit wrappers, so the batched path takes its episode counts from them first."""
+        if k is None:
+            return self._step_per_env(actions, self._per_env_pool)
+        self._batched.sync_elapsed()
+        self._batched.use_threads(k)
+        return self._step_batched(actions)
 
     def _step_per_env(self, actions, pool):
         """step() on the per-env path: each env's own step() in `pool`'s threads, drawn as it finishes."""
@@ -879,10 +873,7 @@ class DmControlBatch:
         trial = self.physics_trial
         if trial is None or trial.decided:
             return self._step_per_env(actions) if self._threaded is None else self._step_batched(actions)
-        path = trial.next_path()
-        t0 = time.perf_counter()
-        out = self._step_batched(actions) if path == "batched" else self._step_per_env(actions)
-        trial.record(path, time.perf_counter() - t0)  # not reached when the step raised: the same path is due again
+        out = trial.step(lambda path: self._step_batched(actions) if path == "batched" else self._step_per_env(actions))
         if trial.decided:
             self.physics_path_reason = self.physics_path_reason.split("; physics='auto'")[0] + "; " + trial.summary()
             if trial.choice == "per-env":
