@@ -303,7 +303,8 @@ class BatchedPhysics:
         """The episode counts from the envs' TimeLimit wrappers, after steps of their own step() (the per-env
         path, in physics='auto''s trial) counted there instead of here."""
         for i, w in self._limited:
-            self.elapsed[i] = w._elapsed_steps
+            if w._elapsed_steps is not None:  # None before the env's first reset (its step then raises ResetNeeded)
+                self.elapsed[i] = w._elapsed_steps
 
     def reset_done(self, indices):
         """The envs in `indices` were reset through their own wrappers: their episode counts start again."""
