@@ -31,6 +31,8 @@ def main():
     ap.add_argument("--task", default="HalfCheetah-v5")
     ap.add_argument("--async-too", action="store_true", help="build an AsyncVectorEnv beside, as the bench does")
     ap.add_argument("--backend", default="auto")
+    ap.add_argument("--collect", action="store_true", help="gc.collect() after each repetition's close, with no GL "
+                    "context current (the stock viewers' close released theirs)")
     ap.add_argument("--dump", help="folder for the failing repetitions' images (.npz) and summary.json")
     args = ap.parse_args()
 
@@ -102,6 +104,9 @@ def main():
         if extra is not None:
             extra.close()
         ref.close()
+        if args.collect:
+            import gc
+            gc.collect()
     fails = [r["rep"] for r in rows if not (r["batch"]["equal"] and r["batch-per-env"]["equal"])]
     print(f"{len(fails)} of {len(rows)} repetitions differ: {fails}")
     if args.dump:

@@ -152,7 +152,7 @@ def time_env_steps(step, n, steps, warmup, sync, warm_s=0.25):
 class GymCase:
     """The paths of one (task, visuals, N): built once, timed in interleaved rounds, closed."""
 
-    def __init__(self, args, torch, device, task, visuals, n, log):
+    def __init__(self, args, torch, device, task, visuals, n, log, collect):
         from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
         from gltensor.mujoco import MujocoVectorEnv
@@ -189,6 +189,11 @@ class GymCase:
         if "batch-per-env" in want:
             self.envs["batch-per-env"] = MujocoVectorEnv([raw] * n, height=h, width=w, camera=cams,
                                                          backend=args.backend, physics="per-env")
+        # AsyncVectorEnv's constructor made and closed a stock env here for its spaces; that env's viewer leaves its
+        # MjrContext to the garbage collector, which frees GL names in whatever context is current. Collected later
+        # with the stock envs' context current, it deleted their framebuffers: the stock reference then returned its
+        # previous frame, and the check failed on the batch (tools/mujoco_check_repeat.py). Collect now, in ours.
+        collect()
         log("    built %d paths in %.1f s" % (len(self.envs), time.perf_counter() - t0))
         self.backend = self.envs["batch"].renderer.backend if "batch" in self.envs else None
         self.threads = self.envs["batch"].threads if "batch" in self.envs else None
@@ -215,6 +220,7 @@ class GymCase:
             k = self.ref_n
             stock_context_current(self.ref)
             ref, _ = self.ref.reset(seed=11)
+            ref_reset = ref
             for key in ("batch", "batch-per-env"):
                 if key in self.envs:
                     got, _ = self.envs[key].reset(seed=11)
@@ -233,10 +239,12 @@ class GymCase:
                     if not np.array_equal(ref[0], images) or not np.array_equal(ref[1], rewards):
                         tiles = [i for i in range(k) if not np.array_equal(ref[0][i], images[i])]
                         envs = [i for i in range(k) if ref[1][i] != rewards[i]]
+                        stale = [i for i in tiles if np.array_equal(ref[0][i], ref_reset[i])]
                         raise CheckFailed("%s: the first step differs from SyncVectorEnv's (N=%d): images of envs %s "
-                                          "(max difference %s), rewards of envs %s" % (
+                                          "(max difference %s), rewards of envs %s%s" % (
                                               key, self.n, tiles, int(np.abs(ref[0].astype(int) - images).max()),
-                                              envs))
+                                              envs, "; SyncVectorEnv's own step gave its reset images for envs %s "
+                                              "(its GL context lost its framebuffers?)" % stale if stale else ""))
         # The batch measures how it steps fastest over its first steps (MujocoVectorEnv.physics_trial: its
         # batched path with all or a quarter of its threads, its per-env path): done here, before anything is
         # timed, so that every timed step is the batch as it then runs.
@@ -584,6 +592,13 @@ def main(argv=None):
 
     def log(m):
         print(m, flush=True)
+
+    def collect():
+        """Gymnasium's viewers leave their MjrContexts to the garbage collector, which frees their GL names in
+        whatever context is current: collect with the bench's own context current, so that no stock env's context
+        loses its framebuffers."""
+        ctx.make_current()
+        gc.collect()
     results, status = [], "ok"
     cases = []
     for vis in visuals:
@@ -596,7 +611,7 @@ def main(argv=None):
         for kind, task, vis, n in cases:
             log("  %s %s N=%d ..." % (task, vis, n))
             try:
-                case = GymCase(args, torch, device, task, vis, n, log) if kind == "gym" else \
+                case = GymCase(args, torch, device, task, vis, n, log, collect) if kind == "gym" else \
                     DmCase(args, torch, device, vis, n, log)
             except (ImportError, AttributeError) as e:  # dm_control 1.0.x cannot load tasks on MuJoCo 4
                 why = "%s: %s" % (type(e).__name__, e)
@@ -619,12 +634,8 @@ def main(argv=None):
                                 "us_per_env_step": 1e6 / median(v)})
             for p, why in case.skipped.items():
                 results.append({"task": task, "visuals": vis, "n": n, "path": p, "skipped": why})
-            # Gymnasium's viewers leave their MjrContexts to the garbage collector, which frees their GL names in
-            # whatever context is current: drop this case and collect now, with the bench's own context current,
-            # so that no later case's context loses its framebuffers.
-            case = None
-            ctx.make_current()
-            gc.collect()
+            case = None  # dropped and collected now (collect()), before the next case's stock envs exist
+            collect()
             log("    " + ", ".join("%s %.0f" % (p, median(v)) for p, v in rates.items()) + " env-steps/s")
             save_json(json_path, {"benchmark": "mujoco", "status": "partial: killed or still running",
                                   "argv": list(sys.argv[1:] if argv is None else argv), "machine": info,
