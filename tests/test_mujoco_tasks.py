@@ -241,10 +241,10 @@ def test_stepper_gather_arguments():
 
 
 def test_auto_measures_its_ways_of_stepping_and_changes_no_result(monkeypatch):
-    """physics='auto' on a 16-core host: the batched path with all of its threads (8 for 8 envs), with a quarter (2)
-    and the per-env path take turns over the first 36 steps, the fastest kept (physics_trial). Every way gives the
-    same results, in both autoreset modes and across episode ends and resets inside the trial: each step equals
-    Gymnasium's own SyncVectorEnv."""
+    """physics='auto' on a 16-core host: the batched path with all of its threads (8 for 8 envs), with a quarter (2),
+    with all of them but drawn after the physics, and the per-env path take turns over the first 48 steps, the
+    fastest kept (physics_trial). Every way gives the same results, in both autoreset modes and across episode ends
+    and resets inside the trial: each step equals Gymnasium's own SyncVectorEnv."""
     import gltensor.mujoco._physics as physics
 
     monkeypatch.setattr(physics.os, "sched_getaffinity", lambda pid: set(range(16)))  # a 16-core host
@@ -255,15 +255,18 @@ def test_auto_measures_its_ways_of_stepping_and_changes_no_result(monkeypatch):
         env = MujocoVectorEnv([make] * n, height=TILE, width=TILE, render_only=False, autoreset_mode=mode)
         try:
             assert env.threads == 8 and env.physics_path == "batched"
-            assert list(env._trial_paths) == ["batched, 8 threads", "batched, 2 threads", "per-env"]
-            assert "over the first 36 steps" in env.physics_path_reason
-            taken = []
+            assert list(env._trial_paths) == ["batched, 8 threads", "batched, 2 threads",
+                                              "batched, 8 threads, stepped then drawn", "per-env"]
+            assert "over the first 48 steps" in env.physics_path_reason
+            taken, drawn = [], []
             use_threads = env._batched.use_threads
             env._batched.use_threads = lambda k: (taken.append(k), use_threads(k))[1]
+            render = env._render  # order given: drawn as the physics finishes; None: after it
+            env._render = lambda order=None: (drawn.append(order is not None), render(order=order))[1]
             want, got = ref.reset(seed=5), env.reset(seed=5)
             assert_same(want[0], got[0]["state"], "reset")
             rng = np.random.default_rng(5)
-            for t in range(40):
+            for t in range(52):
                 a = rng.uniform(-1, 1, (n, 3))
                 want, got = ref.step(a), env.step(a)
                 assert_same(want[0], got[0]["state"], f"{mode} step {t}: obs")
@@ -271,10 +274,14 @@ def test_auto_measures_its_ways_of_stepping_and_changes_no_result(monkeypatch):
                     assert_same(want[k], got[k], f"{mode} step {t}: {what}")
                 assert_infos_same(want[4], got[4], f"{mode} step {t}")
             trial = env.physics_trial
-            assert trial.decided and [len(v) for v in trial.times.values()] == [10, 10, 10]
-            assert taken[:4] == [8, 2, 8, 2]
-            kept = {"batched, 8 threads": ("batched", 8), "batched, 2 threads": ("batched", 2), "per-env": ("per-env", 1)}
+            assert trial.decided and [len(v) for v in trial.times.values()] == [10, 10, 10, 10]
+            assert taken[:6] == [8, 2, 8, 8, 2, 8]
+            if mode == AutoresetMode.NEXT_STEP:  # (SAME_STEP draws the reset envs' first frames once more)
+                assert drawn[1:5] == [True, True, False, True]  # after reset(): the four ways in turn
+            kept = {"batched, 8 threads": ("batched", 8), "batched, 2 threads": ("batched", 2),
+                    "batched, 8 threads, stepped then drawn": ("batched", 8), "per-env": ("per-env", 1)}
             assert (env.physics_path, env.threads) == kept[trial.choice]
+            assert env._overlap == (trial.choice != "batched, 8 threads, stepped then drawn")
             assert f"{trial.choice} kept" in env.physics_path_reason and f"physics={env.physics_path}" in repr(env)
         finally:
             env.close()
@@ -290,12 +297,13 @@ def test_auto_keeps_the_per_env_path_when_it_measured_faster(monkeypatch):
     ref = SyncVectorEnv([make] * N)
     env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, render_only=False, threads=2)
     try:
-        assert list(env._trial_paths) == ["batched, 2 threads", "per-env"]  # threads given: no thread-count trial
+        # threads given: no thread-count trial
+        assert list(env._trial_paths) == ["batched, 2 threads", "batched, 2 threads, stepped then drawn", "per-env"]
         slow = env._step_batched
         env._step_batched = lambda a: (time.sleep(0.02), slow(a))[1]
         want, got = ref.reset(seed=2), env.reset(seed=2)
         rng = np.random.default_rng(2)
-        for t in range(30):
+        for t in range(40):
             a = rng.uniform(-1, 1, (N, 6))
             want, got = ref.step(a), env.step(a)
             assert_same(want[0], got[0]["state"], f"step {t}: obs")

@@ -2,7 +2,8 @@
 results bit for bit, so which one steps a given step is free, and the fastest one on this host, for these envs,
 at this N, is found by timing them all on the batch's first steps rather than assumed from another host's
 figures. DmControlBatch chooses between its batched and per-env paths; MujocoVectorEnv between its batched path
-with all of its C threads, with a quarter of them, and its per-env path.
+with all of its C threads, with a quarter of them, with all of them but drawn after the physics, and its per-env
+path.
 
 Why measure here and not in a table: on the GPU hosts the batched and per-env paths of ``DmControlBatch`` swapped
 places between runs and N (batched / per-env with pixels, cheetah-run on H200 hosts: 0.98x / 0.83x / 1.04x and

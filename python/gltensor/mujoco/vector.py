@@ -267,9 +267,10 @@ class MujocoVectorEnv(VectorEnv):
     terminations and infos in NumPy over the batch, bitwise equal to each env's own ``step()``. Any other env
     (a subclass, another wrapper, ``render_mode="human"``, differing arguments) takes the per-env path: its own
     ``step()``. With "auto" the batch then measures which way of stepping is fastest here: the batched path with
-    all of its threads, with a quarter of them (when ``threads`` is not given) and the per-env path take turns
-    over the first 36 steps (24 with two of them), and the lowest median step time is kept (``physics_trial``;
-    every way gives the same results). ``physics_path`` says which path steps now ("batched" or "per-env"),
+    all of its threads drawn beside the physics, with a quarter of them (when ``threads`` is not given), with all
+    of them but drawn after the physics, and the per-env path take turns over the first 12 steps of each (48 in
+    all, 36 with ``threads`` given), and the lowest median step time is kept (``physics_trial``; every way gives
+    the same results). ``physics_path`` says which path steps now ("batched" or "per-env"),
     ``threads`` how many threads, ``physics_path_reason`` why; "batched" raises where the batch cannot take it
     (and measures only the thread count), "per-env" forces the per-env path.
     """
@@ -347,6 +348,7 @@ class MujocoVectorEnv(VectorEnv):
             raise ValueError(f"physics must be 'auto', 'batched' or 'per-env', not {physics!r}")
         self._batched = None
         self.physics_trial = None  # the measured choice of path and thread count (_setup_trial)
+        self._overlap = True  # the batched path draws each env as its physics finishes (else after all of them)
         task = None
         if physics == "per-env":
             self.physics_path, self.physics_path_reason = "per-env", "physics='per-env' was asked for"
@@ -481,19 +483,24 @@ class MujocoVectorEnv(VectorEnv):
     def _setup_trial(self, physics, threads_free, per_env_threads):
         """physics="auto" on the batched path: which way of stepping is fastest here is measured on the first
         steps (_path_trial): the batched path with all of its C threads, with a quarter of them (at least 2; only
-        when threads= was not given), and the per-env path (only with physics="auto"). Why: the physics threads
+        when threads= was not given), with all of them but drawn after the physics, and the per-env path (these
+        two only with physics="auto"). Why: the physics threads
         take cores from the render thread beside them (for HalfCheetah on H200 hosts a quarter of 16 often left
         more of the step to the render, while a heavier task needs them all:
         benchmarks/results/mujoco_batched_phases_threads_h200.json), and at N = 16 the per-env path was the
         faster one on one host and the slower on others (benchmarks/README.md, "The batched physics")."""
         from ._path_trial import PathTrial
 
-        paths = {f"batched, {self.threads} threads": self.threads}
+        paths = {f"batched, {self.threads} threads": (self.threads, True)}
         few = max(2, self.threads // 4)
         if threads_free and self._batched.stepper == "C threads" and few < self.threads:
-            paths[f"batched, {few} threads"] = few
+            paths[f"batched, {few} threads"] = (few, True)
         if physics == "auto":
-            paths["per-env"] = None
+            # Stepped with all threads, then drawn: no overlap, but no physics thread beside the render either. On an
+            # H200 host whose render floor was low, the overlapped step at N = 64 cost 1.7x the pixel floor
+            # (benchmarks/results/mujoco_round_h200.json): the render beside busy physics threads ran slower.
+            paths[f"batched, {self.threads} threads, stepped then drawn"] = (self.threads, False)
+            paths["per-env"] = (None, True)
         if len(paths) < 2:
             return
         self._trial_paths = paths
@@ -515,7 +522,7 @@ class MujocoVectorEnv(VectorEnv):
         """A step of the trial (_setup_trial): the way due, timed; after the last one, the fastest kept."""
         out = trial.step(lambda name: self._step_way(actions, self._trial_paths[name]))
         if trial.decided:
-            k = self._trial_paths[trial.choice]
+            k, self._overlap = self._trial_paths[trial.choice]
             if k is None:
                 self.physics_path = "per-env"
                 old, self._pool = self._pool, self._per_env_pool
@@ -532,9 +539,11 @@ class MujocoVectorEnv(VectorEnv):
                 trial.summary()
         return out
 
-    def _step_way(self, actions, k):
-        """One trial step: the per-env path (k None) or the batched path with k threads. A per-env step counts in
-        the envs' TimeLimit wrappers, so the batched path takes its episode counts from them first."""
+    def _step_way(self, actions, way):
+        """One trial step: the per-env path (k None) or the batched path with k threads, drawn beside the physics
+        (overlap) or after it. A per-env step counts in the envs' TimeLimit wrappers, so the batched path takes its
+        episode counts from them first."""
+        k, self._overlap = way
         if k is None:
             return self._step_per_env(actions, self._per_env_pool)
         self._batched.sync_elapsed()
@@ -622,7 +631,8 @@ class MujocoVectorEnv(VectorEnv):
         ph.start(a, stepped)
         try:
             # Drawn as they finish: the reset envs first, then each stepped env once its physics is done.
-            pixels = self._render(order=itertools.chain(out, ph.finished())) if self._pipelined() else None
+            pixels = self._render(order=itertools.chain(out, ph.finished())) \
+                if self._overlap and self._pipelined() else None
         finally:
             ph.wait()  # no physics thread may be left touching an env, whatever the render did
         ph.reset_done(reset_idx)
