@@ -496,9 +496,10 @@ class MujocoVectorEnv(VectorEnv):
         if threads_free and self._batched.stepper == "C threads" and few < self.threads:
             paths[f"batched, {few} threads"] = (few, True)
         if physics == "auto":
-            # Stepped with all threads, then drawn: no overlap, but no physics thread beside the render either. On an
-            # H200 host whose render floor was low, the overlapped step at N = 64 cost 1.7x the pixel floor
-            # (benchmarks/results/mujoco_round_h200.json): the render beside busy physics threads ran slower.
+            # Stepped with all threads, then drawn: no overlap, but no physics thread beside the render either. Timed
+            # because on one H200 host the overlapped step at N = 64 cost 1.52x the pixel floor
+            # (benchmarks/results/mujoco_round_h200.json); on the next calls it was never the fastest way
+            # (mujoco_round2_h200.json, mujoco_round3_h200.json).
             paths[f"batched, {self.threads} threads, stepped then drawn"] = (self.threads, False)
             paths["per-env"] = (None, True)
         if len(paths) < 2:
