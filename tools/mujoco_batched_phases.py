@@ -5,10 +5,12 @@ benchmark: `python -m gltensor.bench mujoco` is that).
 
 For each N and thread count (HalfCheetah-v5, 84x84, light visuals as the bench sets them): µs per step of
 MujocoVectorEnv.step + the Nature-CNN forward (synchronised), and, summed inside those steps, the task's
-`before` (the state gathered before the physics), the render loop (physics started beside it, each env drawn as it
-finishes; the read included), the wait for the physics threads after it, and `finish` (observations, rewards,
-terminations of the batch). Beside them, in the same run, the pixel floor: render + read + forward of the same
-states with no physics (the bench's `pixels`), and the physics alone (start + wait).
+`before` (the state gathered before the physics), `start`, the render loop (physics started beside it, each env
+drawn as it finishes; the read included) and, within it, the time its thread waited for the next env's physics,
+the wait for the physics threads after it, and `finish` (observations, rewards, terminations of the batch). Then
+the same step drawn after all of the physics (the trial's "stepped then drawn" way). Beside them, in the same
+run, the floors: render + read of the same states with no physics, the same + forward (the bench's `pixels`), and
+the physics alone (start + wait).
 """
 import argparse
 import functools
@@ -46,6 +48,16 @@ class Timed:
         self.total, self.calls = 0.0, 0
 
 
+class Sum:
+    """A total (µs) fed by hand, reset as Timed's."""
+
+    def __init__(self):
+        self.total = 0.0
+
+    def reset(self):
+        self.total = 0.0
+
+
 def probe(n, threads, steps, device):  # physics="batched": the batched path itself, at `threads` threads
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     venv = MujocoVectorEnv([functools.partial(make_gym, "HalfCheetah-v5", 84, 84, "light", None)] * n,
@@ -59,8 +71,26 @@ def probe(n, threads, steps, device):  # physics="batched": the batched path its
         venv.reset(seed=0)
         acts = [np.random.default_rng(k).uniform(-1, 1, (n, venv.single_action_space.shape[0])) for k in range(8)]
         ph = venv._batched
-        phases = {"before": Timed(ph, "before"), "render": Timed(venv, "_render"), "wait": Timed(ph, "wait"),
-                  "finish": Timed(ph, "finish")}
+        phases = {"before": Timed(ph, "before"), "start": Timed(ph, "start"), "render": Timed(venv, "_render"),
+                  "wait": Timed(ph, "wait"), "finish": Timed(ph, "finish")}
+        # Inside the render: the time its thread waited for the next env's physics (the rest of it is drawing and
+        # the read): tells a render slowed by the physics threads beside it from one starved by them.
+        blocked = Sum()
+        finished = ph.finished
+
+        def timed_finished():
+            it = finished()
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    i = next(it)
+                except StopIteration:
+                    blocked.total += (time.perf_counter() - t0) * 1e6
+                    return
+                blocked.total += (time.perf_counter() - t0) * 1e6
+                yield i
+        ph.finished = timed_finished
+        phases["physics_wait_in_render"] = blocked
         k = iter(range(10 ** 9))
 
         def step():
@@ -73,6 +103,10 @@ def probe(n, threads, steps, device):  # physics="batched": the batched path its
         total = time_calls(step, steps, sync)
         row = {"N": n, "threads": venv.threads, "step_us": total}
         row.update({name + "_us": p.total / steps for name, p in phases.items()})
+        venv._overlap = False  # the trial's "stepped then drawn" way: all physics first, then the render
+        step()
+        row["step_then_drawn_us"] = time_calls(step, steps, sync)
+        venv._overlap = True
         datas = [u.data for u in venv.unwrapped_envs]
         r = venv.renderer
 
@@ -80,6 +114,11 @@ def probe(n, threads, steps, device):  # physics="batched": the batched path its
             r.render(datas, cameras=venv._cameras())
             cnn(r.read())
         row["pixels_floor_us"] = time_calls(pixels, steps, sync)
+
+        def render_read():
+            r.render(datas, cameras=venv._cameras())
+            r.read()
+        row["render_read_floor_us"] = time_calls(render_read, steps, sync)
         everyone = np.ones(n, dtype=np.bool_)
 
         def physics():
@@ -100,9 +139,9 @@ def main():
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     rows = []
-    cols = ("N", "threads", "step_us", "before_us", "render_us", "wait_us", "finish_us", "pixels_floor_us",
-            "physics_alone_us")
-    print("  ".join("%10s" % c for c in cols), flush=True)
+    cols = ("N", "threads", "step_us", "start_us", "render_us", "physics_wait_in_render_us", "wait_us", "finish_us",
+            "step_then_drawn_us", "render_read_floor_us", "pixels_floor_us", "physics_alone_us")
+    print("  ".join("%10s" % c.replace("_us", "")[:10] for c in cols), flush=True)
     for n in [int(x) for x in args.envs.split(",")]:
         for t in [int(x) for x in args.threads.split(",")]:
             row = probe(n, t, args.steps, device)
