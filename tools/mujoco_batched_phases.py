@@ -9,8 +9,9 @@ MujocoVectorEnv.step + the Nature-CNN forward (synchronised), and, summed inside
 drawn as it finishes; the read included) and, within it, the time its thread waited for the next env's physics,
 the wait for the physics threads after it, and `finish` (observations, rewards, terminations of the batch). Then
 the same step drawn after all of the physics (the trial's "stepped then drawn" way). Beside them, in the same
-run, the floors: render + read of the same states with no physics, the same + forward (the bench's `pixels`), and
-the physics alone (start + wait).
+run, the floors: render + read of the same states with no physics, the same + forward (the bench's `pixels`), the
+pixel floor on states that other threads have just rewritten (mj_forward of each env; that alone as
+`forward_alone`), and the physics alone (start + wait).
 """
 import argparse
 import functools
@@ -115,6 +116,22 @@ def probe(n, threads, steps, device):  # physics="batched": the batched path its
             cnn(r.read())
         row["pixels_floor_us"] = time_calls(pixels, steps, sync)
 
+        # The same floor on states that other cores have just written (mj_forward of every env in `threads` Python
+        # threads first, the GIL released inside; not overlapped with the render): the cost of drawing fresh states,
+        # apart from any physics running beside the render.
+        import mujoco
+        from concurrent.futures import ThreadPoolExecutor
+        models = [u.model for u in venv.unwrapped_envs]
+        with ThreadPoolExecutor(threads) as ex:
+            def refresh():
+                list(ex.map(lambda i: mujoco.mj_forward(models[i], datas[i]), range(n)))
+            row["forward_alone_us"] = time_calls(refresh, steps, sync)
+
+            def pixels_fresh():
+                refresh()
+                pixels()
+            row["pixels_fresh_floor_us"] = time_calls(pixels_fresh, steps, sync)
+
         def render_read():
             r.render(datas, cameras=venv._cameras())
             r.read()
@@ -140,7 +157,8 @@ def main():
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     rows = []
     cols = ("N", "threads", "step_us", "start_us", "render_us", "physics_wait_in_render_us", "wait_us", "finish_us",
-            "step_then_drawn_us", "render_read_floor_us", "pixels_floor_us", "physics_alone_us")
+            "step_then_drawn_us", "render_read_floor_us", "pixels_floor_us", "pixels_fresh_floor_us", "forward_alone_us",
+            "physics_alone_us")
     print("  ".join("%10s" % c.replace("_us", "")[:10] for c in cols), flush=True)
     for n in [int(x) for x in args.envs.split(",")]:
         for t in [int(x) for x in args.threads.split(",")]:
