@@ -72,3 +72,53 @@ def test_rounds_alternate_their_order_and_warm_up_for_a_time(monkeypatch):
     calls.clear()
     time_env_steps(calls.append, 1, 3, 4, lambda: None, warm_s=0)
     assert len(calls) == 7  # no time asked for: the warm-up's step count alone
+
+
+_STALE_REFERENCE = r'''
+import functools, gc, sys, types
+import torch, gltensor
+from gltensor.bench.mujoco import CheckFailed, GymCase, make_gym, stock_context_current
+ctx = gltensor.Context.headless()
+
+def collect():  # the bench's own
+    ctx.make_current()
+    gc.collect()
+
+args = types.SimpleNamespace(size=48, paths=["sync", "batch"], sync_max=16, async_max=64, backend="cpu", threads=0)
+outcome = {}
+for name, how in (("bench's collect", collect), ("no collect", lambda: None)):
+    gc.collect()
+    gc.disable()  # the collector runs where this script says, not by chance
+    # A closed stock env that only the collector frees (a cycle holds it), as AsyncVectorEnv's constructor leaves
+    # one: its viewer's MjrContext frees its GL names in whatever context is current when it is collected.
+    dead = make_gym("HalfCheetah-v5", 48, 48, "light", "render")
+    dead.reset(seed=0)
+    dead.close()
+    junk = [dead]
+    junk.append(junk)
+    del dead, junk
+    case = GymCase(args, torch, torch.device("cpu"), "HalfCheetah-v5", "light", 2, lambda m: None, how)
+    stock_context_current(case.ref)  # where Gymnasium leaves it when its envs step
+    gc.collect()  # a collection at an unlucky moment
+    try:
+        case.check()
+        outcome[name] = "passed"
+    except CheckFailed as e:
+        outcome[name] = str(e)
+    case.close()
+    gc.enable()
+print(outcome)
+assert outcome["bench's collect"] == "passed", outcome
+assert "differ" in outcome["no collect"] and "SyncVectorEnv" in outcome["no collect"], outcome
+'''
+
+
+def test_check_survives_a_stale_stock_reference():
+    """A closed stock env's viewer, collected while the stock envs' GL context is current, deletes their framebuffers
+    and SyncVectorEnv then returns its previous frames (the check's failures on the GPU machine). The bench collects
+    in its own context once a case is built, so the check passes; without that, the same script's check fails (the
+    stock images are wrong from the reset on)."""
+    env = dict(os.environ, MUJOCO_GL="egl")
+    proc = subprocess.run([sys.executable, "-c", _STALE_REFERENCE], capture_output=True, text=True, timeout=400,
+                          env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
