@@ -75,7 +75,7 @@ def test_rounds_alternate_their_order_and_warm_up_for_a_time(monkeypatch):
 
 
 _STALE_REFERENCE = r'''
-import functools, gc, sys, types
+import gc, types
 import torch, gltensor
 from gltensor.bench.mujoco import CheckFailed, GymCase, make_gym, stock_context_current
 ctx = gltensor.Context.headless()

@@ -228,7 +228,10 @@ class GymCase:
                     if not np.array_equal(ref, got):
                         tiles = [i for i in range(k) if not np.array_equal(ref[i], got[i])]
                         raise CheckFailed("%s: reset images of envs %s differ from SyncVectorEnv's (N=%d, max "
-                                          "difference %d)" % (key, tiles, self.n, int(np.abs(ref.astype(int) - got).max())))
+                                          "difference %d); if SyncVectorEnv's own images are the stale ones (a "
+                                          "Gymnasium viewer collected while its GL context was current deletes its "
+                                          "framebuffers), tools/mujoco_check_repeat.py tells which side is off" % (
+                                              key, tiles, self.n, int(np.abs(ref.astype(int) - got).max())))
             a = self.actions[0]
             stock_context_current(self.ref)
             ref = self.ref.step(a[:k])

@@ -498,8 +498,9 @@ class MujocoVectorEnv(VectorEnv):
         if physics == "auto":
             # Stepped with all threads, then drawn: no overlap, but no physics thread beside the render either. Timed
             # because on one H200 host the overlapped step at N = 64 cost 1.52x the pixel floor
-            # (benchmarks/results/mujoco_round_h200.json); on the next calls it was never the fastest way
-            # (mujoco_round2_h200.json, mujoco_round3_h200.json).
+            # (benchmarks/results/mujoco_round_h200.json). The trials of the next two calls never kept it
+            # (mujoco_round2_h200.json, mujoco_round3_h200.json), while on another host it beat the overlapped step
+            # at N = 256 with 16 threads (mujoco_phases_fresh_h200.json): it depends on the host, so it is timed.
             paths[f"batched, {self.threads} threads, stepped then drawn"] = (self.threads, False)
             paths["per-env"] = (None, True)
         if len(paths) < 2:
