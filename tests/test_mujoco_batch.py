@@ -385,6 +385,44 @@ def test_viewport_tiling_equals_renderer_drawn_at_the_same_position(batch):
         ref.close()
 
 
+@pytest.mark.parametrize("visuals", ["default", "light-nomsaa"])
+@pytest.mark.parametrize("mode", ["rgb", "depth", "segmentation"])
+@pytest.mark.parametrize("sample_copy", [True, False], ids=["samples-copied", "resolve-per-env"])
+def test_both_ways_to_the_sheet_equal_renderer(batch, backend, monkeypatch, visuals, mode, sample_copy):
+    """Exact tiling's two ways into the sheet: every env's samples copied into a multisampled sheet that is
+    resolved once (the default where glCopyImageSubData exists; a single-sample source straight into the sheet),
+    and a resolve blit per env. Each tile equals Renderer.render() either way, in every mode, with MSAA and
+    without; and the way asked for is the one taken (Mesa and NVIDIA have GL 4.3)."""
+    monkeypatch.setattr(gmj.BatchRenderer, "_sample_copy", sample_copy)
+    flags, samples = VISUALS[visuals]
+    model = make_model(samples)
+    n, h, w = 7, 45, 71
+    cams = ["front", "side", -1, "track", "ortho", "front", -1]
+    datas = make_datas([model] * n, seed=12)
+    kw = {"depth": True} if mode == "depth" else {"segmentation": True} if mode == "segmentation" else {}
+    r = batch(model, n, h, w, camera=cams, render_flags=flags, backend=backend, **kw)
+    assert r._sheet.samples_copied is sample_copy
+    assert bool(r._sheet.msaa_rb) is (sample_copy and samples > 0)  # no second sheet for a single-sample source
+    want = reference([model] * n, datas, cams, h, w, flags, mode=mode)
+    for _ in range(2):  # the second frame over the first one's sheets
+        assert_tiles_equal(host(r.render_and_read(datas)), want)
+    if mode == "rgb":
+        check_content(want)
+
+
+def test_sample_copy_errors():
+    """The private sample copy refuses what is not a tile, and names a copy GL refused."""
+    from gltensor._gltensor import _copy_samples
+    with pytest.raises(ValueError, match="not a tile"):
+        _copy_samples(1, 2, 0, 5, 0, 0)
+    with pytest.raises(ValueError, match="not a tile"):
+        _copy_samples(0, 2, 5, 5, 0, 0)
+    ctx = gltensor.Context.headless()
+    with ctx:
+        with pytest.raises(gltensor.GLError, match="renderbuffer 4001 .* renderbuffer 4002"):
+            _copy_samples(4001, 4002, 8, 8, 0, 0)  # names no renderbuffer made in this context
+
+
 # ---------------------------------------------------------------------------------------------- API and errors
 
 

@@ -7,7 +7,7 @@ Per N, µs per tile (median of --rounds rounds of --steps renders of all N tiles
 of every render so that the GPU's work counts:
   update        mjv_updateScene alone (CPU)
   viewport      update + mjr_render into N viewports of one buffer (tiling="viewport")
-  exact         BatchRenderer.render: update + mjr_render at (0, 0) + the resolve blit into the tile
+  exact         a resolve blit per env (BatchRenderer._sample_copy = False): update + mjr_render at (0, 0) + the resolve blit into the tile
   exact-noblit  update + mjr_render at (0, 0), no blit (nothing kept: the floor of the draws alone)
   blit          the N resolve blits alone
   blit-group    the N resolve blits in one call, the draw framebuffer bound once (_copy_tiles)
@@ -15,6 +15,9 @@ of every render so that the GPU's work counts:
                 resolve adds
   exact-groupK  exact tiling, K MjrContexts: K envs drawn (env j of a group into context j's buffer), then their K
                 resolves in one call; tiles compared with `exact`'s, every pixel
+  exact-copy    exact tiling as BatchRenderer does it where glCopyImageSubData exists: update + mjr_render at
+                (0, 0) + the env's samples copied into its tile of a multisampled sheet, resolved once after the
+                last env (copy: the N copies alone; copy-resolve: that one resolve); tiles compared with `exact`'s
   exact-rrK     exact tiling with K MjrContexts drawn in turn (env k into context k mod K's offscreen buffer), so
                 that one env's blit and the next env's draw touch different buffers; its tiles are compared with
                 `exact`'s, every pixel
@@ -43,6 +46,7 @@ def main():
     ap.add_argument("--task", default="HalfCheetah-v5")
     ap.add_argument("--threads", default="1,2,4,8,16")
     ap.add_argument("--json")
+    ap.add_argument("--quick", action="store_true", help="exact, exact-copy and their parts only; no physics")
     args = ap.parse_args()
     import gymnasium
     import mujoco
@@ -68,7 +72,10 @@ def main():
             apply_visuals(e.model, "light")
             e.reset(seed=k)
         models, datas = [e.model for e in envs], [e.data for e in envs]
+        BatchRenderer._sample_copy = False  # `exact`: a resolve blit per env
         r = BatchRenderer(models, n, s, s, camera=-1, render_flags={"shadow": False, "reflection": False})
+        BatchRenderer._sample_copy = True  # `exact-copy`: samples copied per env, one resolve (the default)
+        rc = BatchRenderer(models, n, s, s, camera=-1, render_flags={"shadow": False, "reflection": False})
         rv = BatchRenderer(models, n, s, s, camera=-1, tiling="viewport",
                            render_flags={"shadow": False, "reflection": False})
         opt, cat = r._option, mujoco.mjtCatBit.mjCAT_ALL.value
@@ -121,6 +128,20 @@ def main():
         timed("viewport", viewport, rv)
         timed("exact", exact, r)
         want = r.read().cpu().numpy().copy()
+        timed("exact-copy", lambda: rc._render_current(datas, None, None), rc)
+        res["exact-copy-equal"] = bool(np.array_equal(rc.read().cpu().numpy(), want))
+        res["exact-copy-samples-copied"] = bool(rc._sheet.samples_copied)
+        src = rc.mjr_context.offColor
+        timed("copy", lambda: [rc._sheet.copy_into(src, s, s, x.left, x.bottom) for x in rc._rects], rc)
+        timed("copy-resolve", lambda: rc._sheet.finish(rc.mjr_context.offFBO), rc)
+        if args.quick:
+            out["tiles"][n] = res
+            print("N=%d µs per tile: %s" % (n, ", ".join("%s %s" % (k, ("%.1f" % v) if isinstance(v, float) else v)
+                                                          for k, v in res.items())), flush=True)
+            r.close()
+            rv.close()
+            rc.close()
+            continue
         timed("exact-noblit", noblit, r)
         timed("blit", blit, r)
         from gltensor import _gltensor as core
@@ -182,6 +203,7 @@ def main():
                                                       for k, v in res.items())), flush=True)
         r.close()
         rv.close()
+        rc.close()
 
         # physics: the batched path's per-env step in T threads, and mujoco.rollout with T threads
         from concurrent.futures import ThreadPoolExecutor

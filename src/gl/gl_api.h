@@ -173,6 +173,8 @@ typedef void (*PFN_glBufferData)(GLenum, GLsizeiptr, const void *, GLenum);
 typedef void *(*PFN_glMapBufferRange)(GLenum, GLintptr, GLsizeiptr, GLbitfield);
 typedef GLboolean (*PFN_glUnmapBuffer)(GLenum);
 typedef void (*PFN_glBlitFramebuffer)(GLint, GLint, GLint, GLint, GLint, GLint, GLint, GLint, GLbitfield, GLenum);
+typedef void (*PFN_glCopyImageSubData)(GLuint, GLenum, GLint, GLint, GLint, GLint, GLuint, GLenum, GLint, GLint, GLint,
+                                       GLint, GLsizei, GLsizei, GLsizei);
 typedef void (*PFN_glFramebufferTexture2D)(GLenum, GLenum, GLenum, GLuint, GLint);
 typedef void (*PFN_glDrawBuffer)(GLenum);
 typedef void (*PFN_glGenRenderbuffers)(GLsizei, GLuint *);
@@ -326,6 +328,8 @@ typedef struct glt_gl {
     PFN_glClear Clear;
     PFN_glDepthMask DepthMask;
     PFN_glGetDoublev GetDoublev;
+    /* GL 4.3 / ARB_copy_image (NULL when absent): BatchRenderer's sample sheet (gltiles.c) */
+    PFN_glCopyImageSubData CopyImageSubData;
     /* upload.c / buffer.c (loaded as required entry points; TexSubImage2D above is checked where used) */
     PFN_glIsBuffer IsBuffer;
     PFN_glGetBufferParameteriv GetBufferParameteriv;

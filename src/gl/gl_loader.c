@@ -198,6 +198,9 @@ static void load_gl(void) {
     LOAD_OPT(GetDoublev);
 #undef LOAD_OPT
     gl_table.has_compute = all;
+    /* not part of has_compute: BatchRenderer falls back to a resolve per tile without it */
+    gl_table.CopyImageSubData = (PFN_glCopyImageSubData)gl_proc("glCopyImageSubData");
+
     gl_table.GetTextureSubImage = (PFN_glGetTextureSubImage)gl_proc("glGetTextureSubImage");
 #define LOAD_ALONE(fn) gl_table.fn = (PFN_gl##fn)gl_proc("gl" #fn)
     LOAD_ALONE(FenceSync);

@@ -105,3 +105,41 @@ PyObject *glt_py_copy_tiles(PyObject *module, PyObject *args) {
     }
     Py_RETURN_NONE;
 }
+
+/* The sample copy (GL 4.3 glCopyImageSubData): (0, 0, width, height) of renderbuffer src, every sample as it is, to
+ * (x, y) of renderbuffer dst, which has src's format and sample count. No framebuffer is bound, so mjr_render's
+ * offscreen framebuffer stays bound for the next env; the tiles are resolved later, all in one blit (_copy_tiles).
+ * Why: a resolve blit per env binds two framebuffers and back between two draws, and on an H100 host those
+ * switches and blits took 14 of a tile's 46 µs (benchmarks/results/mujoco_tile_profile_h100.json). */
+PyObject *glt_py_copy_samples(PyObject *module, PyObject *args) {
+    unsigned src = 0, dst = 0;
+    int width = 0, height = 0, x = 0, y = 0;
+    if (!PyArg_ParseTuple(args, "IIiiii:_copy_samples", &src, &dst, &width, &height, &x, &y)) return NULL;
+    if (width <= 0 || height <= 0 || x < 0 || y < 0 || !src || !dst) {
+        PyErr_Format(PyExc_ValueError, "_copy_samples: a %dx%d tile at (%d, %d) from renderbuffer %u to %u is not a tile",
+                     width, height, x, y, src, dst);
+        return NULL;
+    }
+    const glt_gl *gl = glt_gl_load();
+    if (!gl) return glt_py_raise(state_of(module), GLT_GL_ERROR);
+    if (!gl->CopyImageSubData) {
+        PyErr_SetString(PyExc_RuntimeError, "_copy_samples: this GL has no glCopyImageSubData (GL 4.3 / ARB_copy_image)");
+        return NULL;
+    }
+    if (!glt_current_gl_handles().context) {
+        PyErr_SetString(PyExc_RuntimeError, "_copy_samples: no GL context is current in this thread");
+        return NULL;
+    }
+    glt_gl_drain_errors(gl); /* as _copy_tile: an error MuJoCo's calls left pending is not this copy's */
+    gl->CopyImageSubData(src, GL_RENDERBUFFER, 0, 0, 0, 0, dst, GL_RENDERBUFFER, 0, x, y, 0, width, height, 1);
+    GLenum err = gl->GetError();
+    if (err != 0) {
+        glt_gl_drain_errors(gl);
+        glt_fail(GLT_GL_ERROR,
+                 "BatchRenderer: copying the samples of a %dx%d tile from renderbuffer %u to (%d, %d) of renderbuffer "
+                 "%u failed with GL error 0x%04x; were the renderer's renderbuffers deleted (close it and make a new "
+                 "one)?", width, height, src, x, y, dst, (unsigned)err);
+        return glt_py_raise(state_of(module), GLT_GL_ERROR);
+    }
+    Py_RETURN_NONE;
+}

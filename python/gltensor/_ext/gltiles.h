@@ -8,6 +8,7 @@
 
 PyObject *glt_py_copy_tile(PyObject *module, PyObject *args);
 PyObject *glt_py_copy_tiles(PyObject *module, PyObject *args);
+PyObject *glt_py_copy_samples(PyObject *module, PyObject *args);
 
 #define GLT_PY_GLTILES_METHODS                                                                                     \
     {"_copy_tile", glt_py_copy_tile, METH_VARARGS,                                                                  \
@@ -17,6 +18,10 @@ PyObject *glt_py_copy_tiles(PyObject *module, PyObject *args);
     {"_copy_tiles", glt_py_copy_tiles, METH_VARARGS,                                                                \
      "Private, for gltensor.mujoco.BatchRenderer: _copy_tiles(src_fbos, dst_fbo, width, height, xs, ys, depth, "    \
      "rebind) copies (0, 0, width, height) of each src_fbos[j] to (xs[j], ys[j]) of dst_fbo, the draw framebuffer "   \
-     "bound once, then binds rebind as GL_FRAMEBUFFER; raises GLError on a GL error."},
+     "bound once, then binds rebind as GL_FRAMEBUFFER; raises GLError on a GL error."},                          \
+    {"_copy_samples", glt_py_copy_samples, METH_VARARGS,                                                            \
+     "Private, for gltensor.mujoco.BatchRenderer: _copy_samples(src_rb, dst_rb, width, height, x, y) copies every "  \
+     "sample of (0, 0, width, height) of renderbuffer src_rb to (x, y) of renderbuffer dst_rb (glCopyImageSubData), "  \
+     "binding no framebuffer; raises GLError on a GL error, RuntimeError without glCopyImageSubData."},
 
 #endif

@@ -141,6 +141,12 @@ class BatchRenderer:
     scene_option)`` and ``render()`` -- see docs/python-api.md ("BatchRenderer") for the measured cases.
     """
 
+    # Exact tiling copies each env's samples into a multisampled sheet and resolves all tiles at once where GL 4.3's
+    # glCopyImageSubData is there (_tiles.TileSheet); False: a resolve blit per env. The same pixels either way
+    # (tests/test_mujoco_batch.py compares them); a class attribute so that tests and tools/mujoco_tile_profile.py
+    # can time and compare both.
+    _sample_copy = True
+
     def __init__(self, model, n: int, height: int = 84, width: int = 84, *, camera=-1, depth: bool = False,
                  segmentation: bool = False, backend: str = "auto", cuda_device=None, max_geom: int = 10000,
                  scene_option=None, render_flags=None, tiling: str = "exact"):
@@ -248,7 +254,8 @@ class BatchRenderer:
                 source = con.offDepthStencil if self._depth else con.offColor
             else:
                 self._sheet = TileSheet(sheet_w, sheet_h, self._depth,
-                                        like=con.offDepthStencil if self._depth else con.offColor)
+                                        like=con.offDepthStencil if self._depth else con.offColor,
+                                        sample_copy=self._sample_copy)
                 source = self._sheet.rb
             if self._depth:
                 # Depth cannot go through an Atlas: read the grid as one depth image, split tiles in torch.
@@ -493,6 +500,8 @@ class BatchRenderer:
         linear = [None] * self._n if self._depth else None
         tables = [None] * self._n if self._seg else None
         followed = None  # the model whose height fields the context holds, within this render
+        copied = sheet is not None and sheet.samples_copied
+        source_rb = self._con.offDepthStencil if self._depth else self._con.offColor
         for k in self._order(order):
             if self._hfields and self._models[k] is not followed:
                 followed = self._models[k]
@@ -502,7 +511,9 @@ class BatchRenderer:
             rect = self._rects[k] if sheet is None else self._origin
             if not special:
                 mj.mjr_render(rect, scene, self._con)
-                if sheet is not None:
+                if copied:
+                    sheet.copy_into(source_rb, self._w, self._h, rect_x[k], rect_y[k])
+                elif sheet is not None:
                     sheet.resolve_into(self._con.offFBO, self._w, self._h, rect_x[k], rect_y[k])
                 continue
             # As Renderer.render() in depth/segmentation mode: segmentation flags on for the draw, then restored.
@@ -513,12 +524,16 @@ class BatchRenderer:
                 mj.mjr_render(rect, scene, self._con)
             finally:
                 np.copyto(scene.flags, flags)
-            if sheet is not None:
+            if copied:
+                sheet.copy_into(source_rb, self._w, self._h, rect_x[k], rect_y[k])
+            elif sheet is not None:
                 sheet.resolve_into(self._con.offFBO, self._w, self._h, rect_x[k], rect_y[k])
             if self._depth:
                 linear[k] = self._depth_coefficients(self._models[k], bool(scene.camera[0].orthographic))
             else:
                 tables[k] = self._segment_table(scene)
+        if copied:
+            sheet.finish(self._con.offFBO)  # every tile resolved at once
         self._linear = linear
         self._seg_tables = tables
         self._rendered = True
