@@ -410,6 +410,18 @@ def test_both_ways_to_the_sheet_equal_renderer(batch, backend, monkeypatch, visu
         check_content(want)
 
 
+def test_without_copy_image_each_env_is_resolved(batch, monkeypatch):
+    """A GL without glCopyImageSubData (before 4.3, no ARB_copy_image) takes the resolve per env, still exact."""
+    import gltensor.mujoco._tiles as tiles
+    monkeypatch.setattr(tiles, "_has_copy_image", lambda: False)
+    model = make_model()
+    n, h, w = 3, 45, 71
+    datas = make_datas([model] * n, seed=13)
+    r = batch(model, n, h, w, camera="front", backend="cpu")
+    assert not r._sheet.samples_copied and not r._sheet.msaa_rb
+    assert_tiles_equal(host(r.render_and_read(datas)), reference([model] * n, datas, ["front"] * n, h, w))
+
+
 def test_sample_copy_errors():
     """The private sample copy refuses what is not a tile, and names a copy GL refused."""
     from gltensor._gltensor import _copy_samples

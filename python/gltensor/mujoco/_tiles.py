@@ -1,5 +1,6 @@
-"""The tile sheet of gltensor.mujoco.BatchRenderer: single-sample renderbuffers holding n tiles, filled by
-resolving MuJoCo's offscreen buffer one env at a time.
+"""The tile sheet of gltensor.mujoco.BatchRenderer: single-sample renderbuffers holding n tiles, filled from
+MuJoCo's offscreen buffer one env at a time (its samples copied into a multisampled sheet that is resolved once,
+or, without glCopyImageSubData, a resolve per env; see TileSheet).
 
 Why a sheet and a resolve per env rather than n viewports of one big multisampled buffer: the GPU's rasteriser
 does not give bit-equal pixels for the same triangles drawn at another window position (the viewport transform
@@ -97,21 +98,28 @@ class TileSheet:
         GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.rb)
         GL.glRenderbufferStorage(GL.GL_RENDERBUFFER, fmt, self.width, self.height)
         GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
-        previous = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
-        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self.fbo)
-        attach = GL.GL_DEPTH_STENCIL_ATTACHMENT if self.depth else GL.GL_COLOR_ATTACHMENT0
-        GL.glFramebufferRenderbuffer(GL.GL_DRAW_FRAMEBUFFER, attach, GL.GL_RENDERBUFFER, self.rb)
-        status = int(GL.glCheckFramebufferStatus(GL.GL_DRAW_FRAMEBUFFER))
-        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, previous)
+        status = self._attach(self.fbo, self.rb)
         if status != int(GL.GL_FRAMEBUFFER_COMPLETE):
             self.close()
             raise gltensor.GLError(f"BatchRenderer: the {width}x{height} tile sheet's framebuffer is incomplete "
                                    f"(status 0x{status:04x}); try fewer or smaller tiles")
         if sample_copy and like and _has_copy_image():
-            self._make_sample_sheet(fmt, previous)
+            self._make_sample_sheet(fmt)
 
-    def _make_sample_sheet(self, fmt: int, previous: int) -> None:
-        """The multisampled sheet that copy_into fills, when the driver gives it like's sample count; else none."""
+    def _attach(self, fbo: int, rb: int) -> int:
+        """Renderbuffer rb attached to framebuffer fbo (colour, or depth-stencil for a depth sheet); its status."""
+        GL = self._GL
+        previous = int(GL.glGetIntegerv(GL.GL_DRAW_FRAMEBUFFER_BINDING))
+        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, fbo)
+        attach = GL.GL_DEPTH_STENCIL_ATTACHMENT if self.depth else GL.GL_COLOR_ATTACHMENT0
+        GL.glFramebufferRenderbuffer(GL.GL_DRAW_FRAMEBUFFER, attach, GL.GL_RENDERBUFFER, rb)
+        status = int(GL.glCheckFramebufferStatus(GL.GL_DRAW_FRAMEBUFFER))
+        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, previous)
+        return status
+
+    def _make_sample_sheet(self, fmt: int) -> None:
+        """The multisampled sheet that copy_into fills, where the driver makes it with like's sample count (a
+        sample copy needs equal counts) and memory allows; else none, and each env is resolved on its own."""
         GL = self._GL
         GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.like)
         samples = int(GL.glGetRenderbufferParameteriv(GL.GL_RENDERBUFFER, GL.GL_RENDERBUFFER_SAMPLES))
@@ -119,25 +127,20 @@ class TileSheet:
             GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
             self.samples_copied = True
             return
-        rb = int(GL.glGenRenderbuffers(1))
-        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, rb)
-        GL.glRenderbufferStorageMultisample(GL.GL_RENDERBUFFER, samples, fmt, self.width, self.height)
-        got = int(GL.glGetRenderbufferParameteriv(GL.GL_RENDERBUFFER, GL.GL_RENDERBUFFER_SAMPLES))
+        self.msaa_rb = int(GL.glGenRenderbuffers(1))
+        GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.msaa_rb)
+        try:
+            GL.glRenderbufferStorageMultisample(GL.GL_RENDERBUFFER, samples, fmt, self.width, self.height)
+            got = int(GL.glGetRenderbufferParameteriv(GL.GL_RENDERBUFFER, GL.GL_RENDERBUFFER_SAMPLES))
+        except GL.GLError:  # e.g. GL_OUT_OF_MEMORY for a big sheet
+            got = -1
         GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
-        self.msaa_rb = rb
-        if got != samples:  # a sample copy needs equal counts: resolve per env instead
-            self._free_sample_sheet()
-            return
-        self.msaa_fbo = int(GL.glGenFramebuffers(1))
-        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, self.msaa_fbo)
-        attach = GL.GL_DEPTH_STENCIL_ATTACHMENT if self.depth else GL.GL_COLOR_ATTACHMENT0
-        GL.glFramebufferRenderbuffer(GL.GL_DRAW_FRAMEBUFFER, attach, GL.GL_RENDERBUFFER, rb)
-        status = int(GL.glCheckFramebufferStatus(GL.GL_DRAW_FRAMEBUFFER))
-        GL.glBindFramebuffer(GL.GL_DRAW_FRAMEBUFFER, previous)
-        if status != int(GL.GL_FRAMEBUFFER_COMPLETE):  # e.g. out of memory for a big sheet: resolve per env
-            self._free_sample_sheet()
-            return
-        self.samples_copied = True
+        if got == samples:
+            self.msaa_fbo = int(GL.glGenFramebuffers(1))
+            if self._attach(self.msaa_fbo, self.msaa_rb) == int(GL.GL_FRAMEBUFFER_COMPLETE):
+                self.samples_copied = True
+                return
+        self._free_sample_sheet()
 
     def copy_into(self, src_rb: int, width: int, height: int, x: int, y: int) -> None:
         """Every sample of (0, 0, width, height) of renderbuffer ``src_rb`` (``like``) to (x, y) of the
@@ -160,20 +163,17 @@ class TileSheet:
         _copy_tile(src_fbo, self.fbo, width, height, x, y, self.depth)
 
     def _free_sample_sheet(self) -> None:
-        GL = self._GL
-        if self.msaa_fbo:
-            GL.glDeleteFramebuffers(1, [self.msaa_fbo])
-            self.msaa_fbo = 0
-        if self.msaa_rb:
-            GL.glDeleteRenderbuffers(1, [self.msaa_rb])
-            self.msaa_rb = 0
+        self.msaa_fbo, self.msaa_rb = self._free(self.msaa_fbo, self.msaa_rb)
 
     def close(self) -> None:
         self._free_sample_sheet()
+        self.fbo, self.rb = self._free(self.fbo, self.rb)
+
+    def _free(self, fbo: int, rb: int):
+        """Deletes a framebuffer and a renderbuffer (0: none); returns (0, 0) for the caller's fields."""
         GL = self._GL
-        if self.fbo:
-            GL.glDeleteFramebuffers(1, [self.fbo])
-            self.fbo = 0
-        if self.rb:
-            GL.glDeleteRenderbuffers(1, [self.rb])
-            self.rb = 0
+        if fbo:
+            GL.glDeleteFramebuffers(1, [fbo])
+        if rb:
+            GL.glDeleteRenderbuffers(1, [rb])
+        return 0, 0

@@ -132,7 +132,8 @@ class BatchRenderer:
     render_flags: {"shadow": False, "reflection": False, ...} (mjtRndFlag names or values) set on every scene
         (``scenes`` gives them, as ``renderer.scene``).
     tiling: "exact" (default): each env drawn at (0, 0) of the MjrContext's offscreen buffer, as
-        ``mujoco.Renderer`` draws, and resolved into its tile of a single-sample sheet (one blit per env);
+        ``mujoco.Renderer`` draws; its samples copied into its tile of a multisampled sheet, resolved once into a
+        single-sample sheet after the last env (a resolve blit per env where GL 4.3's glCopyImageSubData is absent);
         "viewport": each env drawn into its own viewport of one n-tile multisampled buffer, resolved once --
         equal to ``Renderer.render()`` only for the tile at (0, 0), since rasterisation depends on the window
         position (docs/python-api.md, "BatchRenderer").
