@@ -402,6 +402,7 @@ def test_both_ways_to_the_sheet_equal_renderer(batch, backend, monkeypatch, visu
     kw = {"depth": True} if mode == "depth" else {"segmentation": True} if mode == "segmentation" else {}
     r = batch(model, n, h, w, camera=cams, render_flags=flags, backend=backend, **kw)
     assert r._sheet.samples_copied is sample_copy
+    assert ("samples copied, one resolve" if sample_copy else "a resolve per env") in repr(r)
     assert bool(r._sheet.msaa_rb) is (sample_copy and samples > 0)  # no second sheet for a single-sample source
     want = reference([model] * n, datas, cams, h, w, flags, mode=mode)
     for _ in range(2):  # the second frame over the first one's sheets

@@ -706,8 +706,11 @@ class BatchRenderer:
     def __repr__(self):
         kind = "depth" if self._depth else ("segmentation" if self._seg else "rgb")
         state = "closed" if self._closed else self.backend
+        sheet = getattr(self, "_sheet", None)  # None once closed
+        way = ("viewport" if getattr(self, "_tiling", "exact") == "viewport" else "exact" if sheet is None else
+               "exact, samples copied, one resolve" if sheet.samples_copied else "exact, a resolve per env")
         return (f"<gltensor.mujoco.BatchRenderer n={self._n} {kind} {self._h}x{self._w} "
-                f"grid={self._rows}x{self._cols} {state}>" if hasattr(self, "_rows") else
+                f"grid={self._rows}x{self._cols} tiling={way} {state}>" if hasattr(self, "_rows") else
                 f"<gltensor.mujoco.BatchRenderer n={self._n} {kind} {state}>")
 
 
