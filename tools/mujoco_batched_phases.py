@@ -1,7 +1,8 @@
 """Where a step of MujocoVectorEnv's batched path spends its time, per physics thread count (diagnostics, not a
 benchmark: `python -m gltensor.bench mujoco` is that).
 
-    MUJOCO_GL=egl python3 tools/mujoco_batched_phases.py [--envs 16,256] [--threads 2,4,8,16] [--steps 40] [--json P]
+    MUJOCO_GL=egl python3 tools/mujoco_batched_phases.py [--envs 16,256] [--threads 2,4,8,16] [--steps 40]
+        [--warmup 100] [--rounds 3] [--json P]
 
 For each N and thread count (HalfCheetah-v5, 84x84, light visuals as the bench sets them): µs per step of
 MujocoVectorEnv.step + the Nature-CNN forward (synchronised), and, summed inside those steps, the task's
@@ -11,13 +12,15 @@ the wait for the physics threads after it, and `finish` (observations, rewards, 
 the same step drawn after all of the physics (the trial's "stepped then drawn" way). Beside them, in the same
 run, the floors: render + read of the same states with no physics, the same + forward (the bench's `pixels`), the
 pixel floor on states that other threads have just rewritten (mj_forward of each env; that alone as
-`forward_alone`), and the physics alone (start + wait).
+`forward_alone`), and the physics alone (start + wait). Every way is called --warmup times first, then the ways
+take turns in --rounds rounds of --steps calls; each figure is the median of its rounds (`rounds_us` has them all).
 """
 import argparse
 import functools
 import json
 import os
 import time
+from statistics import median
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -59,7 +62,7 @@ class Sum:
         self.total = 0.0
 
 
-def probe(n, threads, steps, device):  # physics="batched": the batched path itself, at `threads` threads
+def probe(n, threads, steps, device, warmup=100, rounds=3):  # physics="batched": the batched path itself, at `threads` threads
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     venv = MujocoVectorEnv([functools.partial(make_gym, "HalfCheetah-v5", 84, 84, "light", None)] * n,
                            height=84, width=84, threads=threads, physics="batched")
@@ -93,55 +96,76 @@ def probe(n, threads, steps, device):  # physics="batched": the batched path its
         ph.finished = timed_finished
         phases["physics_wait_in_render"] = blocked
         k = iter(range(10 ** 9))
+        datas = [u.data for u in venv.unwrapped_envs]
+        r = venv.renderer
+        everyone = np.ones(n, dtype=np.bool_)
 
         def step():
             obs = venv.step(acts[next(k) % len(acts)])[0]
             cnn(obs["pixels"] if isinstance(obs, dict) else obs)
 
-        step()
-        for p in phases.values():
-            p.reset()
-        total = time_calls(step, steps, sync)
-        row = {"N": n, "threads": venv.threads, "step_us": total}
-        row.update({name + "_us": p.total / steps for name, p in phases.items()})
-        venv._overlap = False  # the trial's "stepped then drawn" way: all physics first, then the render
-        step()
-        row["step_then_drawn_us"] = time_calls(step, steps, sync)
-        venv._overlap = True
-        datas = [u.data for u in venv.unwrapped_envs]
-        r = venv.renderer
+        def step_then_drawn():  # the trial's "stepped then drawn" way: all physics first, then the render
+            venv._overlap = False
+            try:
+                step()
+            finally:
+                venv._overlap = True
 
         def pixels():
             r.render(datas, cameras=venv._cameras())
             cnn(r.read())
-        row["pixels_floor_us"] = time_calls(pixels, steps, sync)
 
-        # The same floor on states that other cores have just written (mj_forward of every env in `threads` Python
+        def render_read():
+            r.render(datas, cameras=venv._cameras())
+            r.read()
+
+        def physics():
+            ph.start(acts[0], everyone)
+            ph.wait()
+
+        # The pixel floor on states that other cores have just written (mj_forward of every env in `threads` Python
         # threads first, the GIL released inside; not overlapped with the render): the cost of drawing fresh states,
         # apart from any physics running beside the render.
         import mujoco
         from concurrent.futures import ThreadPoolExecutor
         models = [u.model for u in venv.unwrapped_envs]
-        with ThreadPoolExecutor(threads) as ex:
-            def refresh():
-                list(ex.map(lambda i: mujoco.mj_forward(models[i], datas[i]), range(n)))
-            row["forward_alone_us"] = time_calls(refresh, steps, sync)
+        ex = ThreadPoolExecutor(threads)
 
-            def pixels_fresh():
-                refresh()
-                pixels()
-            row["pixels_fresh_floor_us"] = time_calls(pixels_fresh, steps, sync)
+        def refresh():
+            list(ex.map(lambda i: mujoco.mj_forward(models[i], datas[i]), range(n)))
 
-        def render_read():
-            r.render(datas, cameras=venv._cameras())
-            r.read()
-        row["render_read_floor_us"] = time_calls(render_read, steps, sync)
-        everyone = np.ones(n, dtype=np.bool_)
+        def pixels_fresh():
+            refresh()
+            pixels()
 
-        def physics():
-            ph.start(acts[0], everyone)
-            ph.wait()
-        row["physics_alone_us"] = time_calls(physics, steps, sync)
+        ways = {"step": step, "step_then_drawn": step_then_drawn, "pixels_floor": pixels,
+                "render_read_floor": render_read, "physics_alone": physics, "forward_alone": refresh,
+                "pixels_fresh_floor": pixels_fresh}
+        try:
+            # A fresh batch's first hundred-odd steps ran slower than its later ones on the GPU hosts (the bench's
+            # first rounds, mujoco_samplecopy*_h200.json): every way warms up first, then the ways take turns in
+            # rounds (in reverse order every other round, as the bench), and each reports its median round.
+            for fn in ways.values():
+                for _ in range(warmup):
+                    fn()
+            times = {name: [] for name in ways}
+            phase_rounds = {name: [] for name in phases}
+            names = list(ways)
+            for rnd in range(rounds):
+                for name in (names if rnd % 2 == 0 else names[::-1]):
+                    if name == "step":
+                        for p in phases.values():
+                            p.reset()
+                    times[name].append(time_calls(ways[name], steps, sync))
+                    if name == "step":
+                        for pname, p in phases.items():
+                            phase_rounds[pname].append(p.total / steps)
+        finally:
+            ex.shutdown()
+        row = {"N": n, "threads": venv.threads, "warmup": warmup, "rounds": rounds}
+        row.update({name + "_us": median(v) for name, v in times.items()})
+        row.update({name + "_us": median(v) for name, v in phase_rounds.items()})
+        row["rounds_us"] = {name: v for name, v in times.items()}
         return row
     finally:
         venv.close()
@@ -152,6 +176,8 @@ def main():
     ap.add_argument("--envs", default="16,256")
     ap.add_argument("--threads", default="2,4,8,16")
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=100, help="untimed calls of every way first")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds in which the ways take turns; medians reported")
     ap.add_argument("--json")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -162,7 +188,7 @@ def main():
     print("  ".join("%10s" % c.replace("_us", "")[:10] for c in cols), flush=True)
     for n in [int(x) for x in args.envs.split(",")]:
         for t in [int(x) for x in args.threads.split(",")]:
-            row = probe(n, t, args.steps, device)
+            row = probe(n, t, args.steps, device, args.warmup, args.rounds)
             rows.append(row)
             print("  ".join("%10.0f" % row[c] for c in cols), flush=True)
     if args.json:
