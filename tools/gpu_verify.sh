@@ -259,9 +259,9 @@ run_step() {
             tests/test_mujoco_tasks.py tests/test_mujoco_vector.py tests/test_dmc_threads.py tests/test_mujoco_defects.py \
             tests/test_torchrl.py tests/test_bench_mujoco.py > "$OUT/round_tests.log" 2>&1
         echo "tests rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^E  " "$OUT/round_tests.log" | tail -15 ;;
-    round-mujoco) # bench mujoco, N = 4..256 beside its floors and AsyncVectorEnv (MUJOCO_ENVS, MUJOCO_STEPS, MUJOCO_ROUNDS)
+    round-mujoco) # bench mujoco, N = 4..256 beside its floors and AsyncVectorEnv (MUJOCO_ENVS, MUJOCO_STEPS, MUJOCO_ROUNDS, MUJOCO_WARMUP)
         MUJOCO_GL=egl timeout ${ROUND_MUJOCO_TIME:-190} python3 -m gltensor.bench mujoco --envs "${MUJOCO_ENVS:-4,16,64,256}" \
-            --visuals light --steps "${MUJOCO_STEPS:-30}" --rounds "${MUJOCO_ROUNDS:-3}" --dm-task "" \
+            --visuals light --steps "${MUJOCO_STEPS:-30}" --rounds "${MUJOCO_ROUNDS:-3}" --warmup "${MUJOCO_WARMUP:-10}" --dm-task "" \
             --paths async,batch,batch-per-env,physics,rollout,render+read,pixels \
             --json "$OUT/mujoco_fast.json" > "$OUT/mujoco_fast.log" 2>&1; echo "mujoco bench rc $?"
         grep -v settotalmass "$OUT/mujoco_fast.log" | grep -E "^HalfCheetah|^task" | head -40 ;;
@@ -274,9 +274,11 @@ run_step() {
             --steps "${TORCHRL_STEPS:-30}" --rounds "${TORCHRL_ROUNDS:-2}" --json "$OUT/torchrl.json" --plot "$OUT/torchrl.png" \
             > "$OUT/torchrl_bench.log" 2>&1; echo "torchrl bench rc $?"
         grep -vE "settotalmass|^$" "$OUT/torchrl_bench.log" | tail -12 ;;
-    phases) # tools/mujoco_batched_phases.py: where a batched step's time goes beside the pixel floor (PHASES_ENVS, PHASES_THREADS)
+    phases) # tools/mujoco_batched_phases.py: where a batched step's time goes beside the pixel floor (PHASES_ENVS, PHASES_THREADS,
+            # PHASES_STEPS, PHASES_WARMUP, PHASES_ROUNDS)
         MUJOCO_GL=egl timeout ${PHASES_TIME:-120} python3 tools/mujoco_batched_phases.py --envs "${PHASES_ENVS:-4,64}" \
-            --threads "${PHASES_THREADS:-4,16}" --steps "${PHASES_STEPS:-100}" --json "$OUT/phases.json" 2>&1 \
+            --threads "${PHASES_THREADS:-4,16}" --steps "${PHASES_STEPS:-100}" --warmup "${PHASES_WARMUP:-100}" \
+            --rounds "${PHASES_ROUNDS:-3}" --json "$OUT/phases.json" 2>&1 \
             | grep -v settotalmass | tee "$OUT/phases.log" ;;
     ppo-torchrl) # the TorchRL PPO example end to end on CUDA: its loss per iteration
         MUJOCO_GL=egl timeout ${PPO_TIME:-150} python3 examples/torchrl_ppo_pixels.py --envs 16 --steps 64 \
