@@ -423,6 +423,23 @@ def test_without_copy_image_each_env_is_resolved(batch, monkeypatch):
     assert_tiles_equal(host(r.render_and_read(datas)), reference([model] * n, datas, ["front"] * n, h, w))
 
 
+@pytest.mark.parametrize("samples", [4, 0])
+def test_a_copy_the_driver_refuses_at_construction_means_a_resolve_per_env(batch, monkeypatch, samples):
+    """Where the extension cannot copy (its loader found no glCopyImageSubData, or the driver refused), the renderer
+    finds out when it is made and resolves per env, still exact: no render ever meets a copy that cannot run."""
+    import gltensor.mujoco._tiles as tiles
+
+    def refuse(*args):
+        raise RuntimeError("_copy_samples: this GL has no glCopyImageSubData (GL 4.3 / ARB_copy_image)")
+    monkeypatch.setattr(tiles, "_copy_samples", refuse)
+    model = make_model(samples)
+    n, h, w = 3, 45, 71
+    datas = make_datas([model] * n, seed=14)
+    r = batch(model, n, h, w, camera="side", backend="cpu")
+    assert not r._sheet.samples_copied and not r._sheet.msaa_rb and "a resolve per env" in repr(r)
+    assert_tiles_equal(host(r.render_and_read(datas)), reference([model] * n, datas, ["side"] * n, h, w))
+
+
 def test_sample_copy_errors():
     """The private sample copy refuses what is not a tile, and names a copy GL refused."""
     from gltensor._gltensor import _copy_samples

@@ -125,7 +125,7 @@ class TileSheet:
         samples = int(GL.glGetRenderbufferParameteriv(GL.GL_RENDERBUFFER, GL.GL_RENDERBUFFER_SAMPLES))
         if samples == 0:  # a single-sample source (vis.quality.offsamples = 0): copied straight into the sheet
             GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
-            self.samples_copied = True
+            self.samples_copied = self._copy_works()
             return
         self.msaa_rb = int(GL.glGenRenderbuffers(1))
         GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, self.msaa_rb)
@@ -137,10 +137,20 @@ class TileSheet:
         GL.glBindRenderbuffer(GL.GL_RENDERBUFFER, 0)
         if got == samples:
             self.msaa_fbo = int(GL.glGenFramebuffers(1))
-            if self._attach(self.msaa_fbo, self.msaa_rb) == int(GL.GL_FRAMEBUFFER_COMPLETE):
+            if self._attach(self.msaa_fbo, self.msaa_rb) == int(GL.GL_FRAMEBUFFER_COMPLETE) and self._copy_works():
                 self.samples_copied = True
                 return
         self._free_sample_sheet()
+
+    def _copy_works(self) -> bool:
+        """One pixel copied from ``like`` into the sheet copy_into fills (overwritten by the first frame): the
+        extension's own glCopyImageSubData entry point is there and the driver takes the copy. Decided here, once,
+        so that a render never meets a copy that cannot run; else each env is resolved on its own."""
+        try:
+            _copy_samples(self.like, self.msaa_rb or self.rb, 1, 1, 0, 0)
+        except (RuntimeError, gltensor.GLError):
+            return False
+        return True
 
     def copy_into(self, src_rb: int, width: int, height: int, x: int, y: int) -> None:
         """Every sample of (0, 0, width, height) of renderbuffer ``src_rb`` (``like``) to (x, y) of the
