@@ -620,6 +620,44 @@ def test_leaves_no_context_current_where_none_was():
         assert not current()
 
 
+def test_our_context_made_current_by_the_core_draws_what_mujocos_make_current_draws(batch, monkeypatch):
+    """On EGL each call makes the batch's context current through the core (a record taken with it current at
+    construction) instead of MuJoCo's GLContext.make_current through PyOpenGL: the same context, the same tiles,
+    and the caller's context (here a mujoco.Renderer's) current again after every call."""
+    import ctypes
+
+    from OpenGL import EGL
+
+    def current():
+        return ctypes.cast(EGL.eglGetCurrentContext(), ctypes.c_void_p).value
+
+    H, W, n = 48, 64, 3
+    model = make_model()
+    datas = make_datas([model] * n, seed=3)
+    want = reference([model] * n, datas, [-1] * n, H, W, None)
+    other = mujoco.Renderer(model, H, W)
+    other.update_scene(datas[0])
+    other.render()
+    callers = current()
+    r = batch(model, n, H, W)
+    assert r._own_context is not None and r._own_context[0] == 1  # an EGL record (MUJOCO_GL=egl here)
+
+    def refused():
+        raise AssertionError("MuJoCo's make_current was called although the core's record exists")
+
+    monkeypatch.setattr(r._glc, "make_current", refused)
+    assert_tiles_equal(host(r.render_and_read(datas)), want)
+    assert current() == callers
+    r.render(datas)
+    assert_tiles_equal(host(r.read()), want)
+    assert current() == callers
+    monkeypatch.undo()
+    r._own_context = None  # MuJoCo's make_current again (a GLX or OSMesa context takes this way)
+    assert_tiles_equal(host(r.render_and_read(datas)), want)
+    assert current() == callers
+    other.close()
+
+
 # ---------------------------------------------------------------------------------------------- render order
 
 class _Ready:

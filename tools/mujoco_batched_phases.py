@@ -16,9 +16,11 @@ pixel floor on states that other threads have just rewritten (mj_forward of each
 take turns in --rounds rounds of --steps calls; each figure is the median of its rounds (`rounds_us` has them all).
 """
 import argparse
+import datetime
 import functools
 import json
 import os
+import platform
 import time
 from statistics import median
 
@@ -62,7 +64,27 @@ class Sum:
         self.total = 0.0
 
 
-def probe(n, threads, steps, device, warmup=100, rounds=3):  # physics="batched": the batched path itself, at `threads` threads
+def inner_timers(venv):
+    """--breakdown: timers inside BatchRenderer.render_and_read (the caller's context saved and put back, our
+    context made current, the framebuffer check, mjr_setBuffer, per tile mjv_updateScene / mjr_render / the
+    sample copy, the one resolve, the read), summed per call as Timed does. Each wrapper adds about a
+    microsecond per call to every way alike."""
+    from gltensor.mujoco import batch as batch_module
+
+    r = venv.renderer
+    gl = batch_module._gl()
+    timers = {"save_ctx": Timed(batch_module._core, "_save_gl_context"),
+              "restore_ctx": Timed(batch_module._core, "_restore_or_release_gl_context"),
+              "make_current": Timed(r._glc, "make_current"), "is_fbo": Timed(gl, "glIsFramebuffer"),
+              "set_buffer": Timed(r._mj, "mjr_setBuffer"), "update_scene": Timed(r._mj, "mjv_updateScene"),
+              "mjr_render": Timed(r._mj, "mjr_render"), "read": Timed(r, "_read_current")}
+    if r._sheet is not None:
+        timers["copy_into"] = Timed(r._sheet, "copy_into")
+        timers["sheet_finish"] = Timed(r._sheet, "finish")
+    return timers
+
+
+def probe(n, threads, steps, device, warmup=100, rounds=3, breakdown=False):  # physics="batched": the batched path itself, at `threads` threads
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     venv = MujocoVectorEnv([functools.partial(make_gym, "HalfCheetah-v5", 84, 84, "light", None)] * n,
                            height=84, width=84, threads=threads, physics="batched")
@@ -95,6 +117,7 @@ def probe(n, threads, steps, device, warmup=100, rounds=3):  # physics="batched"
                 yield i
         ph.finished = timed_finished
         phases["physics_wait_in_render"] = blocked
+        inner = inner_timers(venv) if breakdown else {}
         k = iter(range(10 ** 9))
         datas = [u.data for u in venv.unwrapped_envs]
         r = venv.renderer
@@ -150,21 +173,27 @@ def probe(n, threads, steps, device, warmup=100, rounds=3):  # physics="batched"
                     fn()
             times = {name: [] for name in ways}
             phase_rounds = {name: [] for name in phases}
+            # the render's insides, in the step and in the render+read floor (--breakdown)
+            inner_rounds = {f"{way}.{name}": [] for way in ("step", "render_read_floor") for name in inner}
             names = list(ways)
             for rnd in range(rounds):
                 for name in (names if rnd % 2 == 0 else names[::-1]):
-                    if name == "step":
-                        for p in phases.values():
-                            p.reset()
+                    for p in list(phases.values()) + list(inner.values()):
+                        p.reset()
                     times[name].append(time_calls(ways[name], steps, sync))
                     if name == "step":
                         for pname, p in phases.items():
                             phase_rounds[pname].append(p.total / steps)
+                    if name in ("step", "render_read_floor"):
+                        for iname, p in inner.items():
+                            inner_rounds[f"{name}.{iname}"].append(p.total / steps)
         finally:
             ex.shutdown()
         row = {"N": n, "threads": venv.threads, "warmup": warmup, "rounds": rounds}
         row.update({name + "_us": median(v) for name, v in times.items()})
         row.update({name + "_us": median(v) for name, v in phase_rounds.items()})
+        if inner:
+            row["breakdown_us"] = {name: median(v) for name, v in inner_rounds.items()}
         row["rounds_us"] = {name: v for name, v in times.items()}
         return row
     finally:
@@ -178,6 +207,8 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=100, help="untimed calls of every way first")
     ap.add_argument("--rounds", type=int, default=3, help="rounds in which the ways take turns; medians reported")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also time the render's insides, in the step and in the render+read floor")
     ap.add_argument("--json")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -188,12 +219,19 @@ def main():
     print("  ".join("%10s" % c.replace("_us", "")[:10] for c in cols), flush=True)
     for n in [int(x) for x in args.envs.split(",")]:
         for t in [int(x) for x in args.threads.split(",")]:
-            row = probe(n, t, args.steps, device, args.warmup, args.rounds)
+            row = probe(n, t, args.steps, device, args.warmup, args.rounds, args.breakdown)
             rows.append(row)
             print("  ".join("%10.0f" % row[c] for c in cols), flush=True)
+            if args.breakdown:
+                b = row["breakdown_us"]
+                for way in ("step", "render_read_floor"):
+                    parts = {k.split(".", 1)[1]: v for k, v in b.items() if k.startswith(way + ".")}
+                    print(f"    {way:18s} " + "  ".join(f"{k} {v:.0f}" for k, v in parts.items()), flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": str(device), "rows": rows}, f, indent=1)
+            json.dump({"tool": "tools/mujoco_batched_phases.py", "host": platform.node(), "device": str(device),
+                       "gpu": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+                       "date": datetime.date.today().isoformat(), "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

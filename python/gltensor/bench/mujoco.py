@@ -8,7 +8,8 @@ One env step of every path = the physics of N environments (each env's own step(
 N images as one (N, H, W, 3) batch on the trainer's device (CUDA when torch has it) + a Nature-CNN forward on
 it (x.permute(0, 3, 1, 2).float() / 255, no_grad). Figures are env-steps/s (N x steps / seconds), medians of
 --rounds rounds, the paths of a case interleaved in each round (in reverse order every other round), each path
-warmed up for at least --warmup steps and 0.25 s (the GPU's clocks come up again after CPU-only paths), one
+warmed up for at least --warmup steps and 0.25 s (the GPU's clocks come up again after CPU-only paths) and, once
+before the rounds, for --settle steps (a new batch's first hundred-odd steps run slower than its later ones), one
 synchronisation at the end of each timed loop (benchmarks/README.md's method). Ratios of two paths are also given
 as the median of the rounds' own ratios (`*_paired` in the JSON).
 
@@ -250,14 +251,16 @@ class GymCase:
                                               "(its GL context lost its framebuffers?)" % stale if stale else ""))
         # The batch measures how it steps fastest over its first steps (MujocoVectorEnv.physics_trial: its
         # batched path with all or a quarter of its threads, its per-env path): done here, before anything is
-        # timed, so that every timed step is the batch as it then runs.
+        # timed, so that every timed step is the batch as it then runs; each step followed by the forward, as
+        # in the timed loop and in training.
         b = self.envs.get("batch")
         trial = getattr(b, "physics_trial", None)
         if trial is not None:
             b.reset(seed=11)
             k = 0
             while not trial.decided:
-                b.step(self.actions[k % len(self.actions)])
+                self.forward(self.torch.as_tensor(b.step(self.actions[k % len(self.actions)])[0],
+                                                  device=self.device))
                 k += 1
             self.threads_stepping = b.threads
             self.envs_reason = b.physics_path_reason
@@ -446,6 +449,14 @@ class DmCase:
 def run_case(case, args, sync, log):
     """{path: [env-steps/s per round]} of one case, paths interleaved in each round."""
     case.check()
+    # Each path's first steps ran slower than its later ones on the GPU hosts, for a hundred-odd steps of a new
+    # batch (tools/mujoco_trial_series.py, benchmarks/results/mujoco_trial_series_h200.json): every path takes
+    # --settle untimed steps once, before the rounds.
+    for p in case.paths:
+        fn = case.step_fn(p)
+        for k in range(args.settle):
+            fn(k)
+        sync()
     rates = {p: [] for p in case.paths}
     for r in range(args.rounds):
         for p in round_order(case.paths, r):
@@ -554,7 +565,8 @@ def main(argv=None):
     ap.add_argument("--paths", default=",".join(GYM_PATHS + DM_PATHS), help="paths to run (comma-separated)")
     ap.add_argument("--size", type=int, default=84, help="image height = width (default 84)")
     ap.add_argument("--steps", type=int, default=100, help="timed env steps per round and path")
-    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=10, help="untimed steps of a path before each of its rounds")
+    ap.add_argument("--settle", type=int, default=150, help="untimed steps of every path once, before the rounds")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians reported")
     ap.add_argument("--sync-max", type=int, default=16, help="largest N for SyncVectorEnv (it renders serially)")
     ap.add_argument("--async-max", type=int, default=64, help="largest N for AsyncVectorEnv (a process per env)")
@@ -567,6 +579,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.quick:
         args.envs, args.visuals, args.size, args.steps, args.warmup, args.rounds = [2], "light", 48, 4, 1, 1
+        args.settle = 1
     visuals = paths_and_visuals(ap, args, GYM_PATHS + DM_PATHS)
     import torch
     if args.torch_threads > 0:
@@ -651,6 +664,7 @@ def main(argv=None):
               "argv": sys.argv[1:] if argv is None else list(argv), "machine": info,
               "config": {"envs": args.envs, "visuals": visuals, "task": gym_tasks(args.task), "dm_task": args.dm_task,
                          "paths": args.paths, "size": args.size, "steps": args.steps, "warmup": args.warmup,
+                         "settle": args.settle,
                          "rounds": args.rounds, "sync_max": args.sync_max, "async_max": args.async_max, "backend": args.backend,
                          "device": str(device)},
               "results": results, "status": status}

@@ -42,6 +42,9 @@ def _require_mujoco():
     return mujoco
 
 
+_WINDOW_SYSTEM_EGL = 1  # glt_window_system's GLT_WINDOW_SYSTEM_EGL (gltensor.h), the first field of a saved record
+
+
 class _ContextKept:
     """Makes the batch's GL context current for one call and puts back exactly what was current before: the
     caller's context, or none. Why it matters here: an MjrContext that dies by garbage collection (Gymnasium's
@@ -52,10 +55,11 @@ class _ContextKept:
     while ours is current (the garbage collector is off for the call). The record and the restore are the core's
     (EGL and GLX); a context of another kind (OSMesa) is not seen, and ours is then left current."""
 
-    __slots__ = ("_glc", "_saved", "_gc_was_enabled")
+    __slots__ = ("_glc", "_own", "_saved", "_gc_was_enabled")
 
-    def __init__(self, glc):
+    def __init__(self, glc, own=None):
         self._glc = glc
+        self._own = own  # the core's record of glc current (EGL), or None: glc.make_current()
         self._saved = None
         self._gc_was_enabled = None
 
@@ -68,7 +72,13 @@ class _ContextKept:
         # No garbage collection while our context is current: a collected MjrContext would free its names in it.
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
-        self._glc.make_current()
+        if self._own is not None:
+            # The core's eglMakeCurrent with what MuJoCo's GLContext.make_current passes (recorded with it current):
+            # through PyOpenGL's EGL binding that call cost 36 µs of a 4-env step on an H200 host
+            # (benchmarks/results/mujoco_phases_breakdown_n4_h200.json).
+            _core._restore_gl_context(self._own)
+        else:
+            self._glc.make_current()
         return self
 
     def __exit__(self, *exc):
@@ -220,8 +230,12 @@ class BatchRenderer:
         self._glc = glc_cls(self._w, self._h)
         kept._glc = self._glc
         self._sheet = None
+        self._own_context = None
         try:
             kept.__enter__()
+            own = _core._save_gl_context()
+            if own[0] == _WINDOW_SYSTEM_EGL:  # else (GLX, OSMesa): MuJoCo's own make_current each time
+                self._own_context = own
             limits = max_sizes()
             grid = grid_shape(self._n, self._h, self._w, limits[0], limits[1])
             if grid is None:
@@ -453,7 +467,7 @@ class BatchRenderer:
         exception the iterator raises propagates. Either way nothing is left readable: ``read()`` then raises
         ``NotRenderedError`` until a render completes."""
         self._check_open()
-        with _ContextKept(self._glc):
+        with _ContextKept(self._glc, self._own_context):
             self._render_current(datas, cameras, scene_option, order)
 
     def _order(self, order):
@@ -480,12 +494,13 @@ class BatchRenderer:
                 "exactly once")
 
     def _render_current(self, datas, cameras, scene_option, order=None) -> None:
+        """render() with our context current already (_ContextKept made it so; making it current again here cost a
+        second eglMakeCurrent per call)."""
         mj = self._mj
         ds = self._datas(datas)
         cams = self._resolve_cameras(cameras, "render: cameras")
         option = scene_option if scene_option is not None else self._option
         self._rendered = False  # until every tile is drawn: a render cut short leaves nothing readable
-        self._glc.make_current()
         if not _gl().glIsFramebuffer(self._con.offFBO):
             raise gltensor.GLError(
                 "BatchRenderer: its offscreen framebuffer was deleted by another MjrContext freed while this "
@@ -581,7 +596,7 @@ class BatchRenderer:
         if not self._rendered:
             raise NotRenderedError("BatchRenderer.read() before render(): nothing has been drawn into the tiles yet; "
                                    "call render(datas) first (or render_and_read(datas))")
-        with _ContextKept(self._glc):
+        with _ContextKept(self._glc, self._own_context):
             return self._read_current(channels, dtype, layout, out, stream)
 
     def _read_in_context(self, *, channels=None, dtype=None, layout="hwc", out=None, stream=None):
@@ -661,7 +676,7 @@ class BatchRenderer:
     def render_and_read(self, datas, cameras=None, *, scene_option=None, order=None, **read_options):
         """``render(datas, cameras, scene_option, order=order)`` then ``read(**read_options)``."""
         self._check_open()
-        with _ContextKept(self._glc):
+        with _ContextKept(self._glc, self._own_context):
             self._render_current(datas, cameras, scene_option, order)
             return self._read_in_context(**read_options)  # no second save/restore: ours is current here
 
