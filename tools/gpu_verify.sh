@@ -259,9 +259,11 @@ run_step() {
             tests/test_mujoco_tasks.py tests/test_mujoco_vector.py tests/test_dmc_threads.py tests/test_mujoco_defects.py \
             tests/test_torchrl.py tests/test_bench_mujoco.py > "$OUT/round_tests.log" 2>&1
         echo "tests rc $?"; grep -E "^(FAILED|ERROR)|passed|failed|^E  " "$OUT/round_tests.log" | tail -15 ;;
-    round-mujoco) # bench mujoco, N = 4..256 beside its floors and AsyncVectorEnv (MUJOCO_ENVS, MUJOCO_STEPS, MUJOCO_ROUNDS, MUJOCO_WARMUP)
+    round-mujoco) # bench mujoco, N = 4..256 beside its floors and AsyncVectorEnv (MUJOCO_ENVS, MUJOCO_STEPS, MUJOCO_ROUNDS,
+                  # MUJOCO_WARMUP, MUJOCO_SETTLE)
         MUJOCO_GL=egl timeout ${ROUND_MUJOCO_TIME:-190} python3 -m gltensor.bench mujoco --envs "${MUJOCO_ENVS:-4,16,64,256}" \
-            --visuals light --steps "${MUJOCO_STEPS:-30}" --rounds "${MUJOCO_ROUNDS:-3}" --warmup "${MUJOCO_WARMUP:-10}" --dm-task "" \
+            --visuals light --steps "${MUJOCO_STEPS:-30}" --rounds "${MUJOCO_ROUNDS:-3}" --warmup "${MUJOCO_WARMUP:-10}" \
+            --settle "${MUJOCO_SETTLE:-150}" --dm-task "" \
             --paths async,batch,batch-per-env,physics,rollout,render+read,pixels \
             --json "$OUT/mujoco_fast.json" > "$OUT/mujoco_fast.log" 2>&1; echo "mujoco bench rc $?"
         grep -v settotalmass "$OUT/mujoco_fast.log" | grep -E "^HalfCheetah|^task" | head -40 ;;
