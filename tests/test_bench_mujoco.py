@@ -74,6 +74,74 @@ def test_rounds_alternate_their_order_and_warm_up_for_a_time(monkeypatch):
     assert len(calls) == 7  # no time asked for: the warm-up's step count alone
 
 
+def test_every_path_settles_once_before_the_rounds(monkeypatch):
+    """--settle: each path takes that many untimed steps once, before the first round (a new batch's first
+    hundred-odd steps ran slower than its later ones), then the rounds warm up and time as before."""
+    import types
+
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    from gltensor.bench import mujoco as bm
+
+    log = []
+
+    class Case:
+        paths, n = ["a", "b"], 4
+
+        def check(self):
+            log.append(("check",))
+
+        def step_fn(self, p):
+            return lambda k: log.append((p, k))
+
+    monkeypatch.setattr(bm, "time_env_steps", lambda step, n, steps, warmup, sync: log.append(("timed",)) or 1.0)
+    args = types.SimpleNamespace(settle=3, rounds=2, steps=5, warmup=1)
+    rates = bm.run_case(Case(), args, lambda: log.append(("sync",)), print)
+    assert rates == {"a": [1.0, 1.0], "b": [1.0, 1.0]}
+    assert log[:9] == [("check",), ("a", 0), ("a", 1), ("a", 2), ("sync",), ("b", 0), ("b", 1), ("b", 2), ("sync",)]
+    assert log[9:] == [("timed",)] * 4
+
+
+def test_the_trial_steps_with_the_forward(monkeypatch):
+    """The batch's measured choice of path runs in check(), each trial step followed by the CNN forward on its
+    pixels, as in the timed loop and in training (a trial of bare steps timed the ways without the GPU work that
+    follows each step)."""
+    import types
+
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    import torch
+
+    from gltensor.bench import mujoco as bm
+
+    class Trial:
+        def __init__(self):
+            self.steps = 0
+
+        @property
+        def decided(self):
+            return self.steps >= 3
+
+    class Batch:
+        threads, physics_path, physics_path_reason = 2, "batched", "kept"
+
+        def __init__(self):
+            self.physics_trial = Trial()
+
+        def reset(self, seed=None):
+            return torch.zeros(2, 8, 8, 3, dtype=torch.uint8), {}
+
+        def step(self, a):
+            self.physics_trial.steps += 1
+            return torch.full((2, 8, 8, 3), self.physics_trial.steps, dtype=torch.uint8), None, None, None, {}
+
+    case = bm.GymCase.__new__(bm.GymCase)
+    seen = []
+    case.ref, case.torch, case.device = None, torch, torch.device("cpu")
+    case.envs, case.actions = {"batch": Batch()}, [None] * 4
+    case.forward = lambda x: seen.append(int(x.flatten()[0]))
+    case.check()
+    assert seen == [1, 2, 3] and case.threads_stepping == 2 and case.physics_path == "batched"
+
+
 _STALE_REFERENCE = r'''
 import gc, types
 import torch, gltensor
