@@ -35,11 +35,12 @@ from gltensor.mujoco import MujocoVectorEnv  # noqa: E402
 
 
 class Timed:
-    """Wraps obj.name so that its calls' wall time is summed (µs) in self.total."""
+    """Wraps obj.name so that its calls' wall time is summed (µs) in self.total; restore() unwraps it."""
 
     def __init__(self, obj, name):
         self.total, self.calls = 0.0, 0
         inner = getattr(obj, name)
+        self._wrapped = (obj, name, inner)
 
         def wrapper(*args, **kwargs):
             t0 = time.perf_counter()
@@ -52,6 +53,12 @@ class Timed:
 
     def reset(self):
         self.total, self.calls = 0.0, 0
+
+    def restore(self):
+        """Puts the wrapped callable back. The render's timers wrap module functions (mujoco's, the extension's,
+        PyOpenGL's), which the next probe of the same process would otherwise wrap a second time."""
+        obj, name, inner = self._wrapped
+        setattr(obj, name, inner)
 
 
 class Sum:
@@ -88,6 +95,7 @@ def probe(n, threads, steps, device, warmup=100, rounds=3, breakdown=False):  # 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     venv = MujocoVectorEnv([functools.partial(make_gym, "HalfCheetah-v5", 84, 84, "light", None)] * n,
                            height=84, width=84, threads=threads, physics="batched")
+    inner = {}
     try:
         net = nature_cnn(torch, 84, device)
 
@@ -117,7 +125,8 @@ def probe(n, threads, steps, device, warmup=100, rounds=3, breakdown=False):  # 
                 yield i
         ph.finished = timed_finished
         phases["physics_wait_in_render"] = blocked
-        inner = inner_timers(venv) if breakdown else {}
+        if breakdown:
+            inner = inner_timers(venv)
         k = iter(range(10 ** 9))
         datas = [u.data for u in venv.unwrapped_envs]
         r = venv.renderer
@@ -197,6 +206,8 @@ def probe(n, threads, steps, device, warmup=100, rounds=3, breakdown=False):  # 
         row["rounds_us"] = {name: v for name, v in times.items()}
         return row
     finally:
+        for t in inner.values():
+            t.restore()
         venv.close()
 
 
