@@ -117,7 +117,7 @@ def test_the_trial_steps_with_the_forward(monkeypatch):
             self.steps = 0
 
         @property
-        def decided(self):
+        def settled(self):  # the trial's final choice (after its second run): the bench steps until then
             return self.steps >= 3
 
     class Batch:

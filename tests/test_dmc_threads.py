@@ -547,3 +547,30 @@ def test_path_trial_alternates_then_keeps_the_faster():
     assert tie.choice == "a"  # a tie keeps the first
     with pytest.raises(ValueError, match="pairs"):
         PathTrial("a", "b", pairs=0)
+
+
+def test_path_trial_runs_once_more_after_again_after_steps_and_then_keeps_its_choice():
+    from gltensor.mujoco._path_trial import PathTrial
+
+    trial = PathTrial("a", "b", warmup=1, pairs=2, again_after=3)
+    for seconds in (9.0, 9.0, 3.0, 2.0, 3.0, 2.0):  # the first trial: b is faster
+        trial.record(trial.next_path(), seconds)
+    assert trial.choice == "b" and trial.decided and not trial.timing and not trial.settled
+    assert trial.summary().endswith("b kept; measured again after 3 steps")
+    ran = [trial.step(lambda path: path) for _ in range(3)]  # between the trials: the path kept, not timed
+    assert ran == ["b", "b", "b"] and trial.timing and trial.times == {"a": [], "b": []}
+    order = []
+    for seconds in (1.0, 1.0, 1.0, 4.0, 1.0, 4.0):  # the second trial: a is faster
+        order.append(trial.next_path())
+        trial.record(order[-1], seconds)
+    assert order == ["a", "b"] * 3 and trial.choice == "a" and trial.settled
+    assert [r[:2] for r in trial.rounds] == [(3, 6), (12, 15)] and trial.rounds[1][3] == "a"
+    assert "b kept; measured again on steps 12-15" in trial.summary() and trial.summary().endswith("a kept")
+    trial.record("a", 100.0)  # settled: nothing changes
+    assert trial.step(lambda path: path) == "a" and len(trial.rounds) == 2 and not trial.timing
+    never = PathTrial("a", "b", warmup=0, pairs=1)  # again_after=0: the first choice is final
+    never.record("a", 2.0)
+    never.record("b", 1.0)
+    assert never.settled and never.choice == "b" and "again" not in never.summary()
+    with pytest.raises(ValueError, match="again_after"):
+        PathTrial("a", "b", again_after=-1)

@@ -310,12 +310,65 @@ def test_auto_keeps_the_per_env_path_when_it_measured_faster(monkeypatch):
             assert_same(want[1], got[1], f"step {t}: reward")
             assert_same(want[3], got[3], f"step {t}: truncated")
         assert env.physics_path == "per-env" and env.threads == 1 and "per-env kept" in env.physics_path_reason
-        assert env._per_env_pool is None and "physics=per-env" in repr(env)
+        assert "physics=per-env" in repr(env) and not env.physics_trial.settled  # the trial runs once more later
+        assert env._per_env_pool is not None and env._pool is not env._per_env_pool
     finally:
         env.close()
         ref.close()
     with pytest.raises(ValueError, match="two or more distinct paths"):
         __import__("gltensor.mujoco._path_trial", fromlist=["PathTrial"]).PathTrial("a")
+
+
+def test_auto_measures_once_more_after_warming_up_and_that_choice_is_final():
+    """physics='auto' runs its trial again after TRIAL_AGAIN_AFTER steps on the way first kept (here 3), and keeps
+    that second choice for good. Made to differ: the batched ways slowed by 20 ms a step in the first trial (the
+    per-env path is kept), the per-env path in the second (a batched way is kept). Every step equals
+    SyncVectorEnv's, across both switches and episode ends (the batched path takes the per-env steps' episode counts
+    back from the envs' TimeLimit wrappers), and once final, the per-env path's threads are closed."""
+    import time
+
+    make = lambda: gymnasium.make("Hopper-v5", max_episode_steps=11)  # noqa: E731  (episodes end in both trials)
+    ref = SyncVectorEnv([make] * N)
+    env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, render_only=False, threads=2)
+    try:
+        trial = env.physics_trial
+        assert trial.again_after == 200 and "then once more after 200 steps" in env.physics_path_reason
+        trial.again_after = 3
+        slow = {"batched": True}
+        batched, per_env = env._step_batched, env._step_per_env
+        env._step_batched = lambda a: (slow["batched"] and time.sleep(0.02), batched(a))[1]
+        env._step_per_env = lambda a, pool: (not slow["batched"] and time.sleep(0.02), per_env(a, pool))[1]
+        per_env_pool = env._per_env_pool
+        want, got = ref.reset(seed=4), env.reset(seed=4)
+        rng = np.random.default_rng(4)
+        paths = []
+        for t in range(36 + 3 + 36 + 5):
+            if t == 36 + 3:
+                slow["batched"] = False
+            a = rng.uniform(-1, 1, (N, 3))
+            want, got = ref.step(a), env.step(a)
+            paths.append(env.physics_path)
+            assert_same(want[0], got[0]["state"], f"step {t}: obs")
+            for k, what in ((1, "reward"), (2, "terminated"), (3, "truncated")):
+                assert_same(want[k], got[k], f"step {t}: {what}")
+            assert_infos_same(want[4], got[4], f"step {t}")
+            if t == 35:
+                assert env.physics_path == "per-env" and trial.decided and not trial.settled
+                assert "per-env kept; measured again after 3 steps" in env.physics_path_reason
+        assert paths[36:39] == ["per-env"] * 3  # between the trials: the way kept
+        assert trial.settled and len(trial.rounds) == 2 and trial.choice != "per-env"
+        assert [r[:2] for r in trial.rounds] == [(7, 36), (46, 75)]  # each trial's timed steps (1 warm-up turn of 3)
+        assert env.physics_path == "batched" and env.threads == 2 and per_env_pool._ex is None and env._per_env_pool is None
+        assert "per-env kept; measured again on steps 46-75" in env.physics_path_reason
+        assert env.physics_path_reason.endswith(f"{trial.choice} kept")
+        for t in range(5):  # settled: no more trials
+            a = rng.uniform(-1, 1, (N, 3))
+            want, got = ref.step(a), env.step(a)
+            assert_same(want[0], got[0]["state"], f"after: step {t}")
+        assert len(trial.rounds) == 2
+    finally:
+        env.close()
+        ref.close()
 
 
 def test_which_path_and_why():

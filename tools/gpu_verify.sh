@@ -4,6 +4,7 @@
 #   bash tools/gpu_verify.sh STEP...   (bg:STEP runs one in the background; wait waits for it)  steps: firstcontact docs tests bench-ab procs procs-ab slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
+#                                      memcheck-mujoco (the MuJoCo batch's CUDA reads and vector env step under memcheck)
 #                                      dmc-threads (DmControlBatch's threaded physics: tests, bench dmc)
 #                                      mujoco-round (the MuJoCo/TorchRL tests on CUDA, then bench mujoco, dmc, torchrl;
 #                                      also as round-tests round-mujoco round-dmc round-torchrl), phases, ppo-torchrl
@@ -307,6 +308,14 @@ run_step() {
         MUJOCO_GL=egl timeout 90 python3 -m gltensor.bench dmc --envs "${DMC_ENVS:-4,16,64}" \
             --steps "${DMC_STEPS:-50}" --rounds 3 --json "$OUT/dmc.json" > "$OUT/dmc_bench.log" 2>&1
         echo "dmc bench rc $?"; grep -vE "settotalmass|^$" "$OUT/dmc_bench.log" | tail -20 ;;
+    memcheck-mujoco) # the MuJoCo batch's CUDA side under memcheck: BatchRenderer's tiles read into CUDA memory (the
+                     # sheet, both ways to it, read options, 256 tiles), and MujocoVectorEnv's step on CUDA
+        GLTENSOR_UNDER_SANITIZER=1 MUJOCO_GL=egl timeout ${MEMCHECK_TIME:-300} compute-sanitizer --tool memcheck \
+            --leak-check full --error-exitcode 99 --log-file "$OUT/memcheck_mujoco.txt" python3 -m pytest -q -rfEs \
+            -p no:cacheprovider -k "cuda or test_mujoco_vector" tests/test_mujoco_batch.py tests/test_mujoco_vector.py \
+            > "$OUT/memcheck_mujoco.log" 2>&1; echo "memcheck-mujoco: exit $? (99: the tool found errors)"
+        grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/memcheck_mujoco.log" | tail -6
+        grep -E "ERROR SUMMARY|LEAK SUMMARY" "$OUT/memcheck_mujoco.txt" | tail -3 ;;
     mujoco-batch) # issue 33: every tile of gltensor.mujoco.BatchRenderer equal to its env's own Renderer.render()
                   # on both backends (CUDA: the batch on the GPU), N up to 256, MuJoCo's default and light visuals;
                   # RendererCapture beside it. Carry the mujoco wheels in .whl (dm_control too, or its test skips).

@@ -38,7 +38,7 @@ def series(n, turns, device):
         venv.reset(seed=0)
         acts = [np.random.default_rng(k).uniform(-1, 1, (n, venv.single_action_space.shape[0])) for k in range(8)]
         k = 0
-        while not trial.decided:
+        while not trial.settled:
             obs = venv.step(acts[k % len(acts)])[0]
             with torch.no_grad():
                 net(torch.as_tensor(obs, device=device).permute(0, 3, 1, 2).float().div_(255)).sum()

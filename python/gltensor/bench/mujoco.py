@@ -250,15 +250,15 @@ class GymCase:
                                               envs, "; SyncVectorEnv's own step gave its reset images for envs %s "
                                               "(its GL context lost its framebuffers?)" % stale if stale else ""))
         # The batch measures how it steps fastest over its first steps (MujocoVectorEnv.physics_trial: its
-        # batched path with all or a quarter of its threads, its per-env path): done here, before anything is
-        # timed, so that every timed step is the batch as it then runs; each step followed by the forward, as
-        # in the timed loop and in training.
+        # batched path with all or a quarter of its threads, its per-env path), and once more after a few hundred:
+        # both done here, before anything is timed, so that every timed step is the batch as it then runs; each
+        # step followed by the forward, as in the timed loop and in training.
         b = self.envs.get("batch")
         trial = getattr(b, "physics_trial", None)
         if trial is not None:
             b.reset(seed=11)
             k = 0
-            while not trial.decided:
+            while not trial.settled:
                 self.forward(self.torch.as_tensor(b.step(self.actions[k % len(self.actions)])[0],
                                                   device=self.device))
                 k += 1

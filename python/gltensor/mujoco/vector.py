@@ -67,6 +67,10 @@ def default_threads(num_envs):
 
 
 _PHYSICS_THREAD = "gltensor-physics"
+# physics="auto": steps on the way the first trial kept before the trial runs once more (_path_trial says why): 50
+# turns of a 4-way trial, well past the first ten turns, over which the batched ways ran 4-60% slower than over their
+# last fifty on an H200 host (benchmarks/results/mujoco_trial_series_h200.json).
+TRIAL_AGAIN_AFTER = 200
 
 
 def _renders_in_step(env):
@@ -269,8 +273,8 @@ class MujocoVectorEnv(VectorEnv):
     ``step()``. With "auto" the batch then measures which way of stepping is fastest here: the batched path with
     all of its threads drawn beside the physics, with a quarter of them (when ``threads`` is not given), with all
     of them but drawn after the physics, and the per-env path take turns over the first 12 steps of each (48 in
-    all, 36 with ``threads`` given), and the lowest median step time is kept (``physics_trial``; every way gives
-    the same results). ``physics_path`` says which path steps now ("batched" or "per-env"),
+    all, 36 with ``threads`` given), and the lowest median step time is kept; after 200 more steps the trial runs
+    once more, on a warmed-up batch, and its choice is final (``physics_trial``; every way gives the same results). ``physics_path`` says which path steps now ("batched" or "per-env"),
     ``threads`` how many threads, ``physics_path_reason`` why; "batched" raises where the batch cannot take it
     (and measures only the thread count), "per-env" forces the per-env path.
     """
@@ -507,39 +511,54 @@ class MujocoVectorEnv(VectorEnv):
             return
         self._trial_paths = paths
         self._per_env_pool = _Pool(self.num_envs, per_env_threads) if physics == "auto" else None
-        self.physics_trial = PathTrial(*paths)
+        self.physics_trial = PathTrial(*paths, again_after=TRIAL_AGAIN_AFTER)
         self.physics_path_reason += (f"; physics='auto' times {', '.join(paths)} in turn over the first "
-                                     f"{self.physics_trial.length} steps and keeps the fastest")
+                                     f"{self.physics_trial.length} steps and keeps the fastest, then once more after "
+                                     f"{TRIAL_AGAIN_AFTER} steps")
 
     def step(self, actions):
         self._check_open()
         trial = self.physics_trial
-        if trial is not None and not trial.decided:
+        if trial is not None and not trial.settled:
             return self._step_timed(actions, trial)
         if self.physics_path == "batched":
             return self._step_batched(actions)
         return self._step_per_env(actions, self._pool)
 
     def _step_timed(self, actions, trial):
-        """A step of the trial (_setup_trial): the way due, timed; after the last one, the fastest kept."""
+        """A step while the choice is not final (_setup_trial): in a trial, the way due, timed, and after its last
+        step the fastest kept; between the two trials, the way kept."""
+        if not trial.timing:
+            out = self._step_per_env(actions, self._per_env_pool) if self.physics_path == "per-env" \
+                else self._step_batched(actions)
+            trial.tick()
+            return out
+        rounds = len(trial.rounds)
         out = trial.step(lambda name: self._step_way(actions, self._trial_paths[name]))
-        if trial.decided:
-            k, self._overlap = self._trial_paths[trial.choice]
+        if len(trial.rounds) != rounds:
+            self._keep(trial)
+        return out
+
+    def _keep(self, trial):
+        """Steps the way the trial chose from now on; once the choice is final, the other path's threads go."""
+        k, self._overlap = self._trial_paths[trial.choice]
+        if k is None:
+            self.physics_path = "per-env"
+            self.threads = len(self._per_env_pool.chunks)
+        else:
+            self.physics_path = "batched"
+            self._batched.sync_elapsed()  # the trial's last per-env steps counted in the envs' own wrappers
+            self._batched.use_threads(k)
+            self.threads = k
+        if trial.settled and self._per_env_pool is not None:
             if k is None:
-                self.physics_path = "per-env"
                 old, self._pool = self._pool, self._per_env_pool
                 old.close()
-                self.threads = len(self._pool.chunks)
             else:
-                self._batched.sync_elapsed()  # the trial's last per-env steps counted in the envs' own wrappers
-                self._batched.use_threads(k)
-                self.threads = k
-                if self._per_env_pool is not None:
-                    self._per_env_pool.close()
+                self._per_env_pool.close()
             self._per_env_pool = None
-            self.physics_path_reason = self.physics_path_reason.split("; physics='auto' times ")[0] + "; " + \
-                trial.summary()
-        return out
+        self.physics_path_reason = self.physics_path_reason.split("; physics='auto' ")[0] + "; physics='auto' " + \
+            trial.summary()
 
     def _step_way(self, actions, way):
         """One trial step: the per-env path (k None) or the batched path with k threads, drawn beside the physics
