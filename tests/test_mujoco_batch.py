@@ -7,7 +7,9 @@ segmentation, dm_control Physics; per backend (CUDA on the GPU machine).
 GLTENSOR_MUJOCO_BATCH_BIG=1 (or -m slow) adds N = 256.
 """
 
+import gc
 import os
+import weakref
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -719,3 +721,60 @@ def test_render_order_errors_leave_nothing_readable(batch):
         r.read()
     r.render(datas, order=range(n))
     assert host(r.read()).shape == (n, 32, 40, 3)
+
+
+class _FramesSeen:
+    """Stands in for a BatchRenderer's reader: every frame it reads is recorded by weak reference."""
+
+    def __init__(self, reader):
+        self._reader, self.frames = reader, []
+
+    def read(self, *args, **kwargs):
+        frame = self._reader.read(*args, **kwargs)
+        self.frames.append(weakref.ref(frame))
+        return frame
+
+    def close(self):
+        self._reader.close()
+
+    def alive(self):
+        gc.collect()
+        return sum(f() is not None for f in self.frames)
+
+
+@pytest.mark.parametrize("how", ["render_and_read", "vector_env"])
+def test_frames_are_given_back_when_their_tensors_die(backend, how):
+    """A read's frame lives as long as its tensor, no longer: a loop that drops each step's tensor holds one frame at
+    a time (the vector env also keeps its last pixels), whatever the backend. On CUDA, compute-sanitizer's leak
+    check once reported the buffer of nearly every read of the vector env's tests as never freed, so the frames are
+    counted here on both backends, and the device memory on CUDA."""
+    n, h, w = 3, 24, 32
+    if how == "vector_env":
+        from gltensor.mujoco import MujocoVectorEnv
+
+        env = MujocoVectorEnv("Hopper-v5", n, height=h, width=w, backend=backend, max_episode_steps=5)
+        seen = env.renderer._reader = _FramesSeen(env.renderer._reader)
+        env.reset(seed=0)
+        actions = np.zeros((n, 3))
+        step = lambda: env.step(actions)[0]  # noqa: E731
+        close = env.close
+    else:
+        model = make_model()
+        datas = make_datas([model] * n, seed=2)
+        r = gmj.BatchRenderer(model, n, h, w, camera="front", render_flags=LIGHT, backend=backend)
+        seen = r._reader = _FramesSeen(r._reader)
+        step = lambda: r.render_and_read(datas)  # noqa: E731
+        close = r.close
+    try:
+        for _ in range(3):
+            step()
+        held = seen.alive()
+        for k in range(40):
+            pixels = step()
+            assert tuple(pixels.shape) == (n, h, w, 3)
+            del pixels
+        assert len(seen.frames) == 43 + (how == "vector_env")
+        assert seen.alive() == held <= 1, f"{seen.alive()} frames alive after 40 more reads whose tensors died"
+    finally:
+        close()
+    assert seen.alive() == 0

@@ -745,6 +745,7 @@ class MujocoVectorEnv(VectorEnv):
             if getattr(self, "_per_env_pool", None) is not None:  # a trial still running (_setup_trial)
                 self._per_env_pool.close()
             _close_all(self._pool, self.renderer, self.envs, self._batched, self._guards)
+            self._pixels = None  # its frame goes back now, unless the caller still holds the tensor
 
     def _check_open(self):
         if self.closed:
