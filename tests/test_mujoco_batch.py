@@ -738,6 +738,10 @@ class _FramesSeen:
     def close(self):
         self._reader.close()
 
+    @property
+    def backend(self):
+        return self._reader.backend
+
     def alive(self):
         gc.collect()
         return sum(f() is not None for f in self.frames)

@@ -18,26 +18,7 @@ import torch  # noqa: E402
 
 import gltensor.mujoco as gmj  # noqa: E402
 from gltensor.mujoco.batch import _ContextKept  # noqa: E402
-from test_mujoco_batch import LIGHT, make_datas, make_model  # noqa: E402
-
-
-class _Seen:
-    """Stands in for the renderer's reader: records each frame it reads by weak reference."""
-
-    def __init__(self, reader):
-        self.reader, self.frames = reader, []
-
-    def read(self, *args, **kwargs):
-        frame = self.reader.read(*args, **kwargs)
-        self.frames.append(weakref.ref(frame))
-        return frame
-
-    def close(self):
-        self.reader.close()
-
-    @property
-    def backend(self):
-        return self.reader.backend
+from test_mujoco_batch import LIGHT, _FramesSeen, make_datas, make_model  # noqa: E402
 
 
 def main():
@@ -74,13 +55,11 @@ def main():
     }
     for name, take in ways.items():
         print(f"{name:70s} alive {alive_after(take)} of 3")
-    seen = r._reader = _Seen(reader)  # render_and_read: the renderer's own read, after each render
+    seen = r._reader = _FramesSeen(reader)  # render_and_read: the renderer's own read, after each render
     for _ in range(3):
         tensor = r.render_and_read(datas)
         del tensor
-    gc.collect()
-    print(f"{'render_and_read (render, then the renderer reads)':70s} alive "
-          f"{sum(w() is not None for w in seen.frames)} of 3")
+    print(f"{'render_and_read (render, then the renderer reads)':70s} alive {seen.alive()} of 3")
     r.close()
 
 
