@@ -94,11 +94,65 @@ def test_every_path_settles_once_before_the_rounds(monkeypatch):
             return lambda k: log.append((p, k))
 
     monkeypatch.setattr(bm, "time_env_steps", lambda step, n, steps, warmup, sync: log.append(("timed",)) or 1.0)
-    args = types.SimpleNamespace(settle=3, rounds=2, steps=5, warmup=1)
-    rates = bm.run_case(Case(), args, lambda: log.append(("sync",)), print)
+    args = types.SimpleNamespace(settle=3, rounds=2, steps=5, warmup=1, alternate=4)
+    case = Case()
+    rates = bm.run_case(case, args, lambda: log.append(("sync",)), print)
     assert rates == {"a": [1.0, 1.0], "b": [1.0, 1.0]}
     assert log[:9] == [("check",), ("a", 0), ("a", 1), ("a", 2), ("sync",), ("b", 0), ("b", 1), ("b", 2), ("sync",)]
     assert log[9:] == [("timed",)] * 4
+    assert case.alternating is None  # no batch and pixels among the paths: nothing to alternate
+
+
+def test_the_batch_and_its_pixel_floor_take_turns_in_blocks(monkeypatch):
+    """--alternate: after the rounds, the batch and the pixel floor are timed in pairs of blocks taking turns (batch
+    first in even pairs, pixels first in odd ones), each block after two untimed steps and between two syncs; the
+    ratio reported is the median of the pairs' time ratios."""
+    import types
+
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    from gltensor.bench import measure
+    from gltensor.bench import mujoco as bm
+    from gltensor.bench.measure import alternate_blocks
+
+    log = []
+    clock = [0.0]
+    cost = {"batch": 3e-6, "pixels": 2e-6}  # seconds per step on a fake clock
+
+    def path(name):
+        def step(k):
+            log.append((name, k))
+            clock[0] += cost[name]
+        return step
+
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    batch_us, pixels_us = alternate_blocks(path("batch"), path("pixels"), 3, 4, lambda: log.append("sync"))
+    assert batch_us == pytest.approx([3.0] * 3) and pixels_us == pytest.approx([2.0] * 3)
+    names = [e[0] for e in log if e != "sync"]
+    assert names == ["batch"] * 6 + ["pixels"] * 12 + ["batch"] * 12 + ["pixels"] * 6  # pairs AB, BA, AB
+    assert [e[1] for e in log if e != "sync"] == list(range(36))  # the step index runs on across blocks
+    assert log[:3] == [("batch", 0), ("batch", 1), "sync"] and log[7] == "sync"  # 2 untimed, sync, 4 timed, sync
+    with pytest.raises(ValueError, match="pairs"):
+        alternate_blocks(path("batch"), path("pixels"), 0, 4, lambda: None)
+
+    class Case:
+        paths, n = ["batch", "pixels"], 2
+
+        def check(self):
+            pass
+
+        def step_fn(self, p):
+            return path(p)
+
+    monkeypatch.setattr(bm, "time_env_steps", lambda step, n, steps, warmup, sync: 1.0)
+    case = Case()
+    bm.run_case(case, types.SimpleNamespace(settle=0, rounds=1, steps=1, warmup=0, alternate=2), lambda: None, print)
+    alt = case.alternating
+    assert alt["block_steps"] == bm.ALTERNATE_BLOCK and len(alt["batch_us_per_step"]) == 2
+    rows = [{"task": "t", "visuals": "v", "n": 2, "path": p, "env_steps_per_s": 1.0, "rounds_env_steps_per_s": [1.0]}
+            for p in ("batch", "pixels")]
+    rows[0]["alternating"] = {"batch_us_per_step": [3.0, 6.0, 3.3], "pixels_us_per_step": [2.0, 3.0, 3.0]}
+    bm.ratios(rows)
+    assert rows[0]["vs_pixels_alternating"] == pytest.approx(1.5)  # median of 1.5, 2.0 and 1.1
 
 
 def test_the_trial_steps_with_the_forward(monkeypatch):

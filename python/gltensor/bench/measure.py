@@ -28,6 +28,32 @@ def paired_ratio(rounds_a, rounds_b):
     return median([a / b for a, b in zip(rounds_a, rounds_b)])
 
 
+def alternate_blocks(first, second, pairs, block, sync, warm=2):
+    """µs per call of first(k) and of second(k), timed in `pairs` pairs of blocks that take turns (first then
+    second in even pairs, second then first in odd ones): `warm` untimed calls, then `block` timed ones between two
+    synchronisations. Returns (first's µs per block, second's): element i of each was timed next to the other's,
+    seconds apart, so their ratio leaves out a host's drift over a run (minutes), which rounds of 100 steps a path
+    do not (on an H200 host one path's three rounds spread by 1.8x: benchmarks/results/mujoco_retrial2_h200.json)."""
+    if pairs < 1 or block < 1 or warm < 0:
+        raise ValueError(f"alternate_blocks: pairs and block must be >= 1 and warm >= 0, not {pairs}, {block}, {warm}")
+    times = ([], [])
+    k = 0
+    for i in range(pairs):
+        for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+            fn = (first, second)[side]
+            for _ in range(warm):
+                fn(k)
+                k += 1
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(block):
+                fn(k)
+                k += 1
+            sync()
+            times[side].append((time.perf_counter() - t0) / block * 1e6)
+    return times
+
+
 def round_order(paths, round_index):
     """The paths in the order round `round_index` times them: as given in even rounds, reversed in odd ones, so
     that no path always follows the same one (a path after CPU-only paths starts with the GPU's clocks down)."""

@@ -39,6 +39,9 @@ Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
 Paths of a dm_control case (cheetah-run, --dm-task): dm-stock (N suite envs stepped in turn, physics.render per
 env, numpy stack, .to(device)) and dm-batch (gltensor.mujoco.DmControlBatch).
 
+After the rounds (--alternate, 12 pairs by default), the batch and its pixel floor take turns in blocks of 10 steps:
+`vs_pixels_alternating` is the median of their time ratios block by block, each pair timed seconds apart.
+
 Visuals: `default` is each model as shipped (MuJoCo's shadows, reflections, 4x MSAA); `light` sets every light's
 castshadow and every material's reflectance to 0 in the model (the same edit on every path). The new paths'
 images are checked against the stock ones before they are timed (whole images, same seeds; CheckFailed exits 1).
@@ -60,7 +63,7 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import MODES  # noqa: E402
-from .measure import CheckFailed, median, paired_ratio, round_order  # noqa: E402
+from .measure import CheckFailed, alternate_blocks, median, paired_ratio, round_order  # noqa: E402
 from .options import arg, parse_cameras, paths_and_visuals  # noqa: E402
 from .report import machine_info, print_table, save_json  # noqa: E402
 
@@ -446,6 +449,9 @@ class DmCase:
 
 
 # -- the run ------------------------------------------------------------------------------------------------------
+ALTERNATE_BLOCK = 10  # steps a block of --alternate (after 2 untimed ones)
+
+
 def run_case(case, args, sync, log):
     """{path: [env-steps/s per round]} of one case, paths interleaved in each round."""
     case.check()
@@ -461,6 +467,14 @@ def run_case(case, args, sync, log):
     for r in range(args.rounds):
         for p in round_order(case.paths, r):
             rates[p].append(time_env_steps(case.step_fn(p), case.n, args.steps, args.warmup, sync))
+    # The batch against its pixel floor once more, block by block: the rounds time each path for a few seconds
+    # in turn, and a host's pace moved by up to 1.8x between them (measure.alternate_blocks).
+    case.alternating = None
+    if args.alternate > 0 and "batch" in case.paths and "pixels" in case.paths:
+        batch_us, pixels_us = alternate_blocks(case.step_fn("batch"), case.step_fn("pixels"), args.alternate,
+                                               ALTERNATE_BLOCK, sync)
+        case.alternating = {"block_steps": ALTERNATE_BLOCK, "batch_us_per_step": batch_us,
+                            "pixels_us_per_step": pixels_us}
     return rates
 
 
@@ -540,6 +554,10 @@ def ratios(results):
                     paired = paired_ratio(slowest, mine)
                     if paired is not None:
                         r[floor + "_paired"] = paired
+            alt = r.get("alternating")
+            if alt:  # its time over the pixel floor's, block by block (run_case)
+                r["vs_pixels_alternating"] = median([b / p for b, p in zip(alt["batch_us_per_step"],
+                                                                           alt["pixels_us_per_step"])])
             # the automatic choice, measured: the batched path against the per-env path it replaces
             if by.get(key + ("batch-per-env",)):
                 r["vs_per_env"] = r["env_steps_per_s"] / by[key + ("batch-per-env",)]
@@ -568,6 +586,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps of a path before each of its rounds")
     ap.add_argument("--settle", type=int, default=150, help="untimed steps of every path once, before the rounds")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians reported")
+    ap.add_argument("--alternate", type=int, default=12, help="pairs of 10-step blocks in which the batch and its "
+                    "pixel floor take turns after the rounds (0: none)")
     ap.add_argument("--sync-max", type=int, default=16, help="largest N for SyncVectorEnv (it renders serially)")
     ap.add_argument("--async-max", type=int, default=64, help="largest N for AsyncVectorEnv (a process per env)")
     ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
@@ -579,7 +599,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.quick:
         args.envs, args.visuals, args.size, args.steps, args.warmup, args.rounds = [2], "light", 48, 4, 1, 1
-        args.settle = 1
+        args.settle, args.alternate = 1, 1
     visuals = paths_and_visuals(ap, args, GYM_PATHS + DM_PATHS)
     import torch
     if args.torch_threads > 0:
@@ -648,6 +668,8 @@ def main(argv=None):
                                 "physics_path_reason": case.envs_reason if p == "batch" else None,
                                 "rounds_env_steps_per_s": v, "env_steps_per_s": median(v),
                                 "us_per_env_step": 1e6 / median(v)})
+                if p == "batch" and getattr(case, "alternating", None):
+                    results[-1]["alternating"] = case.alternating
             for p, why in case.skipped.items():
                 results.append({"task": task, "visuals": vis, "n": n, "path": p, "skipped": why})
             case = None  # dropped and collected now (collect()), before the next case's stock envs exist
@@ -664,7 +686,7 @@ def main(argv=None):
               "argv": sys.argv[1:] if argv is None else list(argv), "machine": info,
               "config": {"envs": args.envs, "visuals": visuals, "task": gym_tasks(args.task), "dm_task": args.dm_task,
                          "paths": args.paths, "size": args.size, "steps": args.steps, "warmup": args.warmup,
-                         "settle": args.settle,
+                         "settle": args.settle, "alternate": args.alternate,
                          "rounds": args.rounds, "sync_max": args.sync_max, "async_max": args.async_max, "backend": args.backend,
                          "device": str(device)},
               "results": results, "status": status}
@@ -682,6 +704,8 @@ def main(argv=None):
             note = "%.2fx max(rollout, pixels) (paired %.2fx); %.2fx max(physics, render+read); %s physics, %d threads" % (
                 r["vs_floor"], r.get("vs_floor_paired") or float("nan"), r.get("vs_floor_read") or float("nan"),
                 r["physics_path"], r.get("threads_stepping") or r["threads"])
+        if r.get("vs_pixels_alternating"):
+            note = ("%s; " % note if note else "") + "%.2fx pixels in alternating blocks" % r["vs_pixels_alternating"]
         if r.get("vs_per_env"):
             note = ("%s; " % note if note else "") + "%.2fx batch-per-env (paired %.2fx)%s" % (
                 r["vs_per_env"], r.get("vs_per_env_paired") or float("nan"), " (SLOWER)" if r["vs_per_env"] < 1 else "")
