@@ -358,7 +358,8 @@ def test_auto_measures_once_more_after_warming_up_and_that_choice_is_final():
         assert paths[36:39] == ["per-env"] * 3  # between the trials: the way kept
         assert trial.settled and len(trial.rounds) == 2 and trial.choice != "per-env"
         assert [r[:2] for r in trial.rounds] == [(7, 36), (46, 75)]  # each trial's timed steps (1 warm-up turn of 3)
-        assert env.physics_path == "batched" and env.threads == 2 and per_env_pool._ex is None and env._per_env_pool is None
+        assert env.physics_path == "batched" and env.threads == 2
+        assert per_env_pool._ex is None and env._per_env_pool is None  # the per-env path's threads closed
         assert "per-env kept; measured again on steps 46-75" in env.physics_path_reason
         assert env.physics_path_reason.endswith(f"{trial.choice} kept")
         for t in range(5):  # settled: no more trials

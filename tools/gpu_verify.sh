@@ -4,7 +4,7 @@
 #   bash tools/gpu_verify.sh STEP...   (bg:STEP runs one in the background; wait waits for it)  steps: firstcontact docs tests bench-ab procs procs-ab slots memcheck-slots trust memcheck-trust faults vecenvs bench convert suite quick quickclears depth engines panda3d mujoco
 #                                      upload memcheck-upload (tensor -> GL, issue 15)
 #                                      mujoco-batch (issue 33: BatchRenderer tiles == Renderer.render(), N to 256)
-#                                      memcheck-mujoco (the MuJoCo batch's CUDA reads and vector env step under memcheck)
+#                                      memcheck-mujoco (the MuJoCo batch's CUDA reads and vector env under memcheck)
 #                                      dmc-threads (DmControlBatch's threaded physics: tests, bench dmc)
 #                                      mujoco-round (the MuJoCo/TorchRL tests on CUDA, then bench mujoco, dmc, torchrl;
 #                                      also as round-tests round-mujoco round-dmc round-torchrl), phases, ppo-torchrl
@@ -318,7 +318,8 @@ run_step() {
                      # without the leak check it exits 0 with no error (H200, 2026-11-29).
         GLTENSOR_UNDER_SANITIZER=1 MUJOCO_GL=egl timeout ${MEMCHECK_TIME:-300} compute-sanitizer --tool memcheck \
             --error-exitcode 99 --log-file "$OUT/memcheck_mujoco.txt" python3 -m pytest -q -rfEs \
-            -p no:cacheprovider -k "(cuda or test_mujoco_vector) and not ppo_example" tests/test_mujoco_batch.py tests/test_mujoco_vector.py \
+            -p no:cacheprovider -k "(cuda or test_mujoco_vector) and not ppo_example" \
+            tests/test_mujoco_batch.py tests/test_mujoco_vector.py \
             > "$OUT/memcheck_mujoco.log" 2>&1; echo "memcheck-mujoco: exit $? (99: the tool found errors)"
         grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/memcheck_mujoco.log" | tail -6
         grep -E "ERROR SUMMARY" "$OUT/memcheck_mujoco.txt" | tail -3 ;;

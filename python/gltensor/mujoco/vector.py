@@ -274,9 +274,10 @@ class MujocoVectorEnv(VectorEnv):
     all of its threads drawn beside the physics, with a quarter of them (when ``threads`` is not given), with all
     of them but drawn after the physics, and the per-env path take turns over the first 12 steps of each (48 in
     all, 36 with ``threads`` given), and the lowest median step time is kept; after 200 more steps the trial runs
-    once more, on a warmed-up batch, and its choice is final (``physics_trial``; every way gives the same results). ``physics_path`` says which path steps now ("batched" or "per-env"),
-    ``threads`` how many threads, ``physics_path_reason`` why; "batched" raises where the batch cannot take it
-    (and measures only the thread count), "per-env" forces the per-env path.
+    once more, on a warmed-up batch, and its choice is final (``physics_trial``; every way gives the same
+    results). ``physics_path`` says which path steps now ("batched" or "per-env"), ``threads`` how many threads,
+    ``physics_path_reason`` why; "batched" raises where the batch cannot take it (and measures only the thread
+    count), "per-env" forces the per-env path.
     """
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
