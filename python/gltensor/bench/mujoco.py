@@ -668,7 +668,7 @@ def main(argv=None):
                                 "physics_path_reason": case.envs_reason if p == "batch" else None,
                                 "rounds_env_steps_per_s": v, "env_steps_per_s": median(v),
                                 "us_per_env_step": 1e6 / median(v)})
-                if p == "batch" and getattr(case, "alternating", None):
+                if p == "batch" and case.alternating:
                     results[-1]["alternating"] = case.alternating
             for p, why in case.skipped.items():
                 results.append({"task": task, "visuals": vis, "n": n, "path": p, "skipped": why})

@@ -513,6 +513,7 @@ class MujocoVectorEnv(VectorEnv):
         self._trial_paths = paths
         self._per_env_pool = _Pool(self.num_envs, per_env_threads) if physics == "auto" else None
         self.physics_trial = PathTrial(*paths, again_after=TRIAL_AGAIN_AFTER)
+        self._reason_before_trial = self.physics_path_reason  # each choice says its trials after it (_keep)
         self.physics_path_reason += (f"; physics='auto' times {', '.join(paths)} in turn over the first "
                                      f"{self.physics_trial.length} steps and keeps the fastest, then once more after "
                                      f"{TRIAL_AGAIN_AFTER} steps")
@@ -558,8 +559,7 @@ class MujocoVectorEnv(VectorEnv):
             else:
                 self._per_env_pool.close()
             self._per_env_pool = None
-        self.physics_path_reason = self.physics_path_reason.split("; physics='auto' ")[0] + "; physics='auto' " + \
-            trial.summary()
+        self.physics_path_reason = f"{self._reason_before_trial}; physics='auto' {trial.summary()}"
 
     def _step_way(self, actions, way):
         """One trial step: the per-env path (k None) or the batched path with k threads, drawn beside the physics
