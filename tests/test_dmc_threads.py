@@ -478,7 +478,8 @@ def test_bench_dmc_quick(tmp_path):
     got = {r["path"]: r for r in report["results"]}
     assert set(got) == {"per-env", "threaded", "physics", "batch", "batch-per-env", "batch-auto"}
     assert got["batch-auto"]["physics_path"] in ("batched", "per-env")
-    assert "kept" in got["batch-auto"]["physics_path_reason"]  # its trial ended in the check, before the timing
+    # both of its trials ended before the timing (in the check and the steps after it)
+    assert "measured again on steps 229-248" in got["batch-auto"]["physics_path_reason"]
     assert "vs_batch_per_env_paired" in got["batch-auto"]
     assert all(r["env_steps_per_s"] > 0 and r["n"] == 2 for r in got.values())
     assert got["threaded"]["threads"] == 2 and "vs_per_env" in got["threaded"]
@@ -486,41 +487,70 @@ def test_bench_dmc_quick(tmp_path):
     assert "dm_control cheetah-run: env-steps/s" in proc.stdout
 
 
-def test_auto_keeps_the_path_measured_faster():
-    """physics='auto' keeps the path whose steps were faster: with the batched path slowed down by 20 ms a step
-    the per-env path is kept (the C threads closed), and the steps after the switch still equal each env's own
-    step() and physics.render()."""
+@pytest.mark.parametrize("second", ["per-env", "batched"])
+def test_auto_keeps_the_path_measured_faster_and_measures_it_once_more(second):
+    """physics='auto' keeps the path whose steps were faster, measures the two again after again_after steps on it
+    (here 3), and keeps that second choice for good. The batched path is slowed by 20 ms a step in the first trial,
+    so the per-env path is kept (the C threads stay, for the second trial); in the second trial the slowed path is
+    the batched one again (per-env final: the C threads closed) or the per-env one (batched final: the same C threads
+    step on). Every step, across both switches and the episode ends, equals each env's own step() and
+    physics.render()."""
     suite = suite_or_skip()
     import time
 
     from gltensor.mujoco import DmControlBatch
 
     n = 2
-    with DmControlBatch("cartpole", "swingup", n, H, W, seed=1, threads=2) as batch:
-        ref = load(suite, "cartpole-swingup", n, seed=1)
-        slow_batched = batch._step_batched
+    with DmControlBatch("cartpole", "swingup", n, H, W, seed=1, threads=2,
+                        task_kwargs={"time_limit": 0.3}) as batch:  # 30-step episodes: ends in both trials
+        ref = load(suite, "cartpole-swingup", n, seed=1, task_kwargs={"time_limit": 0.3})
+        trial = batch.physics_trial
+        assert trial.again_after == 200 and "then once more after 200 steps" in batch.physics_path_reason
+        trial.again_after = 3
+        slow = {"path": "batched"}
+        step_batched, step_per_env = batch._step_batched, batch._step_per_env
 
-        def slowed(actions):
-            time.sleep(0.02)
-            return slow_batched(actions)
-        batch._step_batched = slowed
+        def slowed(path, step):
+            def run(actions):
+                if slow["path"] == path:
+                    time.sleep(0.02)
+                return step(actions)
+            return run
+        batch._step_batched = slowed("batched", step_batched)
+        batch._step_per_env = slowed("per-env", step_per_env)
         threaded = batch._threaded
         batch.reset()
         for e in ref:
             e.reset()
         rng = np.random.default_rng(0)
-        taken = []
-        for t in range(28):
-            taken.append(batch.physics_trial.next_path())
+        taken, paths, kinds = [], [], []
+        for t in range(24 + 3 + 24 + 4):
+            if t == 24 + 3:
+                slow["path"] = "batched" if second == "per-env" else "per-env"
+            taken.append(trial.next_path())
             actions = rng.uniform(-1, 1, (n, 1))
             got, pixels = batch.step(actions)
+            paths.append(batch.physics_path)
             want = [e.step(a) for e, a in zip(ref, actions)]
             assert_timesteps_equal(want, got, f"step {t}")
             np.testing.assert_array_equal(np.stack([e.physics.render(H, W, camera_id=0) for e in ref]),
                                           pixels.cpu().numpy(), err_msg=f"step {t}")
-        assert taken[:4] == ["batched", "per-env", "batched", "per-env"] and taken[-4:] == ["per-env"] * 4
-        assert batch.physics_path == "per-env" and batch._threaded is None and threaded.closed
-        assert "per-env kept" in batch.physics_path_reason and "physics=per-env" in repr(batch) and batch.threads == 1
+            if t == 23:
+                assert batch.physics_path == "per-env" and trial.decided and not trial.settled
+                assert batch._threaded is threaded and not threaded.closed and batch.threads == 1
+                assert batch.physics_path_reason.endswith("per-env kept; measured again after 3 steps")
+            kinds.append(want[0].step_type.name)
+        assert kinds.count("LAST") == 1 and kinds[kinds.index("LAST") + 1] == "FIRST"  # an episode ended in between
+        assert taken[:4] == ["batched", "per-env", "batched", "per-env"] and taken[24:27] == ["per-env"] * 3
+        assert taken[27:31] == ["batched", "per-env", "batched", "per-env"] and taken[-4:] == [second] * 4
+        assert paths[24:27] == ["per-env"] * 3 and paths[-4:] == [second] * 4
+        assert trial.settled and [r[:2] for r in trial.rounds] == [(5, 24), (32, 51)]
+        assert "per-env kept; measured again on steps 32-51" in batch.physics_path_reason
+        assert batch.physics_path_reason.endswith(f"{second} kept") and f"physics={second}" in repr(batch)
+        if second == "per-env":
+            assert batch._threaded is None and threaded.closed and batch.threads == 1
+        else:
+            assert batch._threaded is threaded and not threaded.closed and batch.threads == 2
         for e in ref:
             e.close()
 

@@ -91,8 +91,8 @@ class Case:
 
     def check(self, steps=12):
         """The threaded TimeSteps must equal each env's own step()'s, and the batch's pixels the per-env
-        batch's, before anything is timed. With batch-auto, as many steps as its trial takes: it has chosen its path
-        before it is timed."""
+        batch's, before anything is timed. With batch-auto, as many steps as its first trial takes, then steps of
+        its own until its second trial has made the choice final: every timed step is the batch as it then runs."""
         ref = self.envs["per-env"]
         if "batch-auto" in self.envs and self.envs["batch-auto"].physics_trial is not None:
             steps = max(steps, self.envs["batch-auto"].physics_trial.length)
@@ -123,6 +123,11 @@ class Case:
             for key in pixels:
                 if not np.array_equal(pixels[key], pixels[first]):
                     raise CheckFailed(f"{key}: pixels differ from {first}'s at step {t} (N={self.n})")
+        auto = self.envs.get("batch-auto")
+        trial = getattr(auto, "physics_trial", None)
+        while trial is not None and not trial.settled:
+            auto.step(self.actions[t % len(self.actions)])
+            t += 1
 
     def step_fn(self, key):
         acts = self.actions

@@ -22,8 +22,8 @@ Once more, later (``again_after``): a batch's first steps are not its steady sta
 trial ran 4-60% slower over their first ten turns than over their last fifty on an H200 host
 (benchmarks/results/mujoco_trial_series_h200.json), and on another host the trial kept 16 physics threads at N = 16
 and 64 where a probe of a warmed-up batch then found 16 threads 32% and 7% slower than 4
-(benchmarks/results/mujoco_phases_breakdown2_h200.json). So MujocoVectorEnv steps the way kept for
-``again_after`` steps, then runs the trial once more, and the second choice is final.
+(benchmarks/results/mujoco_phases_breakdown2_h200.json). So MujocoVectorEnv and DmControlBatch step the way kept
+for ``again_after`` steps, then run the trial once more, and the second choice is final.
 """
 
 from __future__ import annotations

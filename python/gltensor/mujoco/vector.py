@@ -786,7 +786,8 @@ class DmControlBatch:
     ``step()`` (``gltensor.mujoco._dmc_physics`` says how). The per-env path calls each env's own ``step()`` in
     turn, then draws the batch. "auto" (default) measures the two on these envs: they alternate step by step for
     the first 24 steps (4 not timed, then 10 timed each), and the one with the lower median step time is kept
-    (``_path_trial``); both are exact, so which one took a step changes no result. "batched" and "per-env" force
+    (``_path_trial``); after 200 more steps on it the two are measured once more, on a warmed-up batch, and that
+    choice is final. Both are exact, so which one took a step changes no result. "batched" and "per-env" force
     one ("batched" raises where the envs cannot take it). Any other env (a wrapper, a composer env, a subclass)
     takes the per-env path: its own ``step()`` in ``threads`` Python threads (default 1). ``physics_path`` says
     which path steps now ("batched" or "per-env"), ``physics_path_reason`` why, ``physics_trial`` the
@@ -869,9 +870,11 @@ class DmControlBatch:
             self.physics_path_reason = ("every environment is a plain dm_control control.Environment; each task per "
                                         "env in Python, the MuJoCo steps in C threads")
             if physics == "auto":
-                self.physics_trial = PathTrial("batched", "per-env")
+                self.physics_trial = PathTrial("batched", "per-env", again_after=TRIAL_AGAIN_AFTER)
+                self._reason_before_trial = self.physics_path_reason  # each choice says its trials after it (step)
                 self.physics_path_reason += (f"; physics='auto' times it against the per-env path over the first "
-                                             f"{self.physics_trial.length} steps and keeps the faster")
+                                             f"{self.physics_trial.length} steps and keeps the faster, then once "
+                                             f"more after {TRIAL_AGAIN_AFTER} steps")
         else:
             self.physics_path, self.physics_path_reason = "per-env", why
         self.action_spec = self.envs[0].action_spec()
@@ -904,17 +907,25 @@ class DmControlBatch:
         if len(actions) != self.num_envs:
             raise ValueError(f"step() got {len(actions)} actions for {self.num_envs} environments")
         trial = self.physics_trial
-        if trial is None or trial.decided:
-            return self._step_per_env(actions) if self._threaded is None else self._step_batched(actions)
+        if trial is None or trial.settled:
+            return self._step_batched(actions) if self.physics_path == "batched" else self._step_per_env(actions)
+        rounds = len(trial.rounds)
+        # In a trial the paths take turns; between the two trials the one kept steps (PathTrial.step ticks it)
         out = trial.step(lambda path: self._step_batched(actions) if path == "batched" else self._step_per_env(actions))
-        if trial.decided:
-            self.physics_path_reason = self.physics_path_reason.split("; physics='auto'")[0] + "; " + trial.summary()
-            if trial.choice == "per-env":
-                self.physics_path = "per-env"
-                threaded, self._threaded = self._threaded, None
-                threaded.close()  # its C threads are not needed any more
-                self.threads = len(self._pool.chunks)  # what steps now: each env's step() in turn, in this thread
+        if len(trial.rounds) != rounds:
+            self._keep(trial)
         return out
+
+    def _keep(self, trial):
+        """Steps the path the trial chose from now on. The C threads stay until the choice is final (the second
+        trial times the batched path again); once per-env is final, they go."""
+        self.physics_path_reason = self._reason_before_trial + "; " + trial.summary()
+        self.physics_path = trial.choice
+        # what steps: the C threads, or each env's step() in turn in this thread
+        self.threads = self._threaded.threads if trial.choice == "batched" else len(self._pool.chunks)
+        if trial.settled and trial.choice == "per-env":
+            threaded, self._threaded = self._threaded, None
+            threaded.close()
 
     def _step_per_env(self, actions):
         steps = self._pool.map(lambda i: self.envs[i].step(actions[i]))
