@@ -278,10 +278,10 @@ run_step() {
             > "$OUT/torchrl_bench.log" 2>&1; echo "torchrl bench rc $?"
         grep -vE "settotalmass|^$" "$OUT/torchrl_bench.log" | tail -12 ;;
     phases) # tools/mujoco_batched_phases.py: where a batched step's time goes beside the pixel floor (PHASES_ENVS, PHASES_THREADS,
-            # PHASES_STEPS, PHASES_WARMUP, PHASES_ROUNDS)
+            # PHASES_STEPS, PHASES_WARMUP, PHASES_ROUNDS; PHASES_ARGS: more options, e.g. --breakdown)
         MUJOCO_GL=egl timeout ${PHASES_TIME:-120} python3 tools/mujoco_batched_phases.py --envs "${PHASES_ENVS:-4,64}" \
             --threads "${PHASES_THREADS:-4,16}" --steps "${PHASES_STEPS:-100}" --warmup "${PHASES_WARMUP:-100}" \
-            --rounds "${PHASES_ROUNDS:-3}" --json "$OUT/phases.json" 2>&1 \
+            --rounds "${PHASES_ROUNDS:-3}" ${PHASES_ARGS:-} --json "$OUT/phases.json" 2>&1 \
             | grep -v settotalmass | tee "$OUT/phases.log" ;;
     ppo-torchrl) # the TorchRL PPO example end to end on CUDA: its loss per iteration
         MUJOCO_GL=egl timeout ${PPO_TIME:-150} python3 examples/torchrl_ppo_pixels.py --envs 16 --steps 64 \
