@@ -153,6 +153,8 @@ def test_the_batch_and_its_pixel_floor_take_turns_in_blocks(monkeypatch):
     rows[0]["alternating"] = {"batch_us_per_step": [3.0, 6.0, 3.3], "pixels_us_per_step": [2.0, 3.0, 3.0]}
     bm.ratios(rows)
     assert rows[0]["vs_pixels_alternating"] == pytest.approx(1.5)  # median of 1.5, 2.0 and 1.1
+    # each side's pace in its blocks: N = 2 envs over the median µs a step
+    assert rows[0]["alternating_env_steps_per_s"] == pytest.approx({"batch": 2e6 / 3.3, "pixels": 2e6 / 3.0})
 
 
 def test_the_trial_steps_with_the_forward(monkeypatch):

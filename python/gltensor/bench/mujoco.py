@@ -558,6 +558,10 @@ def ratios(results):
             if alt:  # its time over the pixel floor's, block by block (run_case)
                 r["vs_pixels_alternating"] = median([b / p for b, p in zip(alt["batch_us_per_step"],
                                                                            alt["pixels_us_per_step"])])
+                # each side's pace in its blocks (median), beside the rounds' figure: the two differ where the host's
+                # pace moved between the rounds and the blocks (benchmarks/README.md, "block by block")
+                r["alternating_env_steps_per_s"] = {side: r["n"] * 1e6 / median(alt[side + "_us_per_step"])
+                                                    for side in ("batch", "pixels")}
             # the automatic choice, measured: the batched path against the per-env path it replaces
             if by.get(key + ("batch-per-env",)):
                 r["vs_per_env"] = r["env_steps_per_s"] / by[key + ("batch-per-env",)]
@@ -705,7 +709,9 @@ def main(argv=None):
                 r["vs_floor"], r.get("vs_floor_paired") or float("nan"), r.get("vs_floor_read") or float("nan"),
                 r["physics_path"], r.get("threads_stepping") or r["threads"])
         if r.get("vs_pixels_alternating"):
-            note = ("%s; " % note if note else "") + "%.2fx pixels in alternating blocks" % r["vs_pixels_alternating"]
+            blocks = r["alternating_env_steps_per_s"]
+            note = ("%s; " % note if note else "") + "%.2fx pixels in alternating blocks (%s / %s env-steps/s)" % (
+                r["vs_pixels_alternating"], f"{blocks['batch']:,.0f}", f"{blocks['pixels']:,.0f}")
         if r.get("vs_per_env"):
             note = ("%s; " % note if note else "") + "%.2fx batch-per-env (paired %.2fx)%s" % (
                 r["vs_per_env"], r.get("vs_per_env_paired") or float("nan"), " (SLOWER)" if r["vs_per_env"] < 1 else "")
