@@ -33,6 +33,9 @@ def test_bench_mujoco_quick(tmp_path):
     assert batch["physics_path"] in ("batched", "per-env") and "kept" in batch["physics_path_reason"]
     assert batch["threads"] >= 1 and batch["vs_stock"] > 0
     assert batch["vs_floor"] > 0 and batch["vs_floor_read"] > 0
+    # the blocks after the rounds: the batch, its pixel floor and AsyncVectorEnv took turns
+    assert batch["alternating_stock"] == "async" and batch["vs_stock_alternating"] > 0
+    assert set(batch["alternating_env_steps_per_s"]) == {"batch", "pixels", "async"}
     assert js.with_suffix(".png").stat().st_size > 10_000
     assert "env-steps/s" in proc.stdout and str(js) in proc.stdout
 
@@ -103,10 +106,11 @@ def test_every_path_settles_once_before_the_rounds(monkeypatch):
     assert case.alternating is None  # no batch and pixels among the paths: nothing to alternate
 
 
-def test_the_batch_and_its_pixel_floor_take_turns_in_blocks(monkeypatch):
-    """--alternate: after the rounds, the batch and the pixel floor are timed in pairs of blocks taking turns (batch
-    first in even pairs, pixels first in odd ones), each block after two untimed steps and between two syncs; the
-    ratio reported is the median of the pairs' time ratios."""
+def test_the_batch_its_pixel_floor_and_the_stock_env_take_turns_in_blocks(monkeypatch):
+    """--alternate: after the rounds, the batch, the pixel floor and the stock vector env are timed in turns of
+    blocks, the order rotated by one each turn, each block after two untimed steps and between two syncs; the ratios
+    reported are the medians of the turns' time ratios (the pixel floor's over the batch's time, the stock env's
+    over the batch's: its speed-up)."""
     import types
 
     monkeypatch.setenv("MUJOCO_GL", "egl")
@@ -116,7 +120,7 @@ def test_the_batch_and_its_pixel_floor_take_turns_in_blocks(monkeypatch):
 
     log = []
     clock = [0.0]
-    cost = {"batch": 3e-6, "pixels": 2e-6}  # seconds per step on a fake clock
+    cost = {"batch": 3e-6, "pixels": 2e-6, "async": 12e-6}  # seconds per step on a fake clock
 
     def path(name):
         def step(k):
@@ -125,17 +129,25 @@ def test_the_batch_and_its_pixel_floor_take_turns_in_blocks(monkeypatch):
         return step
 
     monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
-    batch_us, pixels_us = alternate_blocks(path("batch"), path("pixels"), 3, 4, lambda: log.append("sync"))
+    batch_us, pixels_us = alternate_blocks([path("batch"), path("pixels")], 3, 4, lambda: log.append("sync"))
     assert batch_us == pytest.approx([3.0] * 3) and pixels_us == pytest.approx([2.0] * 3)
     names = [e[0] for e in log if e != "sync"]
-    assert names == ["batch"] * 6 + ["pixels"] * 12 + ["batch"] * 12 + ["pixels"] * 6  # pairs AB, BA, AB
+    assert names == ["batch"] * 6 + ["pixels"] * 12 + ["batch"] * 12 + ["pixels"] * 6  # turns AB, BA, AB
     assert [e[1] for e in log if e != "sync"] == list(range(36))  # the step index runs on across blocks
     assert log[:3] == [("batch", 0), ("batch", 1), "sync"] and log[7] == "sync"  # 2 untimed, sync, 4 timed, sync
-    with pytest.raises(ValueError, match="pairs"):
-        alternate_blocks(path("batch"), path("pixels"), 0, 4, lambda: None)
+    log.clear()
+    times = alternate_blocks([path("batch"), path("pixels"), path("async")], 3, 1, lambda: None, warm=0)
+    assert [e[0][0] for e in log] == list("bpa" "pab" "abp")  # the order rotated by one each turn
+    assert times[2] == pytest.approx([12.0] * 3)
+    for bad in (dict(fns=[path("batch")], turns=1), dict(fns=[path("batch"), path("pixels")], turns=0)):
+        with pytest.raises(ValueError, match="two or more fns"):
+            alternate_blocks(bad["fns"], bad["turns"], 4, lambda: None)
 
     class Case:
-        paths, n = ["batch", "pixels"], 2
+        n = 2
+
+        def __init__(self, paths):
+            self.paths = paths
 
         def check(self):
             pass
@@ -144,17 +156,25 @@ def test_the_batch_and_its_pixel_floor_take_turns_in_blocks(monkeypatch):
             return path(p)
 
     monkeypatch.setattr(bm, "time_env_steps", lambda step, n, steps, warmup, sync: 1.0)
-    case = Case()
-    bm.run_case(case, types.SimpleNamespace(settle=0, rounds=1, steps=1, warmup=0, alternate=2), lambda: None, print)
-    alt = case.alternating
-    assert alt["block_steps"] == bm.ALTERNATE_BLOCK and len(alt["batch_us_per_step"]) == 2
+    args = types.SimpleNamespace(settle=0, rounds=1, steps=1, warmup=0, alternate=2)
+    for paths, sides in ((["async", "batch", "pixels"], {"batch", "pixels", "async"}), (["batch", "pixels"],
+                                                                                         {"batch", "pixels"})):
+        case = Case(paths)
+        bm.run_case(case, args, lambda: None, print)
+        alt = case.alternating
+        assert alt["block_steps"] == bm.ALTERNATE_BLOCK
+        assert {k[:-len("_us_per_step")] for k in alt if k != "block_steps"} == sides
+        assert all(len(alt[s + "_us_per_step"]) == 2 for s in sides)
     rows = [{"task": "t", "visuals": "v", "n": 2, "path": p, "env_steps_per_s": 1.0, "rounds_env_steps_per_s": [1.0]}
-            for p in ("batch", "pixels")]
-    rows[0]["alternating"] = {"batch_us_per_step": [3.0, 6.0, 3.3], "pixels_us_per_step": [2.0, 3.0, 3.0]}
+            for p in ("batch", "pixels", "async")]
+    rows[0]["alternating"] = {"batch_us_per_step": [3.0, 6.0, 3.3], "pixels_us_per_step": [2.0, 3.0, 3.0],
+                              "async_us_per_step": [30.0, 30.0, 30.0]}
     bm.ratios(rows)
     assert rows[0]["vs_pixels_alternating"] == pytest.approx(1.5)  # median of 1.5, 2.0 and 1.1
+    assert rows[0]["vs_stock_alternating"] == pytest.approx(30 / 3.3) and rows[0]["alternating_stock"] == "async"
     # each side's pace in its blocks: N = 2 envs over the median µs a step
-    assert rows[0]["alternating_env_steps_per_s"] == pytest.approx({"batch": 2e6 / 3.3, "pixels": 2e6 / 3.0})
+    assert rows[0]["alternating_env_steps_per_s"] == pytest.approx({"batch": 2e6 / 3.3, "pixels": 2e6 / 3.0,
+                                                                     "async": 2e6 / 30.0})
 
 
 def test_the_trial_steps_with_the_forward(monkeypatch):

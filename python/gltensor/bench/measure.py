@@ -28,19 +28,22 @@ def paired_ratio(rounds_a, rounds_b):
     return median([a / b for a, b in zip(rounds_a, rounds_b)])
 
 
-def alternate_blocks(first, second, pairs, block, sync, warm=2):
-    """µs per call of first(k) and of second(k), timed in `pairs` pairs of blocks that take turns (first then
-    second in even pairs, second then first in odd ones): `warm` untimed calls, then `block` timed ones between two
-    synchronisations. Returns (first's µs per block, second's): element i of each was timed next to the other's,
-    seconds apart, so their ratio leaves out a host's drift over a run (minutes), which rounds of 100 steps a path
-    do not (on an H200 host one path's three rounds spread by 1.8x: benchmarks/results/mujoco_retrial2_h200.json)."""
-    if pairs < 1 or block < 1 or warm < 0:
-        raise ValueError(f"alternate_blocks: pairs and block must be >= 1 and warm >= 0, not {pairs}, {block}, {warm}")
-    times = ([], [])
+def alternate_blocks(fns, turns, block, sync, warm=2):
+    """µs per call of each fn(k) in `fns`, timed in `turns` turns of blocks: in each turn every fn takes one block,
+    in an order rotated by one each turn (A B C, B C A, C A B, ...; with two, A B then B A), each block `warm` untimed
+    calls, then `block` timed ones between two synchronisations. Returns one list per fn, its µs per call block by
+    block: element i of each was timed within seconds of the others', so their ratios leave out a host's drift over a
+    run (minutes), which rounds of 100 steps a path do not (on an H200 host one path's three rounds spread by 1.8x:
+    benchmarks/results/mujoco_retrial2_h200.json)."""
+    fns = list(fns)
+    if len(fns) < 2 or turns < 1 or block < 1 or warm < 0:
+        raise ValueError(f"alternate_blocks: two or more fns, turns and block >= 1 and warm >= 0, not {len(fns)} fns, "
+                         f"{turns}, {block}, {warm}")
+    times = tuple([] for _ in fns)
     k = 0
-    for i in range(pairs):
-        for side in ((0, 1) if i % 2 == 0 else (1, 0)):
-            fn = (first, second)[side]
+    for i in range(turns):
+        for side in [(i + j) % len(fns) for j in range(len(fns))]:
+            fn = fns[side]
             for _ in range(warm):
                 fn(k)
                 k += 1

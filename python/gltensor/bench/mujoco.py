@@ -39,8 +39,9 @@ Paths of a Gymnasium case (HalfCheetah-v5 by default, --task):
 Paths of a dm_control case (cheetah-run, --dm-task): dm-stock (N suite envs stepped in turn, physics.render per
 env, numpy stack, .to(device)) and dm-batch (gltensor.mujoco.DmControlBatch).
 
-After the rounds (--alternate, 12 pairs by default), the batch and its pixel floor take turns in blocks of 10 steps:
-`vs_pixels_alternating` is the median of their time ratios block by block, each pair timed seconds apart.
+After the rounds (--alternate, 12 turns by default), the batch, its pixel floor and the stock vector env (async, or
+sync where async is not run) take turns in blocks of 10 steps: `vs_pixels_alternating` and `vs_stock_alternating`
+are the medians of their time ratios turn by turn, each turn's blocks timed seconds apart.
 
 Visuals: `default` is each model as shipped (MuJoCo's shadows, reflections, 4x MSAA); `light` sets every light's
 castshadow and every material's reflectance to 0 in the model (the same edit on every path). The new paths'
@@ -450,6 +451,7 @@ class DmCase:
 
 # -- the run ------------------------------------------------------------------------------------------------------
 ALTERNATE_BLOCK = 10  # steps a block of --alternate (after 2 untimed ones)
+ALTERNATE_STOCK = ("async", "sync", "dm-stock")  # the stock path that joins the blocks: the first of these timed
 
 
 def run_case(case, args, sync, log):
@@ -467,14 +469,13 @@ def run_case(case, args, sync, log):
     for r in range(args.rounds):
         for p in round_order(case.paths, r):
             rates[p].append(time_env_steps(case.step_fn(p), case.n, args.steps, args.warmup, sync))
-    # The batch against its pixel floor once more, block by block: the rounds time each path for a few seconds
-    # in turn, and a host's pace moved by up to 1.8x between them (measure.alternate_blocks).
+    # The batch against its pixel floor and the stock vector env once more, block by block: the rounds time each
+    # path for a few seconds in turn, and a host's pace moved by up to 1.8x between them (measure.alternate_blocks).
     case.alternating = None
     if args.alternate > 0 and "batch" in case.paths and "pixels" in case.paths:
-        batch_us, pixels_us = alternate_blocks(case.step_fn("batch"), case.step_fn("pixels"), args.alternate,
-                                               ALTERNATE_BLOCK, sync)
-        case.alternating = {"block_steps": ALTERNATE_BLOCK, "batch_us_per_step": batch_us,
-                            "pixels_us_per_step": pixels_us}
+        sides = ["batch", "pixels"] + [p for p in ALTERNATE_STOCK if p in case.paths][:1]
+        times = alternate_blocks([case.step_fn(p) for p in sides], args.alternate, ALTERNATE_BLOCK, sync)
+        case.alternating = {"block_steps": ALTERNATE_BLOCK, **{f"{p}_us_per_step": t for p, t in zip(sides, times)}}
     return rates
 
 
@@ -560,8 +561,14 @@ def ratios(results):
                                                                            alt["pixels_us_per_step"])])
                 # each side's pace in its blocks (median), beside the rounds' figure: the two differ where the host's
                 # pace moved between the rounds and the blocks (benchmarks/README.md, "block by block")
+                sides = [k[:-len("_us_per_step")] for k in alt if k.endswith("_us_per_step")]
                 r["alternating_env_steps_per_s"] = {side: r["n"] * 1e6 / median(alt[side + "_us_per_step"])
-                                                    for side in ("batch", "pixels")}
+                                                    for side in sides}
+                stock = next((p for p in ALTERNATE_STOCK if p in sides), None)
+                if stock:  # the stock path's time over the batch's, block by block: the speed-up, free of drift
+                    r["vs_stock_alternating"] = median([s / b for s, b in zip(alt[stock + "_us_per_step"],
+                                                                              alt["batch_us_per_step"])])
+                    r["alternating_stock"] = stock
             # the automatic choice, measured: the batched path against the per-env path it replaces
             if by.get(key + ("batch-per-env",)):
                 r["vs_per_env"] = r["env_steps_per_s"] / by[key + ("batch-per-env",)]
@@ -590,8 +597,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps of a path before each of its rounds")
     ap.add_argument("--settle", type=int, default=150, help="untimed steps of every path once, before the rounds")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians reported")
-    ap.add_argument("--alternate", type=int, default=12, help="pairs of 10-step blocks in which the batch and its "
-                    "pixel floor take turns after the rounds (0: none)")
+    ap.add_argument("--alternate", type=int, default=12, help="turns of 10-step blocks in which the batch, its pixel "
+                    "floor and the stock vector env take turns after the rounds (0: none)")
     ap.add_argument("--sync-max", type=int, default=16, help="largest N for SyncVectorEnv (it renders serially)")
     ap.add_argument("--async-max", type=int, default=64, help="largest N for AsyncVectorEnv (a process per env)")
     ap.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
@@ -712,6 +719,9 @@ def main(argv=None):
             blocks = r["alternating_env_steps_per_s"]
             note = ("%s; " % note if note else "") + "%.2fx pixels in alternating blocks (%s / %s env-steps/s)" % (
                 r["vs_pixels_alternating"], f"{blocks['batch']:,.0f}", f"{blocks['pixels']:,.0f}")
+            if r.get("vs_stock_alternating"):
+                note += ", %.2fx %s there (%s env-steps/s)" % (r["vs_stock_alternating"], r["alternating_stock"],
+                                                              f"{blocks[r['alternating_stock']]:,.0f}")
         if r.get("vs_per_env"):
             note = ("%s; " % note if note else "") + "%.2fx batch-per-env (paired %.2fx)%s" % (
                 r["vs_per_env"], r.get("vs_per_env_paired") or float("nan"), " (SLOWER)" if r["vs_per_env"] < 1 else "")
