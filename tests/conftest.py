@@ -378,3 +378,19 @@ def dm_control_suite_or_skip(domain="cartpole", task="swingup"):
         import mujoco
         pytest.skip(f"dm_control cannot load a task with MuJoCo {mujoco.__version__}: {exc}")
     return suite
+
+
+@pytest.fixture
+def lag(monkeypatch):
+    """For tests of physics="auto"'s measured choice (gltensor.mujoco._path_trial): a function that, called inside
+    a step, makes PathTrial time that step one second longer, whatever the machine's load. (A 20 ms sleep did not
+    hold: on a loaded 2-core CI machine the steps took 145-170 ms and the trial's medians moved by more.) Only
+    _path_trial's clock runs ahead; it stays monotonic."""
+    import time
+    import types
+
+    path_trial = pytest.importorskip("gltensor.mujoco._path_trial")
+    real = time.perf_counter
+    ahead = [0.0]
+    monkeypatch.setattr(path_trial, "time", types.SimpleNamespace(perf_counter=lambda: real() + ahead[0]))
+    return lambda: ahead.__setitem__(0, ahead[0] + 1.0)

@@ -488,16 +488,14 @@ def test_bench_dmc_quick(tmp_path):
 
 
 @pytest.mark.parametrize("second", ["per-env", "batched"])
-def test_auto_keeps_the_path_measured_faster_and_measures_it_once_more(second):
+def test_auto_keeps_the_path_measured_faster_and_measures_it_once_more(second, lag):
     """physics='auto' keeps the path whose steps were faster, measures the two again after again_after steps on it
-    (here 3), and keeps that second choice for good. The batched path is slowed by 20 ms a step in the first trial,
-    so the per-env path is kept (the C threads stay, for the second trial); in the second trial the slowed path is
-    the batched one again (per-env final: the C threads closed) or the per-env one (batched final: the same C threads
-    step on). Every step, across both switches and the episode ends, equals each env's own step() and
+    (here 3), and keeps that second choice for good. The batched path's steps are timed a second longer in the first
+    trial (the `lag` fixture), so the per-env path is kept (the C threads stay, for the second trial); in the second
+    trial the slowed path is the batched one again (per-env final: the C threads closed) or the per-env one (batched
+    final: the same C threads step on). Every step, across both switches and the episode ends, equals each env's own step() and
     physics.render()."""
     suite = suite_or_skip()
-    import time
-
     from gltensor.mujoco import DmControlBatch
 
     n = 2
@@ -513,7 +511,7 @@ def test_auto_keeps_the_path_measured_faster_and_measures_it_once_more(second):
         def slowed(path, step):
             def run(actions):
                 if slow["path"] == path:
-                    time.sleep(0.02)
+                    lag()
                 return step(actions)
             return run
         batch._step_batched = slowed("batched", step_batched)

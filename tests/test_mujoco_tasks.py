@@ -288,11 +288,9 @@ def test_auto_measures_its_ways_of_stepping_and_changes_no_result(monkeypatch):
             ref.close()
 
 
-def test_auto_keeps_the_per_env_path_when_it_measured_faster(monkeypatch):
-    """With the batched path slowed down by 20 ms a step, the per-env path is kept; the steps after the switch
-    still equal SyncVectorEnv's, and the batch closes cleanly."""
-    import time
-
+def test_auto_keeps_the_per_env_path_when_it_measured_faster(lag):
+    """With the batched path's steps timed a second longer (the `lag` fixture), the per-env path is kept; the steps
+    after the switch still equal SyncVectorEnv's, and the batch closes cleanly."""
     make = lambda: gymnasium.make("HalfCheetah-v5", max_episode_steps=9)  # noqa: E731
     ref = SyncVectorEnv([make] * N)
     env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, render_only=False, threads=2)
@@ -300,7 +298,7 @@ def test_auto_keeps_the_per_env_path_when_it_measured_faster(monkeypatch):
         # threads given: no thread-count trial
         assert list(env._trial_paths) == ["batched, 2 threads", "batched, 2 threads, stepped then drawn", "per-env"]
         slow = env._step_batched
-        env._step_batched = lambda a: (time.sleep(0.02), slow(a))[1]
+        env._step_batched = lambda a: (lag(), slow(a))[1]
         want, got = ref.reset(seed=2), env.reset(seed=2)
         rng = np.random.default_rng(2)
         for t in range(40):
@@ -319,14 +317,12 @@ def test_auto_keeps_the_per_env_path_when_it_measured_faster(monkeypatch):
         __import__("gltensor.mujoco._path_trial", fromlist=["PathTrial"]).PathTrial("a")
 
 
-def test_auto_measures_once_more_after_warming_up_and_that_choice_is_final():
+def test_auto_measures_once_more_after_warming_up_and_that_choice_is_final(lag):
     """physics='auto' runs its trial again after TRIAL_AGAIN_AFTER steps on the way first kept (here 3), and keeps
-    that second choice for good. Made to differ: the batched ways slowed by 20 ms a step in the first trial (the
-    per-env path is kept), the per-env path in the second (a batched way is kept). Every step equals
-    SyncVectorEnv's, across both switches and episode ends (the batched path takes the per-env steps' episode counts
+    that second choice for good. Made to differ: the batched ways timed a second longer a step in the first trial
+    (the `lag` fixture: the per-env path is kept), the per-env path in the second (a batched way is kept). Every step
+    equals SyncVectorEnv's, across both switches and episode ends (the batched path takes the per-env steps' episode counts
     back from the envs' TimeLimit wrappers), and once final, the per-env path's threads are closed."""
-    import time
-
     make = lambda: gymnasium.make("Hopper-v5", max_episode_steps=11)  # noqa: E731  (episodes end in both trials)
     ref = SyncVectorEnv([make] * N)
     env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, render_only=False, threads=2)
@@ -336,8 +332,8 @@ def test_auto_measures_once_more_after_warming_up_and_that_choice_is_final():
         trial.again_after = 3
         slow = {"batched": True}
         batched, per_env = env._step_batched, env._step_per_env
-        env._step_batched = lambda a: (slow["batched"] and time.sleep(0.02), batched(a))[1]
-        env._step_per_env = lambda a, pool: (not slow["batched"] and time.sleep(0.02), per_env(a, pool))[1]
+        env._step_batched = lambda a: (slow["batched"] and lag(), batched(a))[1]
+        env._step_per_env = lambda a, pool: (not slow["batched"] and lag(), per_env(a, pool))[1]
         per_env_pool = env._per_env_pool
         want, got = ref.reset(seed=4), env.reset(seed=4)
         rng = np.random.default_rng(4)
