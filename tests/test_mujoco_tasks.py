@@ -158,6 +158,50 @@ def test_threads_do_not_change_results():
     assert outs[0] == outs[1]
 
 
+@pytest.mark.parametrize("spin_us,caller_steps", [(200, False), (0, True), (200, True), (100000, True)])
+def test_the_render_threads_spin_and_help_change_no_result(spin_us, caller_steps):
+    """The stepper's render-thread knobs (mjstep.c: next() watching for the next env before it sleeps, and stepping an
+    env no physics thread claimed yet) change only which thread runs an env's step: every observation, reward,
+    termination and info equals SyncVectorEnv's, through episode ends, with envs skipped by a masked reset."""
+    make = lambda: gymnasium.make("Hopper-v5", max_episode_steps=15)  # noqa: E731
+    ref = SyncVectorEnv([make] * N)
+    env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, render_only=False, threads=2, physics="batched")
+    try:
+        stepper = env._batched._runner._stepper
+        assert (stepper.spin_us, stepper.caller_steps) == (0, False)  # off unless set
+        stepper.spin_us, stepper.caller_steps = spin_us, caller_steps
+        assert (stepper.spin_us, stepper.caller_steps) == (spin_us, caller_steps)
+        ref.reset(seed=9)
+        env.reset(seed=9)
+        rng = np.random.default_rng(9)
+        for t in range(40):
+            a = rng.uniform(-1, 1, (N, 3)).astype(np.float32)
+            want, got = ref.step(a), env.step(a)
+            assert_same(want[0], got[0]["state"], f"step {t}: obs")
+            for k in (1, 2, 3):
+                assert_same(want[k], got[k], f"step {t}: field {k}")
+            assert_infos_same(want[4], got[4], f"step {t}")
+    finally:
+        env.close()
+        ref.close()
+
+
+def test_stepper_knob_arguments():
+    env = MujocoVectorEnv("Hopper-v5", 2, height=TILE, width=TILE, render_only=False, physics="batched")
+    try:
+        stepper = env._batched._runner._stepper
+        for bad in (-1, 100001):
+            with pytest.raises(ValueError, match="spin_us"):
+                stepper.spin_us = bad
+        with pytest.raises(AttributeError, match="cannot be deleted"):
+            del stepper.spin_us
+        with pytest.raises(AttributeError, match="cannot be deleted"):
+            del stepper.caller_steps
+        assert (stepper.spin_us, stepper.caller_steps) == (0, False)
+    finally:
+        env.close()
+
+
 def test_gather_in_the_threads_sees_edits_and_never_reuses_a_block():
     """The C threads copy what the task reads just before and after each env's step (mjstep.c's gather): an edit
     of an env's data between steps is seen as Gymnasium's own step sees it, and arrays a step returned keep their

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""A/B of MujocoVectorEnv's finisher thread (the task's NumPy, BatchedPhysics.finish, run beside the render's tail)
-against the serial finish, on the real render: one batch per N, its measured choice of path settled first (as
-`python -m gltensor.bench mujoco` does), then blocks of steps in turns: the batch with the finisher, the same batch
-without it, and its pixel floor (render, read, the same Nature-CNN forward; no physics). Each step is followed by
-the forward, as in the bench and in training. Block ratios are paired (timed within seconds of each other).
+"""A/B of knobs of MujocoVectorEnv's batched step, on the real render: the finisher thread (the task's NumPy,
+BatchedPhysics.finish, beside the render's tail), the stepper's spin (the render thread watching for the next
+finished env for --spin µs before it sleeps) and its help (the render thread stepping an env that no physics thread
+has claimed yet, rather than waiting for one). One batch per N, its measured choice of path settled first (as
+`python -m gltensor.bench mujoco` does), then blocks of steps in turns: the same batch in each --ways setting, and
+its pixel floor (render, read, the same Nature-CNN forward; no physics). Each step is followed by the forward, as in
+the bench and in training. Ratios to the first way are paired (blocks timed within seconds of each other).
 
-    python tools/mujoco_finisher_ab.py --envs 4,16,64,256 --turns 16 --json out.json
+    python tools/mujoco_finisher_ab.py --envs 4,16,64,256 --turns 16 --ways serial,spin,help,help+spin
 
 --fake replaces the render with a GIL-free wait of --tail µs (CPU only: whether the thread hand-off costs more
 than the overlap saves, without a GPU)."""
@@ -46,6 +48,10 @@ def main():
     ap.add_argument("--backend", default="auto", choices=("auto", "cuda", "cpu"))
     ap.add_argument("--fake", action="store_true", help="no render: a GIL-free wait of --tail µs instead")
     ap.add_argument("--tail", type=float, default=300.0)
+    ap.add_argument("--ways", default="serial,finisher", help="settings, comma-separated, each serial or knobs joined "
+                    "by +: finisher, spin (the render thread watches for the next env), help (the render thread steps "
+                    "an env no physics thread has claimed); the first is the reference of the ratios")
+    ap.add_argument("--spin", type=int, default=200, help="µs the spin ways watch before sleeping")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -69,8 +75,12 @@ def main():
     out = {"tool": "mujoco_finisher_ab", "argv": sys.argv[1:], "device": str(device),
            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None, "cores": os.cpu_count(),
            "results": []}
-    print("N  threads  finisher µs  serial µs  pixels µs  serial/finisher (paired)  finisher/pixels  serial/pixels",
-          flush=True)
+    ways = args.ways.split(",")
+    unknown = {k for w in ways for k in w.split("+")} - {"serial", "finisher", "spin", "help"}
+    if unknown or len(ways) < 1:
+        ap.error(f"--ways: unknown {sorted(unknown)}")
+    print("N     threads  " + "  ".join(f"{w:>14} µs" for w in ways) + "   pixels µs   " +
+          "  ".join(f"{w}/{ways[0]}" for w in ways[1:]) + "   " + "  ".join(f"{w}/pixels" for w in ways), flush=True)
     for n in [int(x) for x in args.envs.split(",")]:
         cargs = SimpleNamespace(size=args.size, paths=["batch", "pixels"], sync_max=16, async_max=64,
                                 backend=args.backend, threads=0)
@@ -79,38 +89,49 @@ def main():
             case.check()  # the images equal SyncVectorEnv's; the measured choice of path settles
             venv = case.envs["batch"]
             fin = venv._finisher
-            if fin is None:
-                print(f"{n}: no finisher ({venv.physics_path}, {venv.physics_path_reason})", flush=True)
+            runner = getattr(venv._batched, "_runner", None)
+            stepper = getattr(runner, "_stepper", None)
+            if venv.physics_path != "batched" or stepper is None:
+                print(f"{n}: not the C threads' batched path ({venv.physics_path_reason})", flush=True)
                 continue
+            spin0, help0 = getattr(stepper, "spin_us", None), getattr(stepper, "caller_steps", None)
+            if any("spin" in w for w in ways) and spin0 is None:
+                ap.error("--ways spin: this build's stepper has no spin_us")
+            if any("finisher" in w for w in ways) and fin is None:
+                ap.error("--ways finisher: this MujocoVectorEnv has no finisher")
             if args.fake:
                 fake_render(venv, args.tail * 1e-6)
             batch = case.step_fn("batch")
 
-            def side(on, batch=batch, venv=venv, fin=fin):
+            def side(way, batch=batch, venv=venv, fin=fin, stepper=stepper):
                 def step(k):
-                    venv._finisher = fin if on else None
+                    venv._finisher = fin if "finisher" in way else None
+                    if spin0 is not None:
+                        stepper.spin_us = args.spin if "spin" in way else 0
+                        stepper.caller_steps = "help" in way
                     batch(k)
                 return step
-            sides = [side(True), side(False)] + ([] if args.fake else [case.step_fn("pixels")])
+            sides = [side(w) for w in ways] + ([] if args.fake else [case.step_fn("pixels")])
             for fn in sides:
                 for k in range(args.settle):
                     fn(k)
             sync()
             times = alternate_blocks(sides, args.turns, args.block, sync)
             venv._finisher = fin
-            f, s = times[0], times[1]
-            p = times[2] if len(times) > 2 else None
-            row = {"n": n, "threads": venv.threads, "physics_path": venv.physics_path,
-                   "finisher_us": f, "serial_us": s, "pixels_us": p,
-                   "serial_over_finisher_paired": median([b / a for a, b in zip(f, s)]),
-                   "finisher_over_pixels_paired": median([a / c for a, c in zip(f, p)]) if p else None,
-                   "serial_over_pixels_paired": median([b / c for b, c in zip(s, p)]) if p else None}
+            if spin0 is not None:
+                stepper.spin_us, stepper.caller_steps = spin0, help0
+            pixels = times[len(ways)] if len(times) > len(ways) else None
+            row = {"n": n, "threads": venv.threads, "physics_path": venv.physics_path, "spin_us": args.spin,
+                   "pixels_us": pixels, "ways": {}}
+            for w, t in zip(ways, times):
+                row["ways"][w] = {"us": t, "over_first_paired": median([b / a for a, b in zip(times[0], t)]),
+                                  "over_pixels_paired": median([a / c for a, c in zip(t, pixels)]) if pixels else None}
             out["results"].append(row)
-            print("%-4d %-7d %-12.0f %-10.0f %-10s %-25.3f %-16s %s" % (
-                n, venv.threads, median(f), median(s), "%.0f" % median(p) if p else "-",
-                row["serial_over_finisher_paired"],
-                "%.3f" % row["finisher_over_pixels_paired"] if p else "-",
-                "%.3f" % row["serial_over_pixels_paired"] if p else "-"), flush=True)
+            print("%-5d %-8d " % (n, venv.threads) + "  ".join("%17.0f" % median(t) for t in times[:len(ways)]) +
+                  "   %9s   " % ("%.0f" % median(pixels) if pixels else "-") +
+                  "  ".join("%.3f" % row["ways"][w]["over_first_paired"] for w in ways[1:]) + "   " +
+                  "  ".join("%.3f" % row["ways"][w]["over_pixels_paired"] if pixels else "-" for w in ways),
+                  flush=True)
         finally:
             case.close()
             case = None

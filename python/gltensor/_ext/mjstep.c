@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef void (*mj_fn)(const void *model, void *data);
 
@@ -68,6 +69,10 @@ typedef struct {
     atomic_int next_env;      /* the next env index a thread claims */
     int *finished;            /* env indices in the order they finished */
     int finished_count;       /* published (under mu) */
+    atomic_int ready;         /* finished_count, also readable without mu: next()'s spin watches it */
+    long spin_ns;             /* how long next() watches `ready` before it sleeps on done_cv (0: it sleeps at once) */
+    int caller_steps;         /* next() steps an unclaimed env itself rather than wait for a thread's */
+    int caller_busy;          /* envs next() is stepping now (under mu): wait() waits for them too */
     int consumed;             /* taken by next() */
     int expected;             /* envs the job steps */
     int busy_threads;         /* threads still on the job */
@@ -83,6 +88,53 @@ static void copy_rows(const Stepper *s, char *block, int i) {
     for (int f = 0; f < s->nfields; ++f)
         memcpy(block + (size_t)s->n * s->goff[f] + (size_t)i * s->gsize[f], s->gsrc[(size_t)i * (size_t)s->nfields + f],
                s->gsize[f]);
+}
+
+/* Env i's step of a job (its plan in mask[i]); returns 0 where the env is not stepped (its gather rows are then its
+ * present state, as Python's stack gave). Runs without mu and without the GIL, in a physics thread or in the
+ * caller's (next() with caller_steps). */
+static int step_env(const Stepper *s, int i, const double *actions, const uint8_t *mask, const int32_t *nsteps,
+                    char *before, char *after) {
+    if (mask[i] == PLAN_SKIP) {
+        if (before) copy_rows(s, before, i);
+        if (after) copy_rows(s, after, i);
+        return 0;
+    }
+    const void *m = s->models[i];
+    void *d = s->datas[i];
+    int nstep = nsteps ? nsteps[i] : s->nstep;
+    switch (mask[i]) {
+    case PLAN_GYMNASIUM:
+        if (before) copy_rows(s, before, i); /* before ctrl is set: Python's stack came before start() */
+        if (s->nu > 0) /* a model without actuators has no ctrl (NULL) and no actions row */
+            memcpy(s->ctrls[i], actions + (size_t)i * (size_t)s->nu, (size_t)s->nu * sizeof(double));
+        for (int k = 0; k < nstep; ++k) s->step(m, d);
+        s->rne(m, d);
+        if (after) copy_rows(s, after, i);
+        break;
+    case PLAN_DMC_LEGACY:
+        s->step2(m, d);
+        for (int k = 1; k < nstep; ++k) s->step(m, d);
+        s->step1(m, d);
+        break;
+    case PLAN_DMC_LEGACY_RK4:
+        for (int k = 0; k < nstep; ++k) s->step(m, d);
+        s->step1(m, d);
+        break;
+    default: /* PLAN_DMC (start() let no other value through) */
+        for (int k = 0; k < nstep; ++k) s->step(m, d);
+        break;
+    }
+    return 1;
+}
+
+/* Env i is done: next() may hand it out. */
+static void publish(Stepper *s, int i) {
+    pthread_mutex_lock(&s->mu);
+    s->finished[s->finished_count++] = i;
+    atomic_store_explicit(&s->ready, s->finished_count, memory_order_release);
+    pthread_mutex_unlock(&s->mu);
+    pthread_cond_broadcast(&s->done_cv); /* after the unlock: the woken caller need not wait for mu */
 }
 
 static void *worker(void *arg) {
@@ -102,40 +154,8 @@ static void *worker(void *arg) {
         pthread_mutex_unlock(&s->mu);
         /* Envs are claimed one at a time, so they finish roughly in index order and the render follows closely. */
         for (int i; (i = atomic_fetch_add(&s->next_env, 1)) < s->n;) {
-            if (mask[i] == PLAN_SKIP) { /* not stepped: its rows are its present state, as Python's stack gave */
-                if (before) copy_rows(s, before, i);
-                if (after) copy_rows(s, after, i);
-                continue;
-            }
-            const void *m = s->models[i];
-            void *d = s->datas[i];
-            int nstep = nsteps ? nsteps[i] : s->nstep;
-            switch (mask[i]) {
-            case PLAN_GYMNASIUM:
-                if (before) copy_rows(s, before, i); /* before ctrl is set: Python's stack came before start() */
-                if (s->nu > 0) /* a model without actuators has no ctrl (NULL) and no actions row */
-                    memcpy(s->ctrls[i], actions + (size_t)i * (size_t)s->nu, (size_t)s->nu * sizeof(double));
-                for (int k = 0; k < nstep; ++k) s->step(m, d);
-                s->rne(m, d);
-                if (after) copy_rows(s, after, i);
-                break;
-            case PLAN_DMC_LEGACY:
-                s->step2(m, d);
-                for (int k = 1; k < nstep; ++k) s->step(m, d);
-                s->step1(m, d);
-                break;
-            case PLAN_DMC_LEGACY_RK4:
-                for (int k = 0; k < nstep; ++k) s->step(m, d);
-                s->step1(m, d);
-                break;
-            default: /* PLAN_DMC (start() let no other value through) */
-                for (int k = 0; k < nstep; ++k) s->step(m, d);
-                break;
-            }
-            pthread_mutex_lock(&s->mu);
-            s->finished[s->finished_count++] = i;
-            pthread_cond_broadcast(&s->done_cv);
-            pthread_mutex_unlock(&s->mu);
+            if (!step_env(s, i, actions, mask, nsteps, before, after)) continue;
+            publish(s, i);
         }
         pthread_mutex_lock(&s->mu);
         if (--s->busy_threads == 0) pthread_cond_broadcast(&s->done_cv);
@@ -155,7 +175,7 @@ static void *address_of(PyObject *seq, Py_ssize_t i) {
 static void stepper_stop(Stepper *s) {
     if (!s->started) return;
     pthread_mutex_lock(&s->mu);
-    while (s->busy_threads > 0) pthread_cond_wait(&s->done_cv, &s->mu);
+    while (s->busy_threads > 0 || s->caller_busy > 0) pthread_cond_wait(&s->done_cv, &s->mu);
     s->quit = 1;
     pthread_cond_broadcast(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
@@ -244,7 +264,7 @@ static PyObject *stepper_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     return (PyObject *)s;
 }
 
-static int job_running(Stepper *s) { return s->busy_threads > 0 || s->consumed < s->expected; }
+static int job_running(Stepper *s) { return s->busy_threads > 0 || s->caller_busy > 0 || s->consumed < s->expected; }
 
 static PyObject *stepper_start(PyObject *self, PyObject *args) {
     Stepper *s = (Stepper *)self;
@@ -304,6 +324,7 @@ static PyObject *stepper_start(PyObject *self, PyObject *args) {
     s->before = before;
     s->after = after;
     s->finished_count = 0;
+    atomic_store(&s->ready, 0);
     s->consumed = 0;
     s->expected = expected;
     atomic_store(&s->next_env, 0);
@@ -311,18 +332,66 @@ static PyObject *stepper_start(PyObject *self, PyObject *args) {
     s->seats = 0;
     s->busy_threads = s->active;
     s->generation++;
-    pthread_cond_broadcast(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
+    /* after the unlock: the woken threads need not wait for mu (each sees the new generation under it) */
+    pthread_cond_broadcast(&s->work_cv);
     Py_RETURN_NONE;
 }
 
-/* The next env whose physics finished (in finishing order), or None once every env of the job was taken. */
+static long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* The next env whose physics finished (in finishing order), or None once every env of the job was taken. Where the
+ * next env is not done yet, the caller first watches `ready` for up to spin_ns (no GIL held, no lock): a thread put
+ * to sleep on done_cv wakes tens of µs after the broadcast on some hosts, and at small N every step waits here for
+ * its first env. The spin is only a hint: what is returned is read under mu, as without it. */
 static PyObject *stepper_next(PyObject *self, PyObject *unused) {
     Stepper *s = (Stepper *)self;
     int index = -1;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&s->mu);
     if (s->consumed < s->expected) {
+        /* Nothing finished yet and envs no thread has claimed: step one here rather than wait (at small N every step
+         * waits for its first env, and the threads start it only after they woke). Same calls, same env order of
+         * its own steps: only which thread runs them differs. */
+        while (s->caller_steps && s->consumed >= s->finished_count) {
+            int i = atomic_fetch_add(&s->next_env, 1);
+            if (i >= s->n) break;
+            const double *actions = s->actions;
+            const uint8_t *mask = s->mask;
+            const int32_t *nsteps = s->nsteps;
+            char *before = s->before, *after = s->after;
+            s->caller_busy++;
+            pthread_mutex_unlock(&s->mu);
+            int stepped = step_env(s, i, actions, mask, nsteps, before, after);
+            pthread_mutex_lock(&s->mu);
+            if (--s->caller_busy == 0) pthread_cond_broadcast(&s->done_cv);
+            if (stepped) {
+                s->finished[s->finished_count++] = i;
+                atomic_store_explicit(&s->ready, s->finished_count, memory_order_release);
+            }
+        }
+        if (s->consumed >= s->finished_count && s->spin_ns > 0) {
+            int want = s->consumed;
+            long until = now_ns() + s->spin_ns;
+            pthread_mutex_unlock(&s->mu);
+            for (int k = 0; atomic_load_explicit(&s->ready, memory_order_acquire) <= want; ++k) {
+                cpu_relax();
+                if ((k & 63) == 63 && now_ns() > until) break;
+            }
+            pthread_mutex_lock(&s->mu);
+        }
         while (s->consumed >= s->finished_count) pthread_cond_wait(&s->done_cv, &s->mu);
         index = s->finished[s->consumed++];
     }
@@ -338,7 +407,7 @@ static PyObject *stepper_wait(PyObject *self, PyObject *unused) {
     Stepper *s = (Stepper *)self;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&s->mu);
-    while (s->busy_threads > 0) pthread_cond_wait(&s->done_cv, &s->mu);
+    while (s->busy_threads > 0 || s->caller_busy > 0) pthread_cond_wait(&s->done_cv, &s->mu);
     s->consumed = s->expected;
     pthread_mutex_unlock(&s->mu);
     Py_END_ALLOW_THREADS
@@ -434,6 +503,37 @@ static void stepper_dealloc(PyObject *self) {
 
 static PyObject *stepper_threads(PyObject *self, void *closure) { return PyLong_FromLong(((Stepper *)self)->nthreads); }
 
+static PyObject *stepper_get_spin(PyObject *self, void *closure) { return PyLong_FromLong(((Stepper *)self)->spin_ns / 1000); }
+
+static PyObject *stepper_get_caller_steps(PyObject *self, void *closure) {
+    return PyBool_FromLong(((Stepper *)self)->caller_steps);
+}
+
+static int stepper_set_caller_steps(PyObject *self, PyObject *value, void *closure) {
+    Stepper *s = (Stepper *)self;
+    int on = value ? PyObject_IsTrue(value) : -1;
+    if (!value) PyErr_SetString(PyExc_AttributeError, "_MujocoStepper.caller_steps cannot be deleted");
+    if (on < 0) return -1;
+    pthread_mutex_lock(&s->mu);
+    s->caller_steps = on;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+static int stepper_set_spin(PyObject *self, PyObject *value, void *closure) {
+    Stepper *s = (Stepper *)self;
+    int us = 0;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "_MujocoStepper.spin_us cannot be deleted");
+        return -1;
+    }
+    if (glt_py_as_int(value, "spin_us", 0, 100000, &us) < 0) return -1;
+    pthread_mutex_lock(&s->mu);
+    s->spin_ns = (long)us * 1000L;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
 static PyMethodDef stepper_methods[] = {
     {"start", stepper_start, METH_VARARGS,
      "start(actions_address, mask_address[, nsteps_address]): step every env whose mask byte (its plan) is set, in "
@@ -454,6 +554,10 @@ static PyMethodDef stepper_methods[] = {
 
 static PyGetSetDef stepper_getset[] = {
     {"threads", stepper_threads, NULL, "the physics threads", NULL},
+    {"spin_us", stepper_get_spin, stepper_set_spin,
+     "how long next() watches for the next finished env before it sleeps (µs, 0 to 100000; 0: sleeps at once)", NULL},
+    {"caller_steps", stepper_get_caller_steps, stepper_set_caller_steps,
+     "whether next() steps an env no thread has claimed yet itself, rather than wait for one to finish", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
