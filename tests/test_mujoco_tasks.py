@@ -158,19 +158,20 @@ def test_threads_do_not_change_results():
     assert outs[0] == outs[1]
 
 
-@pytest.mark.parametrize("spin_us,caller_steps", [(200, False), (0, True), (200, True), (100000, True)])
-def test_the_render_threads_spin_and_help_change_no_result(spin_us, caller_steps):
-    """The stepper's render-thread knobs (mjstep.c: next() watching for the next env before it sleeps, and stepping an
-    env no physics thread claimed yet) change only which thread runs an env's step: every observation, reward,
-    termination and info equals SyncVectorEnv's, through episode ends, with envs skipped by a masked reset."""
+@pytest.mark.parametrize("spin_us,worker_spin_us,active", [(200, 0, 0), (0, 2000, 0), (200, 2000, 0),
+                                                           (100000, 100000, 0), (200, 2000, 1)])
+def test_the_steppers_spins_change_no_result(spin_us, worker_spin_us, active):
+    """The stepper's spins (mjstep.c: next() watching for the next finished env, the physics threads watching for the
+    next job, before they sleep) change only when a thread wakes: every observation, reward, termination and info
+    equals SyncVectorEnv's, through episode ends; also with one of the two threads taking part (the other asleep)."""
     make = lambda: gymnasium.make("Hopper-v5", max_episode_steps=15)  # noqa: E731
     ref = SyncVectorEnv([make] * N)
     env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, render_only=False, threads=2, physics="batched")
     try:
         stepper = env._batched._runner._stepper
-        assert (stepper.spin_us, stepper.caller_steps) == (0, False)  # off unless set
-        stepper.spin_us, stepper.caller_steps = spin_us, caller_steps
-        assert (stepper.spin_us, stepper.caller_steps) == (spin_us, caller_steps)
+        stepper.spin_us, stepper.worker_spin_us = spin_us, worker_spin_us
+        assert (stepper.spin_us, stepper.worker_spin_us) == (spin_us, worker_spin_us)
+        env._batched._runner.active = active
         ref.reset(seed=9)
         env.reset(seed=9)
         rng = np.random.default_rng(9)
@@ -190,14 +191,14 @@ def test_stepper_knob_arguments():
     env = MujocoVectorEnv("Hopper-v5", 2, height=TILE, width=TILE, render_only=False, physics="batched")
     try:
         stepper = env._batched._runner._stepper
-        for bad in (-1, 100001):
-            with pytest.raises(ValueError, match="spin_us"):
-                stepper.spin_us = bad
-        with pytest.raises(AttributeError, match="cannot be deleted"):
-            del stepper.spin_us
-        with pytest.raises(AttributeError, match="cannot be deleted"):
-            del stepper.caller_steps
-        assert (stepper.spin_us, stepper.caller_steps) == (0, False)
+        before = (stepper.spin_us, stepper.worker_spin_us)
+        for name in ("spin_us", "worker_spin_us"):
+            for bad in (-1, 100001):
+                with pytest.raises(ValueError, match=name):
+                    setattr(stepper, name, bad)
+            with pytest.raises(AttributeError, match="cannot be deleted"):
+                delattr(stepper, name)
+        assert (stepper.spin_us, stepper.worker_spin_us) == before
     finally:
         env.close()
 

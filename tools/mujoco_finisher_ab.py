@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """A/B of knobs of MujocoVectorEnv's batched step, on the real render: the finisher thread (the task's NumPy,
 BatchedPhysics.finish, beside the render's tail), the stepper's spin (the render thread watching for the next
-finished env for --spin µs before it sleeps) and its help (the render thread stepping an env that no physics thread
-has claimed yet, rather than waiting for one). One batch per N, its measured choice of path settled first (as
+finished env for --spin µs before it sleeps) and its worker spin (the physics threads watching for the next job for
+--worker-spin µs before they sleep, so that start() wakes none of them). One batch per N, its measured choice of path settled first (as
 `python -m gltensor.bench mujoco` does), then blocks of steps in turns: the same batch in each --ways setting, and
 its pixel floor (render, read, the same Nature-CNN forward; no physics). Each step is followed by the forward, as in
 the bench and in training. Ratios to the first way are paired (blocks timed within seconds of each other).
 
-    python tools/mujoco_finisher_ab.py --envs 4,16,64,256 --turns 16 --ways serial,spin,help,help+spin
+    python tools/mujoco_finisher_ab.py --envs 4,16,64,256 --turns 16 --ways serial,spin,wspin,wspin+spin
 
 --fake replaces the render with a GIL-free wait of --tail µs (CPU only: whether the thread hand-off costs more
 than the overlap saves, without a GPU)."""
@@ -49,9 +49,11 @@ def main():
     ap.add_argument("--fake", action="store_true", help="no render: a GIL-free wait of --tail µs instead")
     ap.add_argument("--tail", type=float, default=300.0)
     ap.add_argument("--ways", default="serial,finisher", help="settings, comma-separated, each serial or knobs joined "
-                    "by +: finisher, spin (the render thread watches for the next env), help (the render thread steps "
-                    "an env no physics thread has claimed); the first is the reference of the ratios")
-    ap.add_argument("--spin", type=int, default=200, help="µs the spin ways watch before sleeping")
+                    "by +: finisher, spin (the render thread watches for the next env), wspin (the physics threads "
+                    "watch for the next job); the first is the reference of the ratios")
+    ap.add_argument("--spin", type=int, default=200, help="µs the spin ways' render thread watches before it sleeps")
+    ap.add_argument("--worker-spin", type=int, default=2000, help="µs the wspin ways' physics threads watch before "
+                    "they sleep")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -76,7 +78,7 @@ def main():
            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None, "cores": os.cpu_count(),
            "results": []}
     ways = args.ways.split(",")
-    unknown = {k for w in ways for k in w.split("+")} - {"serial", "finisher", "spin", "help"}
+    unknown = {k for w in ways for k in w.split("+")} - {"serial", "finisher", "spin", "wspin"}
     if unknown or len(ways) < 1:
         ap.error(f"--ways: unknown {sorted(unknown)}")
     print("N     threads  " + "  ".join(f"{w:>14} µs" for w in ways) + "   pixels µs   " +
@@ -94,7 +96,7 @@ def main():
             if venv.physics_path != "batched" or stepper is None:
                 print(f"{n}: not the C threads' batched path ({venv.physics_path_reason})", flush=True)
                 continue
-            spin0, help0 = getattr(stepper, "spin_us", None), getattr(stepper, "caller_steps", None)
+            spin0, wspin0 = getattr(stepper, "spin_us", None), getattr(stepper, "worker_spin_us", None)
             if any("spin" in w for w in ways) and spin0 is None:
                 ap.error("--ways spin: this build's stepper has no spin_us")
             if any("finisher" in w for w in ways) and fin is None:
@@ -107,8 +109,9 @@ def main():
                 def step(k):
                     venv._finisher = fin if "finisher" in way else None
                     if spin0 is not None:
-                        stepper.spin_us = args.spin if "spin" in way else 0
-                        stepper.caller_steps = "help" in way
+                        knobs = way.split("+")
+                        stepper.spin_us = args.spin if "spin" in knobs else 0
+                        stepper.worker_spin_us = args.worker_spin if "wspin" in knobs else 0
                     batch(k)
                 return step
             sides = [side(w) for w in ways] + ([] if args.fake else [case.step_fn("pixels")])
@@ -119,9 +122,10 @@ def main():
             times = alternate_blocks(sides, args.turns, args.block, sync)
             venv._finisher = fin
             if spin0 is not None:
-                stepper.spin_us, stepper.caller_steps = spin0, help0
+                stepper.spin_us, stepper.worker_spin_us = spin0, wspin0
             pixels = times[len(ways)] if len(times) > len(ways) else None
             row = {"n": n, "threads": venv.threads, "physics_path": venv.physics_path, "spin_us": args.spin,
+                   "worker_spin_us": args.worker_spin,
                    "pixels_us": pixels, "ways": {}}
             for w, t in zip(ways, times):
                 row["ways"][w] = {"us": t, "over_first_paired": median([b / a for a, b in zip(times[0], t)]),

@@ -54,9 +54,9 @@ typedef struct {
     int n, nu, nstep, nthreads;
     pthread_t *threads;
     int started;              /* threads running */
-    int sync_ready;           /* mu and the condition variables are initialised */
+    int sync_ready;           /* mu and done_cv are initialised */
+    int ncv;                  /* wake_cv[0 .. ncv-1] are initialised */
     pthread_mutex_t mu;
-    pthread_cond_t work_cv;   /* a new job, or quit */
     pthread_cond_t done_cv;   /* an env finished, or a thread went idle */
     /* the job: read by the threads after they see a new generation (under mu) */
     const double *actions;    /* (n, nu) float64 */
@@ -64,15 +64,18 @@ typedef struct {
     const int32_t *nsteps;    /* (n,) each env's nstep, or NULL: the constructor's nstep for all */
     char *before, *after;     /* the job's gather blocks, or NULL (see set_gather) */
     uint64_t generation;
-    int active;               /* threads that take part in the job (start()'s active; the others sleep on) */
-    int seats;                /* threads that took part so far (under mu) */
+    int active;               /* threads 0 .. active-1 take part in the job (start()'s active; the others sleep on) */
     atomic_int next_env;      /* the next env index a thread claims */
     int *finished;            /* env indices in the order they finished */
     int finished_count;       /* published (under mu) */
     atomic_int ready;         /* finished_count, also readable without mu: next()'s spin watches it */
     long spin_ns;             /* how long next() watches `ready` before it sleeps on done_cv (0: it sleeps at once) */
-    int caller_steps;         /* next() steps an unclaimed env itself rather than wait for a thread's */
-    int caller_busy;          /* envs next() is stepping now (under mu): wait() waits for them too */
+    long worker_spin_ns;      /* how long a thread of the last job watches for the next job before it sleeps */
+    _Atomic uint64_t published_generation; /* `generation`, also readable without mu: the workers' spin watches it */
+    atomic_int quitting;      /* `quit`, also readable without mu */
+    pthread_cond_t *wake_cv;  /* one per thread: start() wakes only the threads of the job, and only those asleep */
+    int *asleep;              /* thread t waits on wake_cv[t] (under mu) */
+    struct WorkerSeat *seats_of; /* each thread's (stepper, index) */
     int consumed;             /* taken by next() */
     int expected;             /* envs the job steps */
     int busy_threads;         /* threads still on the job */
@@ -90,9 +93,22 @@ static void copy_rows(const Stepper *s, char *block, int i) {
                s->gsize[f]);
 }
 
+static long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* Env i's step of a job (its plan in mask[i]); returns 0 where the env is not stepped (its gather rows are then its
- * present state, as Python's stack gave). Runs without mu and without the GIL, in a physics thread or in the
- * caller's (next() with caller_steps). */
+ * present state, as Python's stack gave). Runs in a physics thread, without mu. */
 static int step_env(const Stepper *s, int i, const double *actions, const uint8_t *mask, const int32_t *nsteps,
                     char *before, char *after) {
     if (mask[i] == PLAN_SKIP) {
@@ -137,16 +153,50 @@ static void publish(Stepper *s, int i) {
     pthread_cond_broadcast(&s->done_cv); /* after the unlock: the woken caller need not wait for mu */
 }
 
+struct WorkerSeat {
+    Stepper *s;
+    int t;
+};
+
+/* Thread t's loop. Between jobs a thread of the last job first watches published_generation for up to
+ * worker_spin_ns (no lock, no syscall): waking a sleeping thread cost the caller 20-60 µs a step on the hosts
+ * measured (a futex wake per thread, in start()), and the woken thread starts tens of µs later. Then it sleeps on
+ * its own wake_cv[t]. Only threads 0 .. active-1 take part in a job, so start() wakes no thread that has nothing
+ * to do. */
 static void *worker(void *arg) {
-    Stepper *s = arg;
+    struct WorkerSeat *seat = arg;
+    Stepper *s = seat->s;
+    const int t = seat->t;
     uint64_t seen = 0;
-    pthread_mutex_lock(&s->mu);
+    int was_active = 0; /* took part in the last job: spins for the next one */
     for (;;) {
-        while (!s->quit && s->generation == seen) pthread_cond_wait(&s->work_cv, &s->mu);
+        if (was_active) {
+            pthread_mutex_lock(&s->mu);
+            long spin = s->worker_spin_ns;
+            pthread_mutex_unlock(&s->mu);
+            if (spin > 0) {
+                long until = now_ns() + spin;
+                for (int k = 0; atomic_load_explicit(&s->published_generation, memory_order_acquire) == seen &&
+                                !atomic_load_explicit(&s->quitting, memory_order_relaxed);
+                     ++k) {
+                    cpu_relax();
+                    if ((k & 63) == 63 && now_ns() > until) break;
+                }
+            }
+        }
+        pthread_mutex_lock(&s->mu);
+        while (!s->quit && s->generation == seen) {
+            s->asleep[t] = 1;
+            pthread_cond_wait(&s->wake_cv[t], &s->mu);
+            s->asleep[t] = 0;
+        }
         if (s->quit) break;
         seen = s->generation;
-        if (s->seats >= s->active) continue; /* enough threads on this job: wait for the next one */
-        s->seats++;
+        was_active = t < s->active;
+        if (!was_active) { /* not on this job: sleep until the next one */
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
         const double *actions = s->actions;
         const uint8_t *mask = s->mask;
         const int32_t *nsteps = s->nsteps;
@@ -159,6 +209,7 @@ static void *worker(void *arg) {
         }
         pthread_mutex_lock(&s->mu);
         if (--s->busy_threads == 0) pthread_cond_broadcast(&s->done_cv);
+        pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -175,9 +226,10 @@ static void *address_of(PyObject *seq, Py_ssize_t i) {
 static void stepper_stop(Stepper *s) {
     if (!s->started) return;
     pthread_mutex_lock(&s->mu);
-    while (s->busy_threads > 0 || s->caller_busy > 0) pthread_cond_wait(&s->done_cv, &s->mu);
+    while (s->busy_threads > 0) pthread_cond_wait(&s->done_cv, &s->mu);
     s->quit = 1;
-    pthread_cond_broadcast(&s->work_cv);
+    atomic_store(&s->quitting, 1);
+    for (int t = 0; t < s->nthreads; ++t) pthread_cond_signal(&s->wake_cv[t]);
     pthread_mutex_unlock(&s->mu);
     for (int t = 0; t < s->nthreads; ++t) pthread_join(s->threads[t], NULL);
     s->started = 0;
@@ -222,7 +274,11 @@ static int stepper_setup(Stepper *s, PyObject *args, PyObject *kwargs) {
     s->ctrls = calloc((size_t)n, sizeof(double *));
     s->finished = calloc((size_t)n, sizeof(int));
     s->threads = calloc((size_t)s->nthreads, sizeof(pthread_t));
-    if (!s->models || !s->datas || !s->ctrls || !s->finished || !s->threads) {
+    s->wake_cv = calloc((size_t)s->nthreads, sizeof(pthread_cond_t));
+    s->asleep = calloc((size_t)s->nthreads, sizeof(int));
+    s->seats_of = calloc((size_t)s->nthreads, sizeof(struct WorkerSeat));
+    if (!s->models || !s->datas || !s->ctrls || !s->finished || !s->threads || !s->wake_cv || !s->asleep ||
+        !s->seats_of) {
         PyErr_NoMemory();
         return -1;
     }
@@ -237,11 +293,15 @@ static int stepper_setup(Stepper *s, PyObject *args, PyObject *kwargs) {
         }
     }
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->work_cv, NULL);
+    for (int t = 0; t < s->nthreads; ++t) {
+        pthread_cond_init(&s->wake_cv[t], NULL);
+        s->seats_of[t] = (struct WorkerSeat){s, t};
+    }
+    s->ncv = s->nthreads;
     pthread_cond_init(&s->done_cv, NULL);
     s->sync_ready = 1;
     for (int t = 0; t < s->nthreads; ++t) {
-        if (pthread_create(&s->threads[t], NULL, worker, s) != 0) {
+        if (pthread_create(&s->threads[t], NULL, worker, &s->seats_of[t]) != 0) {
             s->nthreads = t; /* the ones made are stopped by stepper_stop */
             s->started = t > 0;
             stepper_stop(s);
@@ -264,7 +324,7 @@ static PyObject *stepper_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     return (PyObject *)s;
 }
 
-static int job_running(Stepper *s) { return s->busy_threads > 0 || s->caller_busy > 0 || s->consumed < s->expected; }
+static int job_running(Stepper *s) { return s->busy_threads > 0 || s->consumed < s->expected; }
 
 static PyObject *stepper_start(PyObject *self, PyObject *args) {
     Stepper *s = (Stepper *)self;
@@ -329,27 +389,15 @@ static PyObject *stepper_start(PyObject *self, PyObject *args) {
     s->expected = expected;
     atomic_store(&s->next_env, 0);
     s->active = active > 0 ? active : s->nthreads;
-    s->seats = 0;
     s->busy_threads = s->active;
     s->generation++;
+    atomic_store_explicit(&s->published_generation, s->generation, memory_order_release);
+    /* Wake the job's threads that sleep; those still watching published_generation (the worker spin) need no
+     * syscall. Signalled under mu: a thread not yet asleep sees the new generation before it waits. */
+    for (int t = 0; t < s->active; ++t)
+        if (s->asleep[t]) pthread_cond_signal(&s->wake_cv[t]);
     pthread_mutex_unlock(&s->mu);
-    /* after the unlock: the woken threads need not wait for mu (each sees the new generation under it) */
-    pthread_cond_broadcast(&s->work_cv);
     Py_RETURN_NONE;
-}
-
-static long now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long)t.tv_sec * 1000000000L + t.tv_nsec;
-}
-
-static void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
 }
 
 /* The next env whose physics finished (in finishing order), or None once every env of the job was taken. Where the
@@ -362,26 +410,6 @@ static PyObject *stepper_next(PyObject *self, PyObject *unused) {
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&s->mu);
     if (s->consumed < s->expected) {
-        /* Nothing finished yet and envs no thread has claimed: step one here rather than wait (at small N every step
-         * waits for its first env, and the threads start it only after they woke). Same calls, same env order of
-         * its own steps: only which thread runs them differs. */
-        while (s->caller_steps && s->consumed >= s->finished_count) {
-            int i = atomic_fetch_add(&s->next_env, 1);
-            if (i >= s->n) break;
-            const double *actions = s->actions;
-            const uint8_t *mask = s->mask;
-            const int32_t *nsteps = s->nsteps;
-            char *before = s->before, *after = s->after;
-            s->caller_busy++;
-            pthread_mutex_unlock(&s->mu);
-            int stepped = step_env(s, i, actions, mask, nsteps, before, after);
-            pthread_mutex_lock(&s->mu);
-            if (--s->caller_busy == 0) pthread_cond_broadcast(&s->done_cv);
-            if (stepped) {
-                s->finished[s->finished_count++] = i;
-                atomic_store_explicit(&s->ready, s->finished_count, memory_order_release);
-            }
-        }
         if (s->consumed >= s->finished_count && s->spin_ns > 0) {
             int want = s->consumed;
             long until = now_ns() + s->spin_ns;
@@ -407,7 +435,7 @@ static PyObject *stepper_wait(PyObject *self, PyObject *unused) {
     Stepper *s = (Stepper *)self;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&s->mu);
-    while (s->busy_threads > 0 || s->caller_busy > 0) pthread_cond_wait(&s->done_cv, &s->mu);
+    while (s->busy_threads > 0) pthread_cond_wait(&s->done_cv, &s->mu);
     s->consumed = s->expected;
     pthread_mutex_unlock(&s->mu);
     Py_END_ALLOW_THREADS
@@ -485,7 +513,7 @@ static void stepper_dealloc(PyObject *self) {
     stepper_stop(s); /* no thread may outlive the addresses it steps */
     if (s->sync_ready) {
         pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->work_cv);
+        for (int t = 0; t < s->ncv; ++t) pthread_cond_destroy(&s->wake_cv[t]);
         pthread_cond_destroy(&s->done_cv);
     }
     free(s->models);
@@ -493,6 +521,9 @@ static void stepper_dealloc(PyObject *self) {
     free(s->ctrls);
     free(s->finished);
     free(s->threads);
+    free(s->wake_cv);
+    free(s->asleep);
+    free(s->seats_of);
     free(s->gsrc);
     free(s->gsize);
     free(s->goff);
@@ -505,17 +536,24 @@ static PyObject *stepper_threads(PyObject *self, void *closure) { return PyLong_
 
 static PyObject *stepper_get_spin(PyObject *self, void *closure) { return PyLong_FromLong(((Stepper *)self)->spin_ns / 1000); }
 
-static PyObject *stepper_get_caller_steps(PyObject *self, void *closure) {
-    return PyBool_FromLong(((Stepper *)self)->caller_steps);
+static PyObject *stepper_get_worker_spin(PyObject *self, void *closure) {
+    Stepper *s = (Stepper *)self;
+    pthread_mutex_lock(&s->mu);
+    long ns = s->worker_spin_ns;
+    pthread_mutex_unlock(&s->mu);
+    return PyLong_FromLong(ns / 1000);
 }
 
-static int stepper_set_caller_steps(PyObject *self, PyObject *value, void *closure) {
+static int stepper_set_worker_spin(PyObject *self, PyObject *value, void *closure) {
     Stepper *s = (Stepper *)self;
-    int on = value ? PyObject_IsTrue(value) : -1;
-    if (!value) PyErr_SetString(PyExc_AttributeError, "_MujocoStepper.caller_steps cannot be deleted");
-    if (on < 0) return -1;
+    int us = 0;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "_MujocoStepper.worker_spin_us cannot be deleted");
+        return -1;
+    }
+    if (glt_py_as_int(value, "worker_spin_us", 0, 100000, &us) < 0) return -1;
     pthread_mutex_lock(&s->mu);
-    s->caller_steps = on;
+    s->worker_spin_ns = (long)us * 1000L;
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -556,8 +594,9 @@ static PyGetSetDef stepper_getset[] = {
     {"threads", stepper_threads, NULL, "the physics threads", NULL},
     {"spin_us", stepper_get_spin, stepper_set_spin,
      "how long next() watches for the next finished env before it sleeps (µs, 0 to 100000; 0: sleeps at once)", NULL},
-    {"caller_steps", stepper_get_caller_steps, stepper_set_caller_steps,
-     "whether next() steps an env no thread has claimed yet itself, rather than wait for one to finish", NULL},
+    {"worker_spin_us", stepper_get_worker_spin, stepper_set_worker_spin,
+     "how long the threads of a job watch for the next job before they sleep (µs, 0 to 100000; 0: they sleep at "
+     "once)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
