@@ -158,20 +158,19 @@ def test_threads_do_not_change_results():
     assert outs[0] == outs[1]
 
 
-@pytest.mark.parametrize("spin_us,worker_spin_us,active", [(200, 0, 0), (0, 2000, 0), (200, 2000, 0),
-                                                           (100000, 100000, 0), (200, 2000, 1)])
-def test_the_steppers_spins_change_no_result(spin_us, worker_spin_us, active):
-    """The stepper's spins (mjstep.c: next() watching for the next finished env, the physics threads watching for the
-    next job, before they sleep) change only when a thread wakes: every observation, reward, termination and info
-    equals SyncVectorEnv's, through episode ends; also with one of the two threads taking part (the other asleep)."""
+@pytest.mark.parametrize("spin_us,active", [(0, 0), (200, 0), (100000, 0), (200, 1)])
+def test_the_render_threads_spin_and_sleeping_threads_change_no_result(spin_us, active):
+    """The stepper's render-thread spin (mjstep.c: next() watching for the next finished env before it sleeps) and
+    threads left asleep (active=1 of 2: start() wakes only the job's threads) change only when and where an env is
+    stepped: every observation, reward, termination and info equals SyncVectorEnv's, through episode ends."""
     make = lambda: gymnasium.make("Hopper-v5", max_episode_steps=15)  # noqa: E731
     ref = SyncVectorEnv([make] * N)
     env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, render_only=False, threads=2, physics="batched")
     try:
         stepper = env._batched._runner._stepper
-        stepper.spin_us, stepper.worker_spin_us = spin_us, worker_spin_us
-        assert (stepper.spin_us, stepper.worker_spin_us) == (spin_us, worker_spin_us)
         env._batched._runner.active = active
+        stepper.spin_us = spin_us
+        assert stepper.spin_us == spin_us
         ref.reset(seed=9)
         env.reset(seed=9)
         rng = np.random.default_rng(9)
@@ -191,14 +190,36 @@ def test_stepper_knob_arguments():
     env = MujocoVectorEnv("Hopper-v5", 2, height=TILE, width=TILE, render_only=False, physics="batched")
     try:
         stepper = env._batched._runner._stepper
-        before = (stepper.spin_us, stepper.worker_spin_us)
-        for name in ("spin_us", "worker_spin_us"):
-            for bad in (-1, 100001):
-                with pytest.raises(ValueError, match=name):
-                    setattr(stepper, name, bad)
-            with pytest.raises(AttributeError, match="cannot be deleted"):
-                delattr(stepper, name)
-        assert (stepper.spin_us, stepper.worker_spin_us) == before
+        before = stepper.spin_us
+        for bad in (-1, 100001, "200"):
+            with pytest.raises((ValueError, TypeError), match="spin_us"):
+                stepper.spin_us = bad
+        with pytest.raises(AttributeError, match="cannot be deleted"):
+            del stepper.spin_us
+        assert stepper.spin_us == before
+    finally:
+        env.close()
+
+
+def test_the_render_thread_spins_only_where_two_cores_are_left_beside_the_jobs_threads(monkeypatch):
+    """The spin costs a core while the render thread waits: with 4 threads it is on from 6 usable cores, off at 5,
+    and it follows the threads that take part (use_threads)."""
+    from gltensor.mujoco import _physics
+
+    env = MujocoVectorEnv("Hopper-v5", 4, height=TILE, width=TILE, render_only=False, threads=4, physics="batched")
+    try:
+        ph, stepper = env._batched, env._batched._runner._stepper
+        monkeypatch.setattr(_physics, "usable_cores", lambda: 6)
+        ph.use_threads(4)
+        assert stepper.spin_us == _physics.RENDER_SPIN_US > 0
+        monkeypatch.setattr(_physics, "usable_cores", lambda: 5)
+        ph.use_threads(4)
+        assert stepper.spin_us == 0
+        ph.use_threads(3)
+        assert stepper.spin_us == _physics.RENDER_SPIN_US
+        monkeypatch.setattr(_physics, "usable_cores", lambda: 2)
+        ph.use_threads(1)
+        assert stepper.spin_us == 0
     finally:
         env.close()
 

@@ -70,9 +70,6 @@ typedef struct {
     int finished_count;       /* published (under mu) */
     atomic_int ready;         /* finished_count, also readable without mu: next()'s spin watches it */
     long spin_ns;             /* how long next() watches `ready` before it sleeps on done_cv (0: it sleeps at once) */
-    long worker_spin_ns;      /* how long a thread of the last job watches for the next job before it sleeps */
-    _Atomic uint64_t published_generation; /* `generation`, also readable without mu: the workers' spin watches it */
-    atomic_int quitting;      /* `quit`, also readable without mu */
     pthread_cond_t *wake_cv;  /* one per thread: start() wakes only the threads of the job, and only those asleep */
     int *asleep;              /* thread t waits on wake_cv[t] (under mu) */
     struct WorkerSeat *seats_of; /* each thread's (stepper, index) */
@@ -158,33 +155,16 @@ struct WorkerSeat {
     int t;
 };
 
-/* Thread t's loop. Between jobs a thread of the last job first watches published_generation for up to
- * worker_spin_ns (no lock, no syscall): waking a sleeping thread cost the caller 20-60 µs a step on the hosts
- * measured (a futex wake per thread, in start()), and the woken thread starts tens of µs later. Then it sleeps on
- * its own wake_cv[t]. Only threads 0 .. active-1 take part in a job, so start() wakes no thread that has nothing
- * to do. */
+/* Thread t's loop. Threads 0 .. active-1 take part in a job, each sleeping between jobs on a condition variable
+ * of its own, so start() wakes the job's threads and no other: a stepper of 16 threads stepping with 4 (the measured
+ * choice of MujocoVectorEnv) used to wake all 16 every step, a futex wake each in the caller's thread. */
 static void *worker(void *arg) {
     struct WorkerSeat *seat = arg;
     Stepper *s = seat->s;
     const int t = seat->t;
     uint64_t seen = 0;
-    int was_active = 0; /* took part in the last job: spins for the next one */
+    pthread_mutex_lock(&s->mu);
     for (;;) {
-        if (was_active) {
-            pthread_mutex_lock(&s->mu);
-            long spin = s->worker_spin_ns;
-            pthread_mutex_unlock(&s->mu);
-            if (spin > 0) {
-                long until = now_ns() + spin;
-                for (int k = 0; atomic_load_explicit(&s->published_generation, memory_order_acquire) == seen &&
-                                !atomic_load_explicit(&s->quitting, memory_order_relaxed);
-                     ++k) {
-                    cpu_relax();
-                    if ((k & 63) == 63 && now_ns() > until) break;
-                }
-            }
-        }
-        pthread_mutex_lock(&s->mu);
         while (!s->quit && s->generation == seen) {
             s->asleep[t] = 1;
             pthread_cond_wait(&s->wake_cv[t], &s->mu);
@@ -192,11 +172,7 @@ static void *worker(void *arg) {
         }
         if (s->quit) break;
         seen = s->generation;
-        was_active = t < s->active;
-        if (!was_active) { /* not on this job: sleep until the next one */
-            pthread_mutex_unlock(&s->mu);
-            continue;
-        }
+        if (t >= s->active) continue; /* not on this job: sleep until the next one */
         const double *actions = s->actions;
         const uint8_t *mask = s->mask;
         const int32_t *nsteps = s->nsteps;
@@ -209,7 +185,6 @@ static void *worker(void *arg) {
         }
         pthread_mutex_lock(&s->mu);
         if (--s->busy_threads == 0) pthread_cond_broadcast(&s->done_cv);
-        pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -228,7 +203,6 @@ static void stepper_stop(Stepper *s) {
     pthread_mutex_lock(&s->mu);
     while (s->busy_threads > 0) pthread_cond_wait(&s->done_cv, &s->mu);
     s->quit = 1;
-    atomic_store(&s->quitting, 1);
     for (int t = 0; t < s->nthreads; ++t) pthread_cond_signal(&s->wake_cv[t]);
     pthread_mutex_unlock(&s->mu);
     for (int t = 0; t < s->nthreads; ++t) pthread_join(s->threads[t], NULL);
@@ -391,9 +365,8 @@ static PyObject *stepper_start(PyObject *self, PyObject *args) {
     s->active = active > 0 ? active : s->nthreads;
     s->busy_threads = s->active;
     s->generation++;
-    atomic_store_explicit(&s->published_generation, s->generation, memory_order_release);
-    /* Wake the job's threads that sleep; those still watching published_generation (the worker spin) need no
-     * syscall. Signalled under mu: a thread not yet asleep sees the new generation before it waits. */
+    /* Wake the job's threads that sleep (under mu: a thread not yet asleep sees the new generation before it
+     * waits). */
     for (int t = 0; t < s->active; ++t)
         if (s->asleep[t]) pthread_cond_signal(&s->wake_cv[t]);
     pthread_mutex_unlock(&s->mu);
@@ -536,28 +509,6 @@ static PyObject *stepper_threads(PyObject *self, void *closure) { return PyLong_
 
 static PyObject *stepper_get_spin(PyObject *self, void *closure) { return PyLong_FromLong(((Stepper *)self)->spin_ns / 1000); }
 
-static PyObject *stepper_get_worker_spin(PyObject *self, void *closure) {
-    Stepper *s = (Stepper *)self;
-    pthread_mutex_lock(&s->mu);
-    long ns = s->worker_spin_ns;
-    pthread_mutex_unlock(&s->mu);
-    return PyLong_FromLong(ns / 1000);
-}
-
-static int stepper_set_worker_spin(PyObject *self, PyObject *value, void *closure) {
-    Stepper *s = (Stepper *)self;
-    int us = 0;
-    if (!value) {
-        PyErr_SetString(PyExc_AttributeError, "_MujocoStepper.worker_spin_us cannot be deleted");
-        return -1;
-    }
-    if (glt_py_as_int(value, "worker_spin_us", 0, 100000, &us) < 0) return -1;
-    pthread_mutex_lock(&s->mu);
-    s->worker_spin_ns = (long)us * 1000L;
-    pthread_mutex_unlock(&s->mu);
-    return 0;
-}
-
 static int stepper_set_spin(PyObject *self, PyObject *value, void *closure) {
     Stepper *s = (Stepper *)self;
     int us = 0;
@@ -594,9 +545,6 @@ static PyGetSetDef stepper_getset[] = {
     {"threads", stepper_threads, NULL, "the physics threads", NULL},
     {"spin_us", stepper_get_spin, stepper_set_spin,
      "how long next() watches for the next finished env before it sleeps (µs, 0 to 100000; 0: sleeps at once)", NULL},
-    {"worker_spin_us", stepper_get_worker_spin, stepper_set_worker_spin,
-     "how long the threads of a job watch for the next job before they sleep (µs, 0 to 100000; 0: they sleep at "
-     "once)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -38,14 +38,30 @@ __all__ = ["BatchedPhysics", "batched_or_reason", "default_physics_threads", "mu
 _GATHERED = object()  # before(): the C threads copy what the task reads before each env's step (see finish)
 
 
+def usable_cores():
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 def default_physics_threads(num_envs):
     """Threads for the batched physics: the cores this process may run on, at most 16 and at most one per env.
     The render runs in the caller's thread beside them (``mjr_render`` releases the GIL too)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 16, int(num_envs)))
+    return max(1, min(usable_cores(), 16, int(num_envs)))
+
+
+# How long the render thread watches for the next finished env before it sleeps (mjstep.c's next()). A sleeping
+# thread woke tens of µs after the physics thread's signal on the GPU hosts; watching instead made the step 0.96-1.00x
+# as long in 7 of 8 paired cells, N = 4 to 256, on two H200 hosts (benchmarks/results/mujoco_knobs_ab_h200.json,
+# mujoco_wspin_ab_h200.json). It costs a core while the render thread waits, so only where two cores are left beside
+# the job's physics threads (on a 2-core machine the physics threads need both).
+RENDER_SPIN_US = 200
+
+
+def render_spin_us(active_threads):
+    return RENDER_SPIN_US if usable_cores() >= int(active_threads) + 2 else 0
 
 
 def _wrapper_chain(env):
@@ -134,6 +150,7 @@ class _CThreads:
         self._keep = (ph.models, ph.datas, ph._ctrl, gather)  # the addresses given stay valid while this lives
         self._job = None
         self.active = 0  # how many of the threads take part in a job (0: all; see BatchedPhysics.use_threads)
+
         self._layout = None
         self.gathers = bool(gather)
         if gather:
@@ -143,6 +160,16 @@ class _CThreads:
             self._stepper.set_gather([gather[f][i].ctypes.data for i in range(n) for f in names], sizes)
             self._layout = [(f, gather[f][0].shape, n * gather[f][0].size) for f in names]
             self._block_len = sum(n * gather[f][0].size for f in names)
+
+    @property
+    def active(self):
+        return self._active
+
+    @active.setter
+    def active(self, k):
+        """How many of the threads take part in the next jobs (0: all); the render thread's spin follows it."""
+        self._active = int(k)
+        self._stepper.spin_us = render_spin_us(self._active or self._stepper.threads)
 
     def _namespace(self, block):
         fields, at = {}, 0

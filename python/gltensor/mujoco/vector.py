@@ -172,45 +172,6 @@ class _Pool:
             self._ex = None
 
 
-class _Finisher:
-    """The batched path's task NumPy (BatchedPhysics.finish) in a thread of its own, started as the render thread
-    takes the last env whose physics finished: it then runs while that thread draws the last env, resolves the tiles
-    and reads the batch, all of which release the GIL. Serial, it came after the read: 80-220 µs a step at N = 16
-    to 256 on an H200 host, of a step 1.05-1.22x its pixel floor (benchmarks/results/mujoco_phases_breakdown3_h200.json,
-    mujoco_alternate4_h200.json). Its results are the same call's on the same blocks, so nothing changes but where
-    it runs."""
-
-    def __init__(self):
-        self._ex = ThreadPoolExecutor(1, thread_name_prefix="gltensor-finish")
-        self.future = None
-
-    def order(self, finished, expected, job):
-        """The indices of `finished` (the physics' finishing order); job() is submitted as the `expected`-th (the
-        last) is given out, before it is drawn."""
-        self.future = None
-        count = 0
-        for i in finished:
-            count += 1
-            if count == expected:
-                self.future = self._ex.submit(job)
-            yield i
-
-    def settle(self):
-        """Waits until the job (if one was started) is done, whatever it or the render raised."""
-        if self.future is not None:
-            wait([self.future])
-
-    def take(self):
-        """The job's result (its exception raised here), or None where none was started."""
-        future, self.future = self.future, None
-        return None if future is None else future.result()
-
-    def close(self):
-        if self._ex is not None:
-            self._ex.shutdown(wait=True)
-            self._ex = None
-
-
 class _Stream:
     """fn(i) for every index, run by the pool's threads; iterating gives each index once its fn returned (an
     exception of fn is raised there, in the caller's thread, with its traceback). Use as a context manager: on
@@ -391,7 +352,6 @@ class MujocoVectorEnv(VectorEnv):
         if physics not in ("auto", "batched", "per-env"):
             raise ValueError(f"physics must be 'auto', 'batched' or 'per-env', not {physics!r}")
         self._batched = None
-        self._finisher = None
         self.physics_trial = None  # the measured choice of path and thread count (_setup_trial)
         self._overlap = True  # the batched path draws each env as its physics finishes (else after all of them)
         task = None
@@ -422,9 +382,6 @@ class MujocoVectorEnv(VectorEnv):
                 self.physics_path_reason = (f"every environment is Gymnasium's {task.__name__}-v5 under "
                                             f"gymnasium.make's wrappers; physics in {self._batched.stepper}")
                 self.threads = self._batched.threads
-                # the task's NumPy beside the render's tail (_Finisher), where the C threads step: their wait is
-                # safe from a second thread
-                self._finisher = _Finisher() if self._batched.stepper == "C threads" else None
                 self._setup_trial(physics, threads is None, default_threads(self.num_envs))
         self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
         if self._batched is not None and not self.render_only:
@@ -694,29 +651,14 @@ class MujocoVectorEnv(VectorEnv):
             if reset_idx.size else {}
         before = ph.before()
         ph.start(a, stepped)
-        fin = self._finisher
-        finished = None
         try:
-            # Drawn as they finish: the reset envs first, then each stepped env once its physics is done; the task's
-            # NumPy over the batch starts beside the render's tail once the last env's physics is done (_Finisher).
-            if self._overlap and self._pipelined():
-                order = ph.finished()
-                if fin is not None:
-                    def job():
-                        ph.wait()  # every thread's copies done, those of envs not stepped too
-                        return ph.finish(a, before, stepped)
-                    order = fin.order(order, int(np.count_nonzero(stepped)), job)
-                pixels = self._render(order=itertools.chain(out, order))
-            else:
-                pixels = None
+            # Drawn as they finish: the reset envs first, then each stepped env once its physics is done.
+            pixels = self._render(order=itertools.chain(out, ph.finished())) \
+                if self._overlap and self._pipelined() else None
         finally:
             ph.wait()  # no physics thread may be left touching an env, whatever the render did
-            if fin is not None:
-                fin.settle()  # nor the finisher's thread
-        if fin is not None:
-            finished = fin.take()
         ph.reset_done(reset_idx)
-        state, rewards, terms, truncs, info = finished if finished is not None else ph.finish(a, before, stepped)
+        state, rewards, terms, truncs, info = ph.finish(a, before, stepped)
         infos = {}
         if stepped.any():  # a key no env gave is absent, as in SyncVectorEnv
             for key, value in info.items():
@@ -803,8 +745,6 @@ class MujocoVectorEnv(VectorEnv):
             self.closed = True
             if getattr(self, "_per_env_pool", None) is not None:  # a trial still running (_setup_trial)
                 self._per_env_pool.close()
-            if self._finisher is not None:
-                self._finisher.close()
             _close_all(self._pool, self.renderer, self.envs, self._batched, self._guards)
             self._pixels = None  # its frame goes back now, unless the caller still holds the tensor
 

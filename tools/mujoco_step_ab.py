@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""A/B of knobs of MujocoVectorEnv's batched step, on the real render: the finisher thread (the task's NumPy,
-BatchedPhysics.finish, beside the render's tail), the stepper's spin (the render thread watching for the next
-finished env for --spin µs before it sleeps) and its worker spin (the physics threads watching for the next job for
---worker-spin µs before they sleep, so that start() wakes none of them). One batch per N, its measured choice of path settled first (as
+"""A/B of the render thread's spin in MujocoVectorEnv's batched step, on the real render: the stepper's next()
+watching for the next finished env for --spin µs before it sleeps, against sleeping at once. One batch per N, its measured choice of path settled first (as
 `python -m gltensor.bench mujoco` does), then blocks of steps in turns: the same batch in each --ways setting, and
 its pixel floor (render, read, the same Nature-CNN forward; no physics). Each step is followed by the forward, as in
 the bench and in training. Ratios to the first way are paired (blocks timed within seconds of each other).
 
-    python tools/mujoco_finisher_ab.py --envs 4,16,64,256 --turns 16 --ways serial,spin,wspin,wspin+spin
+    python tools/mujoco_step_ab.py --envs 4,16,64,256 --turns 16 --ways serial,spin
+
+Two other changes were measured by earlier versions of this tool and did not land (benchmarks/README.md, "Three
+changes to the batched step, A/B"): the task's NumPy in a finisher thread (commit 41d1010), and the physics threads
+watching for the next job (commit f6f33ac).
 
 --fake replaces the render with a GIL-free wait of --tail µs (CPU only: whether the thread hand-off costs more
 than the overlap saves, without a GPU)."""
@@ -48,12 +50,9 @@ def main():
     ap.add_argument("--backend", default="auto", choices=("auto", "cuda", "cpu"))
     ap.add_argument("--fake", action="store_true", help="no render: a GIL-free wait of --tail µs instead")
     ap.add_argument("--tail", type=float, default=300.0)
-    ap.add_argument("--ways", default="serial,finisher", help="settings, comma-separated, each serial or knobs joined "
-                    "by +: finisher, spin (the render thread watches for the next env), wspin (the physics threads "
-                    "watch for the next job); the first is the reference of the ratios")
-    ap.add_argument("--spin", type=int, default=200, help="µs the spin ways' render thread watches before it sleeps")
-    ap.add_argument("--worker-spin", type=int, default=2000, help="µs the wspin ways' physics threads watch before "
-                    "they sleep")
+    ap.add_argument("--ways", default="serial,spin", help="settings, comma-separated: serial (the render thread "
+                    "sleeps at once), spin (it watches first); the first is the reference of the ratios")
+    ap.add_argument("--spin", type=int, default=200, help="µs the spin way's render thread watches before it sleeps")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -74,11 +73,11 @@ def main():
     def collect():
         ctx.make_current()
         gc.collect()
-    out = {"tool": "mujoco_finisher_ab", "argv": sys.argv[1:], "device": str(device),
+    out = {"tool": "mujoco_step_ab", "argv": sys.argv[1:], "device": str(device),
            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None, "cores": os.cpu_count(),
            "results": []}
     ways = args.ways.split(",")
-    unknown = {k for w in ways for k in w.split("+")} - {"serial", "finisher", "spin", "wspin"}
+    unknown = set(ways) - {"serial", "spin"}
     if unknown or len(ways) < 1:
         ap.error(f"--ways: unknown {sorted(unknown)}")
     print("N     threads  " + "  ".join(f"{w:>14} µs" for w in ways) + "   pixels µs   " +
@@ -90,28 +89,19 @@ def main():
         try:
             case.check()  # the images equal SyncVectorEnv's; the measured choice of path settles
             venv = case.envs["batch"]
-            fin = venv._finisher
             runner = getattr(venv._batched, "_runner", None)
             stepper = getattr(runner, "_stepper", None)
             if venv.physics_path != "batched" or stepper is None:
                 print(f"{n}: not the C threads' batched path ({venv.physics_path_reason})", flush=True)
                 continue
-            spin0, wspin0 = getattr(stepper, "spin_us", None), getattr(stepper, "worker_spin_us", None)
-            if any("spin" in w for w in ways) and spin0 is None:
-                ap.error("--ways spin: this build's stepper has no spin_us")
-            if any("finisher" in w for w in ways) and fin is None:
-                ap.error("--ways finisher: this MujocoVectorEnv has no finisher")
+            spin0 = stepper.spin_us  # the default for this batch's threads (render_spin_us)
             if args.fake:
                 fake_render(venv, args.tail * 1e-6)
             batch = case.step_fn("batch")
 
-            def side(way, batch=batch, venv=venv, fin=fin, stepper=stepper):
+            def side(way, batch=batch, stepper=stepper):
                 def step(k):
-                    venv._finisher = fin if "finisher" in way else None
-                    if spin0 is not None:
-                        knobs = way.split("+")
-                        stepper.spin_us = args.spin if "spin" in knobs else 0
-                        stepper.worker_spin_us = args.worker_spin if "wspin" in knobs else 0
+                    stepper.spin_us = args.spin if way == "spin" else 0
                     batch(k)
                 return step
             sides = [side(w) for w in ways] + ([] if args.fake else [case.step_fn("pixels")])
@@ -120,13 +110,10 @@ def main():
                     fn(k)
             sync()
             times = alternate_blocks(sides, args.turns, args.block, sync)
-            venv._finisher = fin
-            if spin0 is not None:
-                stepper.spin_us, stepper.worker_spin_us = spin0, wspin0
+            stepper.spin_us = spin0
             pixels = times[len(ways)] if len(times) > len(ways) else None
             row = {"n": n, "threads": venv.threads, "physics_path": venv.physics_path, "spin_us": args.spin,
-                   "worker_spin_us": args.worker_spin,
-                   "pixels_us": pixels, "ways": {}}
+                   "default_spin_us": spin0, "pixels_us": pixels, "ways": {}}
             for w, t in zip(ways, times):
                 row["ways"][w] = {"us": t, "over_first_paired": median([b / a for a, b in zip(times[0], t)]),
                                   "over_pixels_paired": median([a / c for a, c in zip(t, pixels)]) if pixels else None}
