@@ -7,9 +7,10 @@ the bench and in training. Ratios to the first way are paired (blocks timed with
 
     python tools/mujoco_step_ab.py --envs 4,16,64,256 --turns 16 --ways serial,spin
 
-Two other changes were measured by earlier versions of this tool and did not land (benchmarks/README.md, "Three
-changes to the batched step, A/B"): the task's NumPy in a finisher thread (commit 41d1010), and the physics threads
-watching for the next job (commit f6f33ac).
+Three other changes were measured by earlier versions of this tool and did not land (benchmarks/README.md, "Four
+changes to the batched step, A/B"): the task's NumPy in a finisher thread (commit 41d1010), the render thread stepping
+an env no physics thread had claimed (commit 8119579), and the physics threads watching for the next job (commit
+f6f33ac).
 
 --fake replaces the render with a GIL-free wait of --tail µs (CPU only: whether the thread hand-off costs more
 than the overlap saves, without a GPU)."""
@@ -73,7 +74,10 @@ def main():
     def collect():
         ctx.make_current()
         gc.collect()
-    out = {"tool": "mujoco_step_ab", "argv": sys.argv[1:], "device": str(device),
+    import datetime
+    import socket
+    out = {"tool": "mujoco_step_ab", "argv": sys.argv[1:], "device": str(device), "host": socket.gethostname(),
+           "date": datetime.datetime.now().isoformat(timespec="seconds"),
            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None, "cores": os.cpu_count(),
            "results": []}
     ways = args.ways.split(",")
