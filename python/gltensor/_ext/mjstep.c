@@ -507,7 +507,9 @@ static void stepper_dealloc(PyObject *self) {
 
 static PyObject *stepper_threads(PyObject *self, void *closure) { return PyLong_FromLong(((Stepper *)self)->nthreads); }
 
-static PyObject *stepper_get_spin(PyObject *self, void *closure) { return PyLong_FromLong(((Stepper *)self)->spin_ns / 1000); }
+static PyObject *stepper_get_spin(PyObject *self, void *closure) {
+    return PyLong_FromLong(((Stepper *)self)->spin_ns / 1000);
+}
 
 static int stepper_set_spin(PyObject *self, PyObject *value, void *closure) {
     Stepper *s = (Stepper *)self;

@@ -53,10 +53,10 @@ def default_physics_threads(num_envs):
 
 
 # How long the render thread watches for the next finished env before it sleeps (mjstep.c's next()). A sleeping
-# thread woke tens of µs after the physics thread's signal on the GPU hosts; watching instead made the step 0.96-1.00x
-# as long in 7 of 8 paired cells, N = 4 to 256, on two H200 hosts (benchmarks/results/mujoco_knobs_ab_h200.json,
-# mujoco_wspin_ab_h200.json). It costs a core while the render thread waits, so only where two cores are left beside
-# the job's physics threads (on a 2-core machine the physics threads need both).
+# thread woke tens of µs after the physics thread's signal on the GPU hosts; watching instead took about 1% off the
+# step (0.958-1.006x over 12 paired cells, N = 4 to 256, three H200 hosts: benchmarks/results/mujoco_knobs_ab_h200.json,
+# mujoco_wspin_ab_h200.json, mujoco_spin_ab_h200.json). It costs a core while the render thread waits, so only where
+# two cores are left beside the job's physics threads (on a 2-core machine the physics threads need both).
 RENDER_SPIN_US = 200
 
 
@@ -150,7 +150,6 @@ class _CThreads:
         self._keep = (ph.models, ph.datas, ph._ctrl, gather)  # the addresses given stay valid while this lives
         self._job = None
         self.active = 0  # how many of the threads take part in a job (0: all; see BatchedPhysics.use_threads)
-
         self._layout = None
         self.gathers = bool(gather)
         if gather:
