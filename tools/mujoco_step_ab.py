@@ -3,7 +3,8 @@
 watching for the next finished env for --spin µs before it sleeps, against sleeping at once. One batch per N, its
 measured choice of path settled first (as `python -m gltensor.bench mujoco` does), then blocks of steps in turns: the
 same batch in each --ways setting, and its pixel floor (render, read, the same Nature-CNN forward; no physics). Each
-step is followed by the forward, as in the bench and in training. Ratios to the first way are paired (blocks timed within seconds of each other).
+step is followed by the forward, as in the bench and in training. Ratios to the first way are paired (blocks timed
+within seconds of each other).
 
     python tools/mujoco_step_ab.py --envs 4,16,64,256 --turns 16 --ways serial,spin
 
