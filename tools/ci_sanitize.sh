@@ -45,6 +45,9 @@ main=$!
 wait $main
 rc=$?
 grep -E "^(FAILED|ERROR) " "$work/pytest.log" | head -30
+# what a failure said (the work folder goes with this script): its last lines, so that a failure seen once in CI
+# can be read afterwards
+sed -n '/^=* \(FAILURES\|ERRORS\) =*$/,/^=* short test summary/p' "$work/pytest.log" | tail -n 80
 tail -n 3 "$work/pytest.log"
 set -e
 reports=$(ls "$work/reports" | wc -l)
