@@ -14,7 +14,12 @@ an env no physics thread had claimed (commit 8119579), and the physics threads w
 f6f33ac).
 
 --fake replaces the render with a GIL-free wait of --tail µs (CPU only: whether the thread hand-off costs more
-than the overlap saves, without a GPU)."""
+than the overlap saves, without a GPU).
+
+The ways `free` and `pinned` ask whether the physics threads slow the render thread by sharing its core: `pinned`
+keeps the calling (render) thread on one CPU and every other thread of the process (the physics threads, the
+drivers' and torch's) off that CPU and its hyperthread siblings; `free` lets every thread run anywhere (the
+library's behaviour). The affinity changes only when the way changes, outside the timed step."""
 import argparse
 import json
 import os
@@ -41,6 +46,43 @@ def fake_render(venv, tail_s):
     venv._render = drain
 
 
+def cpus_of(path):
+    """The CPUs of a sysfs list such as "0-3,8"."""
+    out = set()
+    for part in open(path).read().strip().split(","):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+class Placement:
+    """Thread affinity for the `pinned` and `free` ways (Linux: os.sched_setaffinity on a thread id)."""
+
+    def __init__(self):
+        self.all = os.sched_getaffinity(0)
+        self.render_cpu = min(self.all)
+        siblings = cpus_of(f"/sys/devices/system/cpu/cpu{self.render_cpu}/topology/thread_siblings_list")
+        self.others = self.all - siblings - {self.render_cpu}
+        self.main = threading_native_id()
+        self.state = None
+
+    def set(self, way):
+        if way == self.state:
+            return
+        for tid in (int(t) for t in os.listdir("/proc/self/task")):
+            cpus = self.all if way == "free" else ({self.render_cpu} if tid == self.main else self.others)
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except (ProcessLookupError, PermissionError):
+                pass  # a thread that ended meanwhile
+        self.state = way
+
+
+def threading_native_id():
+    import threading
+    return threading.get_native_id()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", default="HalfCheetah-v5")
@@ -53,7 +95,8 @@ def main():
     ap.add_argument("--fake", action="store_true", help="no render: a GIL-free wait of --tail µs instead")
     ap.add_argument("--tail", type=float, default=300.0)
     ap.add_argument("--ways", default="serial,spin", help="settings, comma-separated: serial (the render thread "
-                    "sleeps at once), spin (it watches first); the first is the reference of the ratios")
+                    "sleeps at once), spin (it watches first), free, pinned (thread placement, above); the first is the "
+                    "reference of the ratios")
     ap.add_argument("--spin", type=int, default=200, help="µs the spin way's render thread watches before it sleeps")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -82,7 +125,7 @@ def main():
            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None, "cores": os.cpu_count(),
            "results": []}
     ways = args.ways.split(",")
-    unknown = set(ways) - {"serial", "spin"}
+    unknown = set(ways) - {"serial", "spin", "free", "pinned"}
     if unknown or len(ways) < 1:
         ap.error(f"--ways: unknown {sorted(unknown)}")
     print("N     threads  " + "  ".join(f"{w:>14} µs" for w in ways) + "   pixels µs   " +
@@ -104,18 +147,35 @@ def main():
                 fake_render(venv, args.tail * 1e-6)
             batch = case.step_fn("batch")
 
+            placement = Placement() if {"free", "pinned"} & set(ways) else None
+            if placement is not None:
+                out["placement"] = {"render_cpu": placement.render_cpu, "others": sorted(placement.others),
+                                    "all": sorted(placement.all)}
+
             def side(way, batch=batch, stepper=stepper):
                 def step(k):
-                    stepper.spin_us = args.spin if way == "spin" else 0
+                    if placement is not None:
+                        placement.set(way)
+                    else:
+                        stepper.spin_us = args.spin if way == "spin" else 0
                     batch(k)
                 return step
-            sides = [side(w) for w in ways] + ([] if args.fake else [case.step_fn("pixels")])
+
+            def floor_side(fn):
+                def step(k):
+                    if placement is not None:
+                        placement.set("free")
+                    fn(k)
+                return step
+            sides = [side(w) for w in ways] + ([] if args.fake else [floor_side(case.step_fn("pixels"))])
             for fn in sides:
                 for k in range(args.settle):
                     fn(k)
             sync()
             times = alternate_blocks(sides, args.turns, args.block, sync)
             stepper.spin_us = spin0
+            if placement is not None:
+                placement.set("free")
             pixels = times[len(ways)] if len(times) > len(ways) else None
             row = {"n": n, "threads": venv.threads, "physics_path": venv.physics_path, "spin_us": args.spin,
                    "default_spin_us": spin0, "pixels_us": pixels, "ways": {}}
