@@ -2,7 +2,7 @@
 benchmark: `python -m gltensor.bench mujoco` is that).
 
     MUJOCO_GL=egl python3 tools/mujoco_batched_phases.py [--envs 16,256] [--threads 2,4,8,16] [--steps 40]
-        [--warmup 100] [--rounds 3] [--json P]
+        [--warmup 100] [--rounds 3] [--breakdown] [--why] [--json P]
 
 For each N and thread count (HalfCheetah-v5, 84x84, light visuals as the bench sets them): µs per step of
 MujocoVectorEnv.step + the Nature-CNN forward (synchronised), and, summed inside those steps, the task's
@@ -14,6 +14,11 @@ run, the floors: render + read of the same states with no physics, the same + fo
 pixel floor on states that other threads have just rewritten (mj_forward of each env; that alone as
 `forward_alone`), and the physics alone (start + wait). Every way is called --warmup times first, then the ways
 take turns in --rounds rounds of --steps calls; each figure is the median of its rounds (`rounds_us` has them all).
+
+--why asks why the render runs slower inside the step than in the floor, with three more ways of the same pixel
+floor (the same states drawn again): after its thread slept 200 µs (`sleep_alone` apart), beside the physics of N
+other envs that are not drawn (`shadow_physics_alone` apart), and after this thread itself ran mj_forward on the
+drawn envs (`forward_here_alone` apart). With --breakdown the render's insides are timed in every way that draws.
 """
 import argparse
 import datetime
@@ -91,7 +96,10 @@ def inner_timers(venv):
     return timers
 
 
-def probe(n, threads, steps, device, warmup=100, rounds=3, breakdown=False):  # physics="batched": the batched path itself, at `threads` threads
+SLEEP_S = 200e-6  # --why: how long the render thread sleeps before a pixels_after_sleep draw
+
+
+def probe(n, threads, steps, device, warmup=100, rounds=3, breakdown=False, why=False):  # physics="batched": the batched path itself, at `threads` threads
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     venv = MujocoVectorEnv([functools.partial(make_gym, "HalfCheetah-v5", 84, 84, "light", None)] * n,
                            height=84, width=84, threads=threads, physics="batched")
@@ -173,6 +181,47 @@ def probe(n, threads, steps, device, warmup=100, rounds=3, breakdown=False):  # 
         ways = {"step": step, "step_then_drawn": step_then_drawn, "pixels_floor": pixels,
                 "render_read_floor": render_read, "physics_alone": physics, "forward_alone": refresh,
                 "pixels_fresh_floor": pixels_fresh}
+        shadow = None
+        if why:
+            # Why the render is slower inside the step than in the floor: the same pixel floor (the same states
+            # drawn again) after its thread slept (as a thread that waits for the physics may), beside the physics
+            # of N other envs that are not drawn (the cores the physics threads take, nothing of the drawn envs
+            # rewritten), and after this thread itself rewrote the drawn envs' data (mj_forward here: no other
+            # core wrote it, no sleep).
+            shadow = MujocoVectorEnv([functools.partial(make_gym, "HalfCheetah-v5", 84, 84, "light", None)] * n,
+                                     height=84, width=84, threads=threads, physics="batched")
+            shadow.reset(seed=1)
+            sph = shadow._batched
+
+            def sleep_alone():
+                time.sleep(SLEEP_S)
+
+            def pixels_after_sleep():
+                time.sleep(SLEEP_S)
+                pixels()
+
+            def shadow_physics_alone():
+                sph.start(acts[1], everyone)
+                sph.wait()
+
+            def pixels_beside_physics():
+                sph.start(acts[1], everyone)
+                try:
+                    pixels()
+                finally:
+                    sph.wait()
+
+            def forward_here_alone():
+                for i in range(n):
+                    mujoco.mj_forward(models[i], datas[i])
+
+            def pixels_fresh_here():
+                forward_here_alone()
+                pixels()
+            ways.update({"sleep_alone": sleep_alone, "pixels_after_sleep": pixels_after_sleep,
+                         "shadow_physics_alone": shadow_physics_alone, "pixels_beside_physics": pixels_beside_physics,
+                         "forward_here_alone": forward_here_alone, "pixels_fresh_here": pixels_fresh_here})
+        drawn = [w for w in ways if w == "step" or "pixels" in w or w == "render_read_floor"]
         try:
             # A fresh batch's first hundred-odd steps ran slower than its later ones on the GPU hosts (the bench's
             # first rounds, mujoco_samplecopy*_h200.json): every way warms up first, then the ways take turns in
@@ -183,7 +232,7 @@ def probe(n, threads, steps, device, warmup=100, rounds=3, breakdown=False):  # 
             times = {name: [] for name in ways}
             phase_rounds = {name: [] for name in phases}
             # the render's insides, in the step and in the render+read floor (--breakdown)
-            inner_rounds = {f"{way}.{name}": [] for way in ("step", "render_read_floor") for name in inner}
+            inner_rounds = {f"{way}.{name}": [] for way in drawn for name in inner}
             names = list(ways)
             for rnd in range(rounds):
                 for name in (names if rnd % 2 == 0 else names[::-1]):
@@ -193,11 +242,13 @@ def probe(n, threads, steps, device, warmup=100, rounds=3, breakdown=False):  # 
                     if name == "step":
                         for pname, p in phases.items():
                             phase_rounds[pname].append(p.total / steps)
-                    if name in ("step", "render_read_floor"):
+                    if name in drawn:
                         for iname, p in inner.items():
                             inner_rounds[f"{name}.{iname}"].append(p.total / steps)
         finally:
             ex.shutdown()
+            if shadow is not None:
+                shadow.close()
         row = {"N": n, "threads": venv.threads, "warmup": warmup, "rounds": rounds}
         row.update({name + "_us": median(v) for name, v in times.items()})
         row.update({name + "_us": median(v) for name, v in phase_rounds.items()})
@@ -220,6 +271,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="rounds in which the ways take turns; medians reported")
     ap.add_argument("--breakdown", action="store_true",
                     help="also time the render's insides, in the step and in the render+read floor")
+    ap.add_argument("--why", action="store_true",
+                    help="also the pixel floor after a 200 µs sleep, beside the physics of N envs not drawn, and after "
+                         "this thread rewrote the drawn envs' data (with --breakdown: the render's insides in each)")
     ap.add_argument("--json")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -230,12 +284,16 @@ def main():
     print("  ".join("%10s" % c.replace("_us", "")[:10] for c in cols), flush=True)
     for n in [int(x) for x in args.envs.split(",")]:
         for t in [int(x) for x in args.threads.split(",")]:
-            row = probe(n, t, args.steps, device, args.warmup, args.rounds, args.breakdown)
+            row = probe(n, t, args.steps, device, args.warmup, args.rounds, args.breakdown, args.why)
             rows.append(row)
             print("  ".join("%10.0f" % row[c] for c in cols), flush=True)
+            if args.why:
+                print("    " + "  ".join(f"{k[:-3]} {row[k]:.0f}" for k in (
+                    "sleep_alone_us", "pixels_after_sleep_us", "shadow_physics_alone_us", "pixels_beside_physics_us",
+                    "forward_here_alone_us", "pixels_fresh_here_us")), flush=True)
             if args.breakdown:
                 b = row["breakdown_us"]
-                for way in ("step", "render_read_floor"):
+                for way in sorted({k.split(".", 1)[0] for k in b}):
                     parts = {k.split(".", 1)[1]: v for k, v in b.items() if k.startswith(way + ".")}
                     print(f"    {way:18s} " + "  ".join(f"{k} {v:.0f}" for k, v in parts.items()), flush=True)
     if args.json:
