@@ -186,47 +186,9 @@ def test_the_render_threads_spin_and_sleeping_threads_change_no_result(spin_us, 
         ref.close()
 
 
-@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
-@pytest.mark.parametrize("in_read", [True, False])
-def test_the_tasks_numpy_while_the_gpu_draws_changes_no_result(mode, in_read):
-    """The batched step computes the task's results (BatchedPhysics.finish) between the draws and the read, while
-    the GPU draws (the default), or after the read: both equal SyncVectorEnv through episode ends in both autoreset
-    modes, and the results are computed where the setting says (before the step's first read, or after it)."""
-    make = lambda: gymnasium.make("Hopper-v5", max_episode_steps=15)  # noqa: E731
-    ref = SyncVectorEnv([make] * N, autoreset_mode=mode)
-    env = MujocoVectorEnv([make] * N, height=TILE, width=TILE, render_only=False, threads=2, physics="batched",
-                          autoreset_mode=mode)
-    try:
-        assert env._finish_in_read  # the default
-        env._finish_in_read = in_read
-        events = []
-        read, finish = env.renderer._read_in_context, env._batched.finish
-        env.renderer._read_in_context = lambda **kw: (events.append("read"), read(**kw))[1]
-        env._batched.finish = lambda *args: (events.append("finish"), finish(*args))[1]
-        ref.reset(seed=9)
-        env.reset(seed=9)
-        rng = np.random.default_rng(9)
-        ends = 0
-        for t in range(40):
-            del events[:]
-            a = rng.uniform(-1, 1, (N, 3)).astype(np.float32)
-            want, got = ref.step(a), env.step(a)
-            assert_same(want[0], got[0]["state"], f"step {t}: obs")
-            for k in (1, 2, 3):
-                assert_same(want[k], got[k], f"step {t}: field {k}")
-            assert_infos_same(want[4], got[4], f"step {t}")
-            assert events.count("finish") == 1, (t, events)
-            assert (events.index("finish") < events.index("read")) == in_read, (t, events)
-            ends += int(np.sum(want[2] | want[3]))
-        assert ends >= N  # every env's episode ended at least once (the truncation at 15 steps)
-    finally:
-        env.close()
-        ref.close()
-
-
 def test_an_error_in_the_tasks_numpy_leaves_no_thread_working_and_the_callers_context_current():
-    """If the task's results raise while the GPU draws (between the draws and the read), step() raises that error
-    with no physics thread still touching an env and the caller's GL context current again, and the next step works."""
+    """If the task's results (BatchedPhysics.finish) raise, step() raises that error with no physics thread still
+    touching an env and the caller's GL context current again, and the next step works."""
     import ctypes
     import time
 
@@ -401,8 +363,7 @@ def test_auto_measures_its_ways_of_stepping_and_changes_no_result(monkeypatch):
             use_threads = env._batched.use_threads
             env._batched.use_threads = lambda k: (taken.append(k), use_threads(k))[1]
             render = env._render  # order given: drawn as the physics finishes; None: after it
-            env._render = lambda order=None, between=None: (drawn.append(order is not None),
-                                                             render(order=order, between=between))[1]
+            env._render = lambda order=None: (drawn.append(order is not None), render(order=order))[1]
             want, got = ref.reset(seed=5), env.reset(seed=5)
             assert_same(want[0], got[0]["state"], "reset")
             rng = np.random.default_rng(5)

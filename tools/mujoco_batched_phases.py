@@ -8,8 +8,7 @@ For each N and thread count (HalfCheetah-v5, 84x84, light visuals as the bench s
 MujocoVectorEnv.step + the Nature-CNN forward (synchronised), and, summed inside those steps, the task's
 `before` (the state gathered before the physics), `start`, the render loop (physics started beside it, each env
 drawn as it finishes; the read included) and, within it, the time its thread waited for the next env's physics,
-the wait for the physics threads after it, and `finish` (observations, rewards, terminations of the batch; the
-step computes them between the draws and the read, so `render` includes `finish` and the wait). Then
+the wait for the physics threads after it, and `finish` (observations, rewards, terminations of the batch). Then
 the same step drawn after all of the physics (the trial's "stepped then drawn" way). Beside them, in the same
 run, the floors: render + read of the same states with no physics, the same + forward (the bench's `pixels`), the
 pixel floor on states that other threads have just rewritten (mj_forward of each env; that alone as

@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""A/B of a setting of MujocoVectorEnv's batched step, on the real render. First written for the render thread's
-spin: the stepper's next() watching for the next finished env for --spin µs before it sleeps, against sleeping at
-once (--ways serial,spin). One batch per N, its measured choice of path settled first (as `python -m gltensor.bench
-mujoco` does), then blocks of steps in turns: the same batch in each --ways setting, and its pixel floor (render,
-read, the same Nature-CNN forward; no physics). Each step is followed by the forward, as in the bench and in
-training. Ratios to the first way are paired (blocks timed within seconds of each other).
+"""A/B of a setting of MujocoVectorEnv's batched step on the real render (the render thread's spin, or where the
+threads run): by default the stepper's next() watching for the next finished env for --spin µs before it sleeps,
+against sleeping at once. One batch per N, its
+measured choice of path settled first (as `python -m gltensor.bench mujoco` does), then blocks of steps in turns: the
+same batch in each --ways setting, and its pixel floor (render, read, the same Nature-CNN forward; no physics). Each
+step is followed by the forward, as in the bench and in training. Ratios to the first way are paired (blocks timed
+within seconds of each other).
 
     python tools/mujoco_step_ab.py --envs 4,16,64,256 --turns 16 --ways serial,spin
 
-Three other changes were measured by earlier versions of this tool and did not land (benchmarks/README.md, "Four
-changes to the batched step, A/B"): the task's NumPy in a finisher thread (commit 41d1010), the render thread stepping
-an env no physics thread had claimed (commit 8119579), and the physics threads watching for the next job (commit
-f6f33ac).
+Four other changes were measured by earlier versions of this tool and did not land (benchmarks/README.md, "Four
+changes to the batched step, A/B", and "The task's NumPy while the GPU draws"): the task's NumPy in a finisher thread
+(commit 41d1010), the render thread stepping an env no physics thread had claimed (commit 8119579), the physics
+threads watching for the next job (commit f6f33ac), and the task's NumPy between the draws and the read (commit
+b8e2ee1).
 
 --fake replaces the render with a GIL-free wait of --tail µs (CPU only: whether the thread hand-off costs more
 than the overlap saves, without a GPU).
@@ -19,10 +21,7 @@ than the overlap saves, without a GPU).
 The ways `free` and `pinned` ask whether the physics threads slow the render thread by sharing its core: `pinned`
 keeps the calling (render) thread on one CPU and every other thread of the process (the physics threads, the
 drivers' and torch's) off that CPU and its hyperthread siblings; `free` lets every thread run anywhere (the
-library's behaviour). The affinity changes only when the way changes, outside the timed step.
-
-The ways `finish-after-read` and `finish-in-read` ask where the task's NumPy (observations, rewards, infos) should
-run: after the tiles' read, or between the draws and the read, while the GPU draws (the library's default)."""
+library's behaviour). The affinity changes only when the way changes, outside the timed step."""
 import argparse
 import json
 import os
@@ -38,12 +37,10 @@ import numpy as np  # noqa: E402
 def fake_render(venv, tail_s):
     frame = venv._render()
 
-    def drain(order=None, between=None):
+    def drain(order=None):
         if order is not None:
             for _ in order:
                 pass
-        if between is not None:
-            between()
         end = time.perf_counter() + tail_s
         while time.perf_counter() < end:
             time.sleep(0)  # releases the GIL, as the resolve and the read do
@@ -100,8 +97,8 @@ def main():
     ap.add_argument("--fake", action="store_true", help="no render: a GIL-free wait of --tail µs instead")
     ap.add_argument("--tail", type=float, default=300.0)
     ap.add_argument("--ways", default="serial,spin", help="settings, comma-separated: serial (the render thread "
-                    "sleeps at once), spin (it watches first), free, pinned (thread placement, above), finish-after-read, "
-                    "finish-in-read (where the task's NumPy runs, above); the first is the reference of the ratios")
+                    "sleeps at once), spin (it watches first), free, pinned (thread placement, above); the first is the "
+                    "reference of the ratios")
     ap.add_argument("--spin", type=int, default=200, help="µs the spin way's render thread watches before it sleeps")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -130,7 +127,7 @@ def main():
            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None, "cores": os.cpu_count(),
            "results": []}
     ways = args.ways.split(",")
-    unknown = set(ways) - {"serial", "spin", "free", "pinned", "finish-after-read", "finish-in-read"}
+    unknown = set(ways) - {"serial", "spin", "free", "pinned"}
     if unknown or len(ways) < 1:
         ap.error(f"--ways: unknown {sorted(unknown)}")
     print("N     threads  " + "  ".join(f"{w:>14} µs" for w in ways) + "   pixels µs   " +
@@ -161,8 +158,6 @@ def main():
                 def step(k):
                     if placement is not None:
                         placement.set(way)
-                    elif way.startswith("finish-"):
-                        venv._finish_in_read = way == "finish-in-read"
                     else:
                         stepper.spin_us = args.spin if way == "spin" else 0
                     batch(k)
@@ -181,7 +176,6 @@ def main():
             sync()
             times = alternate_blocks(sides, args.turns, args.block, sync)
             stepper.spin_us = spin0
-            venv._finish_in_read = True
             if placement is not None:
                 placement.set("free")
             pixels = times[len(ways)] if len(times) > len(ways) else None

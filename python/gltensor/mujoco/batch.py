@@ -680,18 +680,6 @@ class BatchRenderer:
             self._render_current(datas, cameras, scene_option, order)
             return self._read_in_context(**read_options)  # no second save/restore: ours is current here
 
-    def _render_then_read(self, datas, cameras, order, between):
-        """render_and_read() with ``between()`` run after the draws are flushed to the GPU and before the read.
-        Why: the read waits for the GPU to finish the draws (and to switch to compute work), tens to a hundred µs a
-        step; MujocoVectorEnv's task NumPy (which needs no GL) runs in that time instead of after the read. If
-        ``between`` raises, nothing is read and the exception propagates (the caller's context is put back)."""
-        self._check_open()
-        with _ContextKept(self._glc, self._own_context):
-            self._render_current(datas, cameras, None, order)
-            _gl().glFlush()  # the draws start on the GPU now, not when the read's map flushes them
-            between()
-            return self._read_in_context()
-
     # ------------------------------------------------------------------ lifetime
     def _free_gl(self):
         with _CallersContextKept():  # the caller's context current again afterwards (glc.free() releases it)

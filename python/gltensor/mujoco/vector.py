@@ -354,9 +354,6 @@ class MujocoVectorEnv(VectorEnv):
         self._batched = None
         self.physics_trial = None  # the measured choice of path and thread count (_setup_trial)
         self._overlap = True  # the batched path draws each env as its physics finishes (else after all of them)
-        # ... and computes the task's results between the draws and the read, while the GPU draws (else after the
-        # read; tools/mujoco_step_ab.py --ways serial,finish-in-read measures both)
-        self._finish_in_read = True
         task = None
         if physics == "per-env":
             self.physics_path, self.physics_path_reason = "per-env", "physics='per-env' was asked for"
@@ -427,16 +424,12 @@ class MujocoVectorEnv(VectorEnv):
             self._camera_list = cams  # every free camera placed: the list is fixed from now on (made once, not per step)
         return cams
 
-    def _render(self, order=None, between=None):
-        """The batch's tiles drawn (in `order`) and read; `between()`, if given, runs after the draws and before the
-        read (BatchRenderer._render_then_read)."""
+    def _render(self, order=None):
         # The batched path's envs are Gymnasium's own tasks, whose MjData is made once: its list is kept (a user's
         # env on the per-env path might replace its data, so that list is made per render)
         datas = self._batched.datas if self._batched is not None else [u.data for u in self.unwrapped_envs]
-        if between is None:
-            self._pixels = self.renderer.render_and_read(datas, cameras=self._cameras(), order=order)
-        else:
-            self._pixels = self.renderer._render_then_read(datas, self._cameras(), order, between)
+        self._pixels = self.renderer.render_and_read(datas, cameras=self._cameras(),
+                                                     order=order)
         return self._pixels
 
     def _obs(self, pixels):
@@ -657,24 +650,15 @@ class MujocoVectorEnv(VectorEnv):
         out = dict(zip(reset_idx.tolist(), self._pool.map(lambda i: envs[i].reset(), reset_idx.tolist()))) \
             if reset_idx.size else {}
         before = ph.before()
-        finished = []
-
-        def finish():
-            ph.wait()
-            ph.reset_done(reset_idx)
-            finished.append(ph.finish(a, before, stepped))
         ph.start(a, stepped)
         try:
-            # Drawn as they finish: the reset envs first, then each stepped env once its physics is done; the task's
-            # NumPy (finish) while the GPU draws, before the read (_finish_in_read).
-            pixels = self._render(order=itertools.chain(out, ph.finished()),
-                                  between=finish if self._finish_in_read else None) \
+            # Drawn as they finish: the reset envs first, then each stepped env once its physics is done.
+            pixels = self._render(order=itertools.chain(out, ph.finished())) \
                 if self._overlap and self._pipelined() else None
         finally:
             ph.wait()  # no physics thread may be left touching an env, whatever the render did
-        if not finished:
-            finish()
-        state, rewards, terms, truncs, info = finished[0]
+        ph.reset_done(reset_idx)
+        state, rewards, terms, truncs, info = ph.finish(a, before, stepped)
         infos = {}
         if stepped.any():  # a key no env gave is absent, as in SyncVectorEnv
             for key, value in info.items():
