@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from statistics import median
 from types import SimpleNamespace
@@ -65,7 +66,7 @@ class Placement:
         self.render_cpu = min(self.all)
         siblings = cpus_of(f"/sys/devices/system/cpu/cpu{self.render_cpu}/topology/thread_siblings_list")
         self.others = self.all - siblings - {self.render_cpu}
-        self.main = threading_native_id()
+        self.main = threading.get_native_id()
         self.state = None
 
     def set(self, way):
@@ -78,11 +79,6 @@ class Placement:
             except (ProcessLookupError, PermissionError):
                 pass  # a thread that ended meanwhile
         self.state = way
-
-
-def threading_native_id():
-    import threading
-    return threading.get_native_id()
 
 
 def main():
@@ -130,6 +126,8 @@ def main():
     unknown = set(ways) - {"serial", "spin", "free", "pinned"}
     if unknown or len(ways) < 1:
         ap.error(f"--ways: unknown {sorted(unknown)}")
+    if {"free", "pinned"} & set(ways) and {"serial", "spin"} & set(ways):
+        ap.error("--ways: compare the spin (serial, spin) or the placement (free, pinned), not both in one run")
     print("N     threads  " + "  ".join(f"{w:>14} µs" for w in ways) + "   pixels µs   " +
           "  ".join(f"{w}/{ways[0]}" for w in ways[1:]) + "   " + "  ".join(f"{w}/pixels" for w in ways), flush=True)
     for n in [int(x) for x in args.envs.split(",")]:
